@@ -1,0 +1,39 @@
+# The two commands that matter: `make plan` and `make test`. Each bootstraps .venv on first use.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: plan test lint typecheck bench schema catalog clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+plan: $(STAMP)  ## Plan the dev stack offline (no cloud credentials, no Pulumi CLI)
+	$(BIN)/gpuforge plan dev
+
+test: $(STAMP)  ## The whole suite: lint, types, unit, policies, playbooks (real runs), CLI
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+bench: $(STAMP)  ## Plan time and memory against the Pulumi SDK floor; writes docs/benchmarks.md
+	$(BIN)/python -m gpuforge.bench --output docs/benchmarks.md
+
+schema: $(STAMP)  ## Regenerate schemas/cluster.schema.json from the spec models
+	$(BIN)/gpuforge schema --output schemas/cluster.schema.json
+
+catalog: $(STAMP)  ## Regenerate the AWS instance catalog from EC2 DescribeInstanceTypes data (moto's snapshot)
+	$(BIN)/python scripts/gen_aws_catalog.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""gpuforge's typed Pulumi component library."""

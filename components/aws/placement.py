@@ -1,0 +1,141 @@
+"""Compose the AWS components for one cluster and return the stack outputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from components.spec import ResolvedSpec
+from components.spec.models import Tier
+
+from .network import SegmentedNetwork, SegmentedNetworkArgs
+from .node_group import GpuNodeGroup, GpuNodeGroupArgs, LustreMount, node_group_props
+from .storage import ClusterKey, LustreFileSystem, LustreFileSystemArgs, ObjectStore, ObjectStoreArgs
+
+READ_PURPOSES = ("data",)
+WRITE_PURPOSES = ("checkpoints", "artifacts")
+
+
+def build_aws_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resource) -> dict[str, Any]:
+    spec = resolved.spec
+    region = spec.region
+    assert region is not None  # resolve() admits only aws placement here
+    tags = {"gpuforge:cluster": spec.name, "gpuforge:environment": spec.environment, **spec.tags}
+
+    def regional_provider(suffix: str, in_region: str) -> aws.Provider:
+        return aws.Provider(
+            f"{name}-{suffix}",
+            region=in_region,
+            default_tags=aws.ProviderDefaultTagsArgs(tags=tags),
+            opts=pulumi.ResourceOptions(parent=parent),
+        )
+
+    provider = regional_provider("aws", region)
+    child = pulumi.ResourceOptions(parent=parent, providers={"aws": provider})
+
+    key = ClusterKey(f"{name}-kms", spec.protected, opts=child)
+    network = SegmentedNetwork(f"{name}-net", SegmentedNetworkArgs(spec.network, region, resolved.subnets), opts=child)
+
+    replica_regions = sorted(
+        {s.replication_region for s in spec.storage.object_stores.values() if s.replication_region}
+    )
+    replicas: dict[str, tuple[aws.Provider, ClusterKey]] = {}
+    for replica_region in replica_regions:
+        replica_provider = regional_provider(f"aws-{replica_region}", replica_region)
+        replica_opts = pulumi.ResourceOptions(parent=parent, providers={"aws": replica_provider})
+        replicas[replica_region] = (
+            replica_provider,
+            ClusterKey(f"{name}-kms-{replica_region}", spec.protected, opts=replica_opts),
+        )
+
+    stores: dict[str, ObjectStore] = {}
+    for key_name, store in spec.storage.object_stores.items():
+        replica = replicas.get(store.replication_region or "")
+        stores[key_name] = ObjectStore(
+            f"{name}-{key_name}",
+            ObjectStoreArgs(
+                spec=store,
+                kms_key_arn=key.arn,
+                protected=spec.protected,
+                replica_provider=replica[0] if replica else None,
+                replica_kms_key_arn=replica[1].arn if replica else None,
+            ),
+            opts=child,
+        )
+
+    lustre: LustreFileSystem | None = None
+    fs = spec.storage.parallel_fs
+    if fs is not None and resolved.lustre is not None and resolved.lustre_az is not None:
+        sg = network.security_group_ids
+        lustre = LustreFileSystem(
+            f"{name}-lustre",
+            LustreFileSystemArgs(
+                spec=fs,
+                sizing=resolved.lustre,
+                subnet_id=network.subnet_ids["storage"][resolved.lustre_az],
+                security_group_ids=[sg["storage"], sg["efa"]] if fs.efa else [sg["storage"]],
+                kms_key_arn=key.arn,
+                buckets={k: s.bucket for k, s in stores.items()},
+                protected=spec.protected,
+            ),
+            opts=child,
+        )
+
+    def bucket_arns(purposes: tuple[str, ...]) -> list[pulumi.Input[str]]:
+        return [stores[k].arn for k, store in spec.storage.object_stores.items() if store.purpose in purposes]
+
+    groups: dict[str, GpuNodeGroup] = {}
+    for group_name, group in resolved.node_groups.items():
+        tier: Tier = "compute" if group.spec.role == "training" else "management"
+        sgs: list[pulumi.Input[str]] = [network.security_group_ids[tier]]
+        if group.efa_interfaces:
+            sgs.append(network.security_group_ids["efa"])
+        groups[group_name] = GpuNodeGroup(
+            f"{name}-{group_name}",
+            GpuNodeGroupArgs(
+                group=group,
+                cluster=spec.name,
+                subnet_ids=[network.subnet_ids[tier][az] for az in group.azs],
+                security_group_ids=sgs,
+                kms_key_arn=key.arn,
+                read_bucket_arns=bucket_arns(READ_PURPOSES),
+                write_bucket_arns=bucket_arns(WRITE_PURPOSES),
+                lustre=LustreMount(lustre.dns_name, lustre.mount_name) if lustre else None,
+                tags=tags,
+            ),
+            opts=child,
+        )
+
+    return {
+        "cluster": {"name": spec.name, "environment": spec.environment, "placement": "aws", "region": region},
+        "kmsKeyArn": key.arn,
+        "network": {
+            "vpcId": network.vpc_id,
+            "subnetIds": network.subnet_ids,
+            "securityGroupIds": network.security_group_ids,
+        },
+        "nodeGroups": {
+            n: {
+                **node_group_props(resolved.node_groups[n]),
+                "asgName": g.asg_name,
+                "launchTemplateId": g.launch_template_id,
+            }
+            for n, g in groups.items()
+        },
+        "parallelFs": (
+            {
+                "fileSystemId": lustre.file_system_id,
+                "dnsName": lustre.dns_name,
+                "mountName": lustre.mount_name,
+                "capacityGib": resolved.lustre.capacity_gib if resolved.lustre else None,
+            }
+            if lustre
+            else None
+        ),
+        "objectStores": {
+            k: {"bucket": s.bucket, "arn": s.arn, "purpose": spec.storage.object_stores[k].purpose}
+            for k, s in stores.items()
+        },
+    }

@@ -1,0 +1,543 @@
+"""Typed hardware catalog: frozen pydantic models over the data files, and their loader.
+
+Two data files, each with its provenance:
+- data/aws_instance_types.json: generated from EC2 DescribeInstanceTypes (scripts/gen_aws_catalog.py);
+- data/facts.yaml: hand-curated facts the EC2 API lacks (GPU power, NVLink, servers, FSx rules).
+
+Stacks may override any fact (``load_catalog(overrides=...)``); overrides deep-merge onto the data
+and are validated with the same models, so a typo is an error naming its path, not a silent no-op.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, PositiveInt, ValidationError, model_validator
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+AWS_FILE = "components/catalog/data/aws_instance_types.json"
+FACTS_FILE = "components/catalog/data/facts.yaml"
+_FACT_KEYS = ("gpus", "instance_extras", "host_power", "servers", "fsx_lustre")
+
+DeploymentType = Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"]
+
+
+class CatalogError(KeyError):
+    """A catalog lookup or override failed. A KeyError so `except KeyError` callers keep working."""
+
+    def __str__(self) -> str:
+        # KeyError.__str__ would repr() the message, quoting it.
+        return str(self.args[0]) if self.args else ""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _close(name: str, names: list[str]) -> str:
+    hits = difflib.get_close_matches(name, names, n=5, cutoff=0.5)
+    return f"; did you mean: {', '.join(hits)}?" if hits else ""
+
+
+# --- AWS instance types (generated rows) -------------------------------------------------------
+
+
+class Accelerator(_Frozen):
+    kind: Literal["gpu", "neuron"]  # neuron = AWS Trainium/Inferentia (NeuronInfo)
+    manufacturer: str
+    name: str
+    count: PositiveInt
+    memory_mib: int  # per device
+
+
+class NetworkCard(_Frozen):
+    index: int
+    baseline_gbps: float
+    peak_gbps: float
+    max_interfaces: int
+
+
+class InstanceExtras(_Frozen):
+    """Facts per instance type that DescribeInstanceTypes lacks (facts.yaml instance_extras)."""
+
+    gpudirect_rdma: bool | None = None  # None: not listed in aws-ofi-nccl platform-aws.cpp
+    nvswitch: bool = False  # NVSwitch baseboard: Fabric Manager required
+    nccl_busbw_reference_gbps: float | None = None  # nccl-tests busbw, GB/s
+    nccl_busbw_basis: str | None = None
+    source: str
+    secondary: bool = False
+
+    @model_validator(mode="after")
+    def _basis_with_figure(self) -> InstanceExtras:
+        if (self.nccl_busbw_reference_gbps is None) != (self.nccl_busbw_basis is None):
+            raise ValueError("nccl_busbw_reference_gbps and nccl_busbw_basis go together")
+        return self
+
+
+_AGGREGATE = re.compile(r"^(?:(\d+)x )?(\d+(?:\.\d+)?) Gigabit$")
+
+
+class InstanceTypeRow(_Frozen):
+    """One row of aws_instance_types.json, as generated."""
+
+    instance_type: str
+    accelerator: Accelerator | None
+    vcpus: PositiveInt
+    memory_mib: PositiveInt
+    architectures: tuple[str, ...]
+    network_performance: str
+    max_network_cards: PositiveInt
+    network_cards: tuple[NetworkCard, ...]
+    efa_supported: bool
+    max_efa_interfaces: int
+    ena_srd_supported: bool
+    nvme_gb: int
+    placement_strategies: tuple[str, ...]
+    offerings: dict[str, tuple[str, ...]]
+
+    @model_validator(mode="after")
+    def _efa_consistent(self) -> InstanceTypeRow:
+        if self.efa_supported != (self.max_efa_interfaces > 0):
+            raise ValueError("max_efa_interfaces must be > 0 exactly when efa_supported")
+        return self
+
+
+class InstanceType(InstanceTypeRow):
+    """An instance type row joined with its instance_extras."""
+
+    extras: InstanceExtras | None = None
+
+    @property
+    def gpu_count(self) -> int:
+        """Accelerators per node (GPUs, or Neuron devices on Trainium; see accelerator.kind)."""
+        return self.accelerator.count if self.accelerator else 0
+
+    @property
+    def gpu_model(self) -> str | None:
+        return self.accelerator.name if self.accelerator else None
+
+    @property
+    def gpudirect_rdma(self) -> bool | None:
+        return self.extras.gpudirect_rdma if self.extras else None
+
+    @property
+    def nvswitch(self) -> bool:
+        return self.extras.nvswitch if self.extras else False
+
+    @property
+    def efa_ceiling_gbps(self) -> float | None:
+        """Inter-node NIC ceiling in GB/s: EFA cards' baseline Gb/s summed, capped by the advertised
+        aggregate (the snapshot's per-card figures can exceed it), divided by 8. None without EFA."""
+        if not self.efa_supported:
+            return None
+        gbit = sum(c.baseline_gbps for c in self.network_cards[: self.max_efa_interfaces])
+        m = _AGGREGATE.match(self.network_performance)
+        if m:
+            gbit = min(gbit, int(m.group(1) or 1) * float(m.group(2)))
+        return gbit / 8
+
+    @property
+    def nccl_busbw_reference_gbps(self) -> float | None:
+        """nccl-tests busbw reference in GB/s: a published figure when facts.yaml has one, else the
+        derived EFA ceiling (see nccl_busbw_basis), else None."""
+        if self.extras and self.extras.nccl_busbw_reference_gbps is not None:
+            return self.extras.nccl_busbw_reference_gbps
+        return self.efa_ceiling_gbps
+
+    @property
+    def nccl_busbw_basis(self) -> str | None:
+        if self.extras and self.extras.nccl_busbw_basis is not None:
+            return self.extras.nccl_busbw_basis
+        if self.efa_supported:
+            return (
+                f"derived inter-node ceiling: {self.max_efa_interfaces} EFA NICs x per-NIC rate "
+                f"(capped at '{self.network_performance}') / 8; no published AWS multi-node EFA figure"
+            )
+        return None
+
+    def azs_offering(self, region: str) -> tuple[str, ...]:
+        return self.offerings.get(region, ())
+
+    def regions(self) -> list[str]:
+        return sorted(self.offerings)
+
+
+# --- Curated facts ------------------------------------------------------------------------------
+
+
+class Gpu(_Frozen):
+    name: str
+    tdp_w: PositiveInt
+    nvlink_gen: int | None = None
+    nvlink_links: int | None = None
+    source: str
+    secondary: bool = False
+
+
+class HostPower(_Frozen):
+    overhead_w: PositiveInt  # per full host: CPUs, NICs, fans, switches, PSU losses
+    # vCPUs of the host that overhead_w was measured on: an instance is charged its share,
+    # so a slice of a host (g5.12xlarge, m7i.large) is not charged a whole server.
+    overhead_reference_vcpus: PositiveInt
+    overhead_source: str
+    overhead_secondary: bool = False
+    pue_default: float
+    pue_source: str
+
+
+class Psu(_Frozen):
+    count: PositiveInt
+    rating_w: PositiveInt
+    redundancy: str  # "N+M"
+
+
+class ServerModel(_Frozen):
+    name: str
+    gpu_model: str
+    gpu_count: PositiveInt
+    system_max_kw: float
+    psus: Psu
+    hca_count: int
+    source: str
+    secondary: bool = False
+
+
+class CapacityRule(_Frozen):
+    """Valid sizes in GiB: any of first_steps, or any positive multiple of increment."""
+
+    first_steps: tuple[PositiveInt, ...] = ()
+    increment: PositiveInt
+
+    def is_valid(self, gib: int) -> bool:
+        return gib in self.first_steps or (gib > 0 and gib % self.increment == 0)
+
+    def next_valid(self, gib: int) -> int:
+        multiple = max(1, math.ceil(gib / self.increment)) * self.increment
+        return min([s for s in self.first_steps if s >= gib] + [multiple])
+
+    def describe(self) -> str:
+        head = " or ".join(str(s) for s in self.first_steps)
+        tail = f"multiples of {self.increment} GiB"
+        return f"{head} GiB, then {tail}" if head else tail
+
+
+class ThroughputOption(_Frozen):
+    storage_type: Literal["SSD", "HDD"]
+    capacity: CapacityRule | None = None  # None: the deployment type's default rule
+    efa_capacity: CapacityRule | None = None  # None: EFA not available at this throughput
+
+
+class MetadataIopsRule(_Frozen):
+    first_steps: tuple[PositiveInt, ...]
+    increment: PositiveInt
+    maximum: PositiveInt
+
+    def is_valid(self, iops: int) -> bool:
+        return iops in self.first_steps or (0 < iops <= self.maximum and iops % self.increment == 0)
+
+
+class FsxLustreRules(_Frozen):
+    deployment_type: DeploymentType
+    replicated: bool
+    dra_supported: bool  # data repository associations (S3 links)
+    efa_supported: bool
+    capacity_increase_supported: bool
+    capacity: CapacityRule
+    throughputs: dict[int, ThroughputOption]  # per-unit MB/s/TiB; empty: not settable (scratch)
+    baseline_throughput_per_tib: PositiveInt | None = None  # scratch: fixed MB/s/TiB
+    metadata_iops: MetadataIopsRule | None
+    source: str
+
+    @model_validator(mode="after")
+    def _efa_consistent(self) -> FsxLustreRules:
+        has_efa = any(t.efa_capacity for t in self.throughputs.values())
+        if self.efa_supported != has_efa:
+            raise ValueError("efa_supported must match whether any throughput has efa_capacity")
+        return self
+
+    @property
+    def per_unit_throughputs(self) -> tuple[int, ...]:
+        return tuple(sorted(self.throughputs))
+
+    def _rule(self, per_unit_throughput: int | None, efa: bool) -> CapacityRule:
+        dt = self.deployment_type
+        if efa and not self.efa_supported:
+            raise CatalogError(f"{dt} does not support EFA; only PERSISTENT_2 does")
+        if per_unit_throughput is None:
+            if efa:
+                raise CatalogError(f"{dt} with EFA: capacity depends on per_unit_throughput; pass one")
+            return self.capacity
+        option = self.throughputs.get(per_unit_throughput)
+        if option is None:
+            allowed = ", ".join(map(str, self.per_unit_throughputs)) or "none (not settable)"
+            raise CatalogError(
+                f"{dt}: per-unit throughput {per_unit_throughput} MB/s/TiB; allowed: {allowed}"
+            )
+        if efa:
+            if option.efa_capacity is None:
+                raise CatalogError(f"{dt}: no EFA at {per_unit_throughput} MB/s/TiB")
+            return option.efa_capacity
+        return option.capacity or self.capacity
+
+    def is_valid_capacity(self, gib: int, per_unit_throughput: int | None = None, efa: bool = False) -> bool:
+        try:
+            return self._rule(per_unit_throughput, efa).is_valid(gib)
+        except CatalogError:
+            return False
+
+    def next_valid_capacity(self, gib: int, per_unit_throughput: int | None = None, efa: bool = False) -> int:
+        """Smallest valid capacity >= gib. Raises CatalogError for a throughput/EFA combination
+        the deployment type does not allow."""
+        return self._rule(per_unit_throughput, efa).next_valid(gib)
+
+    def valid_capacities_description(self) -> str:
+        parts = [self.capacity.describe()]
+        for tp in self.per_unit_throughputs:
+            opt = self.throughputs[tp]
+            if opt.capacity is not None:
+                parts.append(f"at {tp} MB/s/TiB ({opt.storage_type}): {opt.capacity.describe()}")
+        for tp in self.per_unit_throughputs:
+            efa_rule = self.throughputs[tp].efa_capacity
+            if efa_rule is not None:
+                parts.append(f"with EFA at {tp} MB/s/TiB: {efa_rule.describe()}")
+        return f"{self.deployment_type}: " + "; ".join(parts)
+
+    def metadata_iops_valid(self, iops: int) -> bool:
+        return self.metadata_iops is not None and self.metadata_iops.is_valid(iops)
+
+
+# --- The whole document ---------------------------------------------------------------------------
+
+
+class CatalogData(_Frozen):
+    """The merged data files (plus overrides); keys are the override keys."""
+
+    instance_types: dict[str, InstanceTypeRow]
+    gpus: dict[str, Gpu]
+    instance_extras: dict[str, InstanceExtras]
+    host_power: HostPower
+    servers: dict[str, ServerModel]
+    fsx_lustre: dict[str, FsxLustreRules]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _names_from_keys(cls, data: Any) -> Any:
+        # facts.yaml does not repeat the map key inside each entry; fill it in.
+        if not isinstance(data, Mapping):
+            return data
+        out = dict(data)
+        for section, field in (("gpus", "name"), ("servers", "name"), ("fsx_lustre", "deployment_type")):
+            entries = out.get(section)
+            if isinstance(entries, Mapping):
+                out[section] = {
+                    k: ({field: k, **v} if isinstance(v, Mapping) else v) for k, v in entries.items()
+                }
+        return out
+
+    @model_validator(mode="after")
+    def _cross_refs(self) -> CatalogData:
+        problems = [
+            f"instance_types[{k}]: key differs from instance_type {v.instance_type!r}"
+            for k, v in self.instance_types.items()
+            if k != v.instance_type
+        ]
+        problems += [
+            f"{section}[{k}]: key differs from its name {n!r}"
+            for section, entries in (("gpus", self.gpus), ("servers", self.servers))
+            for k, n in ((k, v.name) for k, v in entries.items())
+            if k != n
+        ]
+        problems += [
+            f"fsx_lustre[{k}]: key differs from deployment_type {v.deployment_type!r}"
+            for k, v in self.fsx_lustre.items()
+            if k != v.deployment_type
+        ]
+        problems += [
+            f"instance_extras[{k}]: unknown instance type{_close(k, list(self.instance_types))}"
+            for k in self.instance_extras
+            if k not in self.instance_types
+        ]
+        problems += [
+            f"servers[{k}].gpu_model: unknown GPU {v.gpu_model!r}; known: {', '.join(sorted(self.gpus))}"
+            for k, v in self.servers.items()
+            if v.gpu_model not in self.gpus
+        ]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+class Catalog:
+    """Read-only view over CatalogData with the lookups components and policies use."""
+
+    def __init__(self, data: CatalogData, sources: dict[str, str]) -> None:
+        self.data = data
+        self._sources = sources
+        # Join rows with extras once; model_construct skips re-validating already-valid parts.
+        self._types: dict[str, InstanceType] = {
+            name: InstanceType.model_construct(
+                _fields_set=set(row.model_fields_set) | {"extras"},
+                **dict(row),
+                extras=data.instance_extras.get(name),
+            )
+            for name, row in sorted(data.instance_types.items())
+        }
+
+    # instance types
+    def instance_type(self, name: str) -> InstanceType:
+        try:
+            return self._types[name]
+        except KeyError:
+            raise CatalogError(
+                f"unknown instance type {name!r}{_close(name, list(self._types))} "
+                f"(add a full row under overrides instance_types if it is new)"
+            ) from None
+
+    def has_instance_type(self, name: str) -> bool:
+        return name in self._types
+
+    def instance_type_names(self) -> list[str]:
+        return list(self._types)
+
+    # facts
+    def gpu(self, name: str) -> Gpu:
+        try:
+            return self.data.gpus[name]
+        except KeyError:
+            raise CatalogError(f"unknown GPU {name!r}{_close(name, list(self.data.gpus))}") from None
+
+    def server(self, name: str) -> ServerModel:
+        try:
+            return self.data.servers[name]
+        except KeyError:
+            raise CatalogError(
+                f"unknown server model {name!r}{_close(name, list(self.data.servers))}"
+            ) from None
+
+    def fsx_lustre(self, deployment_type: str) -> FsxLustreRules:
+        try:
+            return self.data.fsx_lustre[deployment_type]
+        except KeyError:
+            allowed = ", ".join(sorted(self.data.fsx_lustre))
+            raise CatalogError(
+                f"unknown FSx for Lustre deployment type {deployment_type!r}; allowed: {allowed}"
+            ) from None
+
+    @property
+    def pue_default(self) -> float:
+        return self.data.host_power.pue_default
+
+    def node_power_kw(self, instance_type: str) -> float:
+        """Maximum power of one node in kW (IT load, before PUE).
+
+        - a server model (servers, e.g. "dgx-h100"): its system_max_kw, the vendor's maximum;
+        - an instance type: (gpus[model].tdp_w x count + host share) / 1000, where the host share
+          is host_power.overhead_w x vcpus / host_power.overhead_reference_vcpus (CPU-only types
+          have no GPU term).
+        """
+        if instance_type in self.data.servers:
+            return self.data.servers[instance_type].system_max_kw
+        it = self.instance_type(instance_type)
+        host = self.data.host_power
+        overhead_w = host.overhead_w * it.vcpus / host.overhead_reference_vcpus
+        if it.accelerator is None:
+            return overhead_w / 1000
+        gpu = self.data.gpus.get(it.accelerator.name)
+        if gpu is None:
+            raise CatalogError(
+                f"no power figure for accelerator {it.accelerator.name!r} ({instance_type}); "
+                f"add gpus.{it.accelerator.name}.tdp_w (with a source) via catalog overrides"
+            )
+        return (gpu.tdp_w * it.accelerator.count + overhead_w) / 1000
+
+    def sources(self) -> dict[str, str]:
+        """Data file (or "overrides") -> provenance."""
+        return dict(self._sources)
+
+
+# --- Loading --------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def _read_files() -> tuple[dict[str, Any], dict[str, Any]]:
+    # Cached raw documents: callers must treat them as read-only (_deep_merge copies).
+    with (DATA_DIR / "aws_instance_types.json").open(encoding="utf-8") as f:
+        aws: dict[str, Any] = json.load(f)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    with (DATA_DIR / "facts.yaml").open(encoding="utf-8") as f:
+        facts: dict[str, Any] = yaml.load(f, Loader=loader)  # a safe loader
+    return aws, facts
+
+
+def _deep_merge(base: Mapping[Any, Any], override: Mapping[Any, Any]) -> dict[Any, Any]:
+    out = dict(base)
+    # Stack config keys are strings; the data may have int keys (FSx throughputs): match on str.
+    by_str = {str(k): k for k in base}
+    for key, value in override.items():
+        k = by_str.get(str(key), key)
+        if isinstance(value, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = _deep_merge(out[k], value)
+        else:
+            out[k] = value
+    return out
+
+
+def _leaf_paths(tree: Mapping[Any, Any], prefix: str = "") -> list[str]:
+    paths: list[str] = []
+    for k, v in tree.items():
+        p = f"{prefix}.{k}" if prefix else str(k)
+        paths += _leaf_paths(v, p) if isinstance(v, Mapping) and v else [p]
+    return paths
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        s = str(part)
+        # Instance type names contain dots: bracket them so the path stays unambiguous.
+        out += f"[{s}]" if isinstance(part, int) or "." in s else (f".{s}" if out else s)
+    return out
+
+
+def _build(overrides: Mapping[str, Any] | None) -> Catalog:
+    aws, facts = _read_files()
+    doc: dict[str, Any] = {"instance_types": aws["instance_types"], **{k: facts[k] for k in _FACT_KEYS}}
+    src = aws["_source"]
+    sources = {
+        AWS_FILE: (
+            f"{src['data']} ({', '.join(src['paths'])}); generated by {src['generator']}; {src['note']}"
+        ),
+        FACTS_FILE: str(facts["_source"]),
+    }
+    if overrides:
+        if not isinstance(overrides, Mapping):
+            raise CatalogError(f"catalog overrides must be a mapping, got {type(overrides).__name__}")
+        doc = _deep_merge(doc, overrides)
+        sources["overrides"] = "per-stack overrides of: " + ", ".join(_leaf_paths(overrides))
+    try:
+        data = CatalogData.model_validate(doc)
+    except ValidationError as e:
+        where = "catalog overrides" if overrides else "catalog data files"
+        lines = [f"{_loc(err['loc']) or '<root>'}: {err['msg']}" for err in e.errors()]
+        raise CatalogError(f"invalid {where}:\n  " + "\n  ".join(lines)) from None
+    return Catalog(data, sources)
+
+
+@lru_cache(maxsize=1)
+def _default_catalog() -> Catalog:
+    return _build(None)
+
+
+def load_catalog(overrides: Mapping[str, Any] | None = None) -> Catalog:
+    """The hardware catalog; overrides deep-merge onto the data files, keyed like them
+    ({"instance_types": {...}, "gpus": {...}, "instance_extras": {...}, "host_power": {...},
+    "fsx_lustre": {...}, "servers": {...}}). Without overrides the result is built once and cached."""
+    return _build(overrides) if overrides else _default_catalog()

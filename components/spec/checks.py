@@ -1,0 +1,373 @@
+"""Checks that need the catalog, run before any resource is declared.
+
+`resolve` returns a `ResolvedSpec`: the spec plus every fact the components need (the
+subnet plan, each group's AZs and EFA count, the file system's size), so nothing
+downstream derives them again. Every problem is collected; a bad spec raises `SpecError`
+listing all of them.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from components.catalog import Catalog, CatalogError, InstanceType, load_catalog
+
+from .errors import SpecError, SpecIssue, issues_from_validation_error
+from .models import ClusterSpec, FsxLustre, NodeGroup
+from .sizing import LustreSizing, size_lustre
+from .subnets import Subnets, plan_subnets
+
+
+@dataclass(frozen=True)
+class ResolvedNodeGroup:
+    name: str
+    spec: NodeGroup
+    instance: InstanceType
+    azs: tuple[str, ...]  # where its instances may launch
+    efa_interfaces: int  # per node; 0 without EFA
+    node_power_kw: float
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.instance.gpu_count
+
+
+@dataclass(frozen=True)
+class ResolvedSpec:
+    spec: ClusterSpec
+    catalog: Catalog
+    subnets: Subnets
+    node_groups: dict[str, ResolvedNodeGroup]
+    lustre: LustreSizing | None
+    lustre_az: str | None
+    pue: float
+
+    @property
+    def training_gpus(self) -> int:
+        return sum(g.spec.count * g.gpus_per_node for g in self.node_groups.values() if g.spec.role == "training")
+
+
+def parse_spec(data: Any, source: str = "") -> ClusterSpec:
+    """Structural validation only; raises SpecError with every problem."""
+    if not isinstance(data, Mapping):
+        raise SpecError(
+            [
+                SpecIssue(
+                    "cluster", "expected a mapping of cluster settings", "put the spec under config: gpuforge:cluster:"
+                )
+            ],
+            source,
+        )
+    try:
+        return ClusterSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(issues_from_validation_error(exc, data), source) from None
+
+
+def resolve(data: Any, source: str = "") -> ResolvedSpec:
+    """Parse and check a spec against the catalog; raises SpecError listing every problem."""
+    spec = parse_spec(data, source)
+    try:
+        catalog = load_catalog(spec.catalog or None)
+    except CatalogError as exc:
+        raise SpecError([SpecIssue("cluster.catalog", str(exc), "correct the override")], source) from None
+
+    issues: list[SpecIssue] = []
+    issues += _check_placement(spec, catalog)
+    subnets, subnet_issues = plan_subnets(spec.network)
+    issues += subnet_issues
+    groups: dict[str, ResolvedNodeGroup] = {}
+    for name, group in spec.node_groups.items():
+        resolved, group_issues = _resolve_group(spec, name, group, catalog)
+        issues += group_issues
+        if resolved is not None:
+            groups[name] = resolved
+
+    lustre, lustre_az = None, None
+    fs = spec.storage.parallel_fs
+    if fs is not None:
+        training_gpus = sum(g.spec.count * g.gpus_per_node for g in groups.values() if g.spec.role == "training")
+        lustre, fs_issues = size_lustre(fs, training_gpus, catalog)
+        issues += fs_issues + _check_lustre(spec, fs, catalog)
+        lustre_az = fs.availability_zone or _first_pinned_az(spec) or sorted(spec.network.availability_zones)[0]
+    issues += _check_object_stores(spec, catalog)
+
+    if issues:
+        raise SpecError(issues, source)
+    pue = spec.power.pue if spec.power.pue is not None else catalog.pue_default
+    return ResolvedSpec(spec, catalog, subnets, groups, lustre, lustre_az, pue)
+
+
+def _known_regions(catalog: Catalog) -> set[str]:
+    return {r for name in catalog.instance_type_names() for r in catalog.instance_type(name).regions()}
+
+
+def _check_placement(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]:
+    if spec.placement.kind != "aws":
+        return [
+            SpecIssue(
+                "cluster.placement.kind", f"{spec.placement.kind} placement is not available yet", "use kind: aws"
+            )
+        ]
+    region = spec.placement.region
+    regions = _known_regions(catalog)
+    if region not in regions:
+        return [
+            SpecIssue(
+                "cluster.placement.region",
+                f"{region!r} is not a region the catalog knows",
+                f"use one of {', '.join(sorted(regions))}",
+            )
+        ]
+    issues = []
+    for i, az in enumerate(spec.network.availability_zones):
+        if not re.fullmatch(re.escape(region) + r"[a-z]", az):
+            issues.append(
+                SpecIssue(
+                    f"cluster.network.availability_zones[{i}]",
+                    f"{az} is not an AZ of {region}",
+                    f"use {region}a, {region}b, ...",
+                )
+            )
+    return issues
+
+
+def _resolve_group(
+    spec: ClusterSpec, name: str, group: NodeGroup, catalog: Catalog
+) -> tuple[ResolvedNodeGroup | None, list[SpecIssue]]:
+    path = f"cluster.node_groups[{name}]"
+    region = spec.region or ""
+    try:
+        instance = catalog.instance_type(group.instance_type)
+    except CatalogError as exc:
+        return None, [SpecIssue(f"{path}.instance_type", str(exc).strip("'\""), "use a type from the catalog")]
+
+    issues: list[SpecIssue] = []
+    offered = instance.azs_offering(region)
+    if not offered:
+        elsewhere = ", ".join(instance.regions()) or "nowhere in the catalog"
+        issues.append(
+            SpecIssue(
+                f"{path}.instance_type",
+                f"{group.instance_type} is not offered in {region}; offered in: {elsewhere}",
+                "pick another instance type or region",
+            )
+        )
+    network_azs = spec.network.availability_zones
+    if group.availability_zone is not None:
+        azs: tuple[str, ...] = (group.availability_zone,)
+        if group.availability_zone not in network_azs:
+            issues.append(
+                SpecIssue(
+                    f"{path}.availability_zone",
+                    f"{group.availability_zone} is not in the network",
+                    f"use one of {', '.join(network_azs)} or add it to network.availability_zones",
+                )
+            )
+        elif offered and group.availability_zone not in offered:
+            issues.append(
+                SpecIssue(
+                    f"{path}.availability_zone",
+                    f"{group.instance_type} is not offered in {group.availability_zone}",
+                    f"use one of {', '.join(offered)}",
+                )
+            )
+    else:
+        azs = tuple(az for az in sorted(network_azs) if az in offered)
+        if offered and not azs:
+            issues.append(
+                SpecIssue(
+                    f"{path}.instance_type",
+                    f"{group.instance_type} is offered in none of the network's AZs",
+                    f"add one of {', '.join(offered)} to network.availability_zones",
+                )
+            )
+
+    efa = 0
+    if group.fabric == "efa":
+        if not instance.efa_supported:
+            capable = [n for n in catalog.instance_type_names() if catalog.instance_type(n).efa_supported]
+            issues.append(
+                SpecIssue(
+                    f"{path}.fabric",
+                    f"{group.instance_type} has no EFA",
+                    f"use fabric: none, or an EFA type such as {', '.join(capable[:6])}",
+                )
+            )
+        elif group.efa_interfaces is not None and group.efa_interfaces > instance.max_efa_interfaces:
+            issues.append(
+                SpecIssue(
+                    f"{path}.efa_interfaces",
+                    f"{group.efa_interfaces} EFA interfaces asked; {group.instance_type} "
+                    f"takes at most {instance.max_efa_interfaces}",
+                    f"use at most {instance.max_efa_interfaces}, or omit it for the maximum",
+                )
+            )
+        else:
+            efa = group.efa_interfaces or instance.max_efa_interfaces
+        if group.availability_zone is None:
+            issues.append(
+                SpecIssue(
+                    f"{path}.availability_zone",
+                    "an EFA group must live in one AZ",
+                    f"pin one: availability_zone: {(azs or offered or ('<az>',))[0]}",
+                )
+            )
+    elif group.efa_interfaces is not None:
+        issues.append(SpecIssue(f"{path}.efa_interfaces", "set without fabric: efa", "remove it or set fabric: efa"))
+    if group.fabric in ("infiniband", "roce"):
+        issues.append(
+            SpecIssue(
+                f"{path}.fabric",
+                f"{group.fabric} is an on-premises fabric; AWS offers EFA",
+                "use fabric: efa (or none) on AWS placement",
+            )
+        )
+    if group.placement_strategy == "cluster" and group.availability_zone is None and group.fabric != "efa":
+        issues.append(
+            SpecIssue(
+                f"{path}.placement",
+                "a cluster placement group lives in one AZ",
+                "pin availability_zone, or use placement: spread / none",
+            )
+        )
+    if group.capacity.type in ("capacity_reservation", "capacity_block") and group.availability_zone is None:
+        issues.append(
+            SpecIssue(
+                f"{path}.capacity",
+                "a capacity reservation belongs to one AZ",
+                "pin availability_zone to the reservation's AZ",
+            )
+        )
+    if issues:
+        return None, issues
+    return ResolvedNodeGroup(name, group, instance, azs, efa, catalog.node_power_kw(group.instance_type)), []
+
+
+def _first_pinned_az(spec: ClusterSpec) -> str | None:
+    pinned = [g.availability_zone for g in spec.node_groups.values() if g.role == "training" and g.availability_zone]
+    return pinned[0] if pinned else None
+
+
+def _check_lustre(spec: ClusterSpec, fs: FsxLustre, catalog: Catalog) -> list[SpecIssue]:
+    path = "cluster.storage.parallel_fs"
+    rules = catalog.fsx_lustre(fs.deployment_type)
+    issues = []
+    if fs.availability_zone is not None and fs.availability_zone not in spec.network.availability_zones:
+        issues.append(
+            SpecIssue(
+                f"{path}.availability_zone",
+                f"{fs.availability_zone} is not in the network",
+                f"use one of {', '.join(spec.network.availability_zones)}",
+            )
+        )
+    if fs.efa and not rules.efa_supported:
+        issues.append(
+            SpecIssue(
+                f"{path}.efa",
+                f"EFA-enabled Lustre needs PERSISTENT_2, not {fs.deployment_type}",
+                "set deployment_type: PERSISTENT_2 or efa: false",
+            )
+        )
+    if fs.metadata is not None and fs.deployment_type != "PERSISTENT_2":
+        issues.append(
+            SpecIssue(
+                f"{path}.metadata",
+                f"{fs.deployment_type} has no metadata configuration",
+                "remove metadata, or use PERSISTENT_2",
+            )
+        )
+    if fs.efa and fs.metadata is None and rules.efa_supported:
+        issues.append(
+            SpecIssue(
+                f"{path}.metadata",
+                "EFA-enabled Lustre needs a metadata configuration",
+                "add metadata: {mode: AUTOMATIC}",
+            )
+        )
+    if fs.metadata is not None and fs.metadata.iops is not None and not rules.metadata_iops_valid(fs.metadata.iops):
+        issues.append(
+            SpecIssue(
+                f"{path}.metadata.iops",
+                f"{fs.metadata.iops} is not a valid metadata IOPS value",
+                "use 1500, 3000, 6000, 12000, or a multiple of 12000 up to 192000",
+            )
+        )
+    paths_seen: dict[str, str] = {}
+    for key, dra in fs.data_repository_associations.items():
+        dra_path = f"{path}.data_repository_associations[{key}]"
+        if not rules.dra_supported:
+            issues.append(
+                SpecIssue(
+                    dra_path,
+                    f"{fs.deployment_type} does not support data repository associations",
+                    "use SCRATCH_2 or PERSISTENT_2, or remove the association",
+                )
+            )
+        if dra.object_store not in spec.storage.object_stores:
+            issues.append(
+                SpecIssue(
+                    f"{dra_path}.object_store",
+                    f"no object store named {dra.object_store!r}",
+                    f"use one of {', '.join(spec.storage.object_stores) or '(none declared)'}",
+                )
+            )
+        if dra.file_system_path in paths_seen:
+            issues.append(
+                SpecIssue(
+                    f"{dra_path}.file_system_path",
+                    f"{dra.file_system_path} is already linked by {paths_seen[dra.file_system_path]}",
+                    "give each association its own directory",
+                )
+            )
+        paths_seen.setdefault(dra.file_system_path, key)
+    if len(fs.data_repository_associations) > 8:
+        issues.append(
+            SpecIssue(
+                f"{path}.data_repository_associations",
+                "more than 8 associations",
+                "FSx allows 8 per file system: merge prefixes",
+            )
+        )
+    return issues
+
+
+def _check_object_stores(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]:
+    issues = []
+    regions = _known_regions(catalog)
+    for key, store in spec.storage.object_stores.items():
+        path = f"cluster.storage.object_stores[{key}]"
+        target = store.replication_region
+        if target is None:
+            continue
+        if not store.versioning:
+            issues.append(
+                SpecIssue(
+                    f"{path}.replication_region", "replication needs versioning on the bucket", "set versioning: true"
+                )
+            )
+        if target == spec.region:
+            issues.append(
+                SpecIssue(
+                    f"{path}.replication_region", f"{target} is the cluster's own region", "replicate to another region"
+                )
+            )
+        elif target not in regions:
+            issues.append(
+                SpecIssue(
+                    f"{path}.replication_region",
+                    f"{target!r} is not a known region",
+                    f"use one of {', '.join(sorted(regions))}",
+                )
+            )
+    return issues
+
+
+def vpc_overlaps(a: str, b: str) -> bool:
+    return ipaddress.ip_network(a).overlaps(ipaddress.ip_network(b))

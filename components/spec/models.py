@@ -1,0 +1,372 @@
+"""The cluster spec: what an environment needs, independent of where it is placed.
+
+Every user-facing model forbids unknown fields and describes each field, so the generated
+JSON Schema teaches the YAML in an editor. Rules that need the hardware catalog live in
+`checks.py`; the models here only hold what can be judged from the spec alone.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+NAME_PATTERN = r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$"
+MAX_NODES_PER_GROUP = 4096  # beyond one EC2 Auto Scaling group's practical size; split the group
+
+
+class SpecModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+Environment = Literal["dev", "staging", "prod"]
+Fabric = Literal["efa", "infiniband", "roce", "none"]
+NodeRole = Literal["training", "login", "services"]
+
+
+# --- placement -------------------------------------------------------------------------
+
+
+class AwsPlacement(SpecModel):
+    kind: Literal["aws"] = Field(description="Place the cluster in one AWS region.")
+    region: str = Field(description="AWS region, e.g. us-east-1. No default: it is the environment's choice.")
+
+
+class OnPremPlacement(SpecModel):
+    kind: Literal["onprem"] = Field(description="Place the cluster on a site's bare metal.")
+    site: Name = Field(description="Site name, as declared in the site model.")
+
+
+class HybridPlacement(SpecModel):
+    kind: Literal["hybrid"] = Field(description="An on-premises site that bursts into one AWS region.")
+    site: Name = Field(description="Site name, as declared in the site model.")
+    region: str = Field(description="AWS region the burst node groups run in.")
+
+
+Placement = Annotated[AwsPlacement | OnPremPlacement | HybridPlacement, Field(discriminator="kind")]
+
+
+# --- network ---------------------------------------------------------------------------
+
+Tier = Literal["ingress", "management", "compute", "storage"]
+TIERS: tuple[Tier, ...] = ("ingress", "management", "compute", "storage")
+DEFAULT_TIER_PREFIX: dict[Tier, int] = {"compute": 18, "management": 22, "storage": 22, "ingress": 24}
+
+
+class SubnetTier(SpecModel):
+    prefix_length: int | None = Field(
+        default=None,
+        ge=16,
+        le=28,
+        description="Prefix length of each per-AZ subnet, planned from the VPC CIDR. "
+        "Defaults: compute /18, management /22, storage /22, ingress /24.",
+    )
+    cidrs: dict[str, str] | None = Field(
+        default=None,
+        description="Explicit subnet CIDR per availability zone, instead of planning from prefix_length.",
+    )
+
+    @field_validator("cidrs")
+    @classmethod
+    def _cidrs_parse(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        for az, cidr in (value or {}).items():
+            try:
+                ipaddress.ip_network(cidr)
+            except ValueError as exc:
+                raise ValueError(f"{az}: {cidr!r} is not a CIDR block ({exc}); write it like 10.0.0.0/20") from exc
+        return value
+
+
+class IngressRule(SpecModel):
+    cidr: str = Field(description="Source CIDR allowed in, e.g. an office or VPN range.")
+    ports: list[int] = Field(min_length=1, description="TCP ports opened to that CIDR on the ingress tier.")
+    description: str = Field(description="Why this opening exists; shown in the security group rule.")
+
+    @field_validator("cidr")
+    @classmethod
+    def _cidr_parse(cls, value: str) -> str:
+        try:
+            ipaddress.ip_network(value)
+        except ValueError as exc:
+            raise ValueError(f"{value!r} is not a CIDR block; write it like 203.0.113.0/24") from exc
+        return value
+
+
+class Network(SpecModel):
+    cidr: str = Field(description="VPC CIDR block, e.g. 10.20.0.0/16.")
+    availability_zones: list[str] = Field(
+        min_length=1,
+        max_length=6,
+        description="AZs the network spans. EFA node groups pin one of them; login and services span all.",
+    )
+    tiers: dict[Tier, SubnetTier] = Field(
+        default_factory=dict,
+        description="Per-tier subnet plan (ingress, management, compute, storage). Omitted tiers use defaults.",
+    )
+    nat: Literal["per_az", "single", "none"] = Field(
+        default="per_az",
+        description="NAT gateways for private egress: one per AZ (resilient), a single one (cheap), or none.",
+    )
+    s3_gateway_endpoint: bool = Field(default=True, description="Route S3 traffic through a free gateway endpoint.")
+    flow_logs: bool = Field(default=True, description="VPC flow logs to CloudWatch Logs.")
+    flow_log_retention_days: int = Field(default=90, ge=1, le=3653, description="Flow log retention in days.")
+    allowed_ingress: list[IngressRule] = Field(
+        default_factory=list,
+        description="Explicit openings into the ingress tier. None by default: reach nodes through SSM.",
+    )
+
+    @field_validator("cidr")
+    @classmethod
+    def _vpc_cidr(cls, value: str) -> str:
+        try:
+            net = ipaddress.ip_network(value)
+        except ValueError as exc:
+            raise ValueError(f"{value!r} is not a CIDR block; write it like 10.20.0.0/16") from exc
+        if not 16 <= net.prefixlen <= 24:
+            raise ValueError(f"{value} has prefix /{net.prefixlen}; AWS VPCs take /16 to /24")
+        return value
+
+    @field_validator("availability_zones")
+    @classmethod
+    def _unique_azs(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("availability zones repeat; list each once")
+        return value
+
+    def tier(self, tier: Tier) -> SubnetTier:
+        return self.tiers.get(tier, SubnetTier())
+
+
+# --- node groups -----------------------------------------------------------------------
+
+
+class OnDemand(SpecModel):
+    type: Literal["on_demand"] = Field(description="Plain on-demand capacity.")
+
+
+class CapacityReservation(SpecModel):
+    type: Literal["capacity_reservation"] = Field(description="Launch into an On-Demand Capacity Reservation.")
+    reservation_id: str = Field(pattern=r"^cr-[0-9a-f]{8,17}$", description="The reservation id, cr-...")
+
+
+class CapacityBlock(SpecModel):
+    type: Literal["capacity_block"] = Field(description="Launch into an EC2 Capacity Block for ML.")
+    reservation_id: str = Field(pattern=r"^cr-[0-9a-f]{8,17}$", description="The capacity block's reservation id.")
+
+
+class Spot(SpecModel):
+    type: Literal["spot"] = Field(description="Spot capacity: interruptible, not for multi-node training.")
+    max_price: str | None = Field(default=None, description="Maximum hourly price; default the on-demand price.")
+
+
+Capacity = Annotated[OnDemand | CapacityReservation | CapacityBlock | Spot, Field(discriminator="type")]
+
+
+class RootVolume(SpecModel):
+    size_gib: int = Field(default=200, ge=20, le=16384, description="Root EBS volume size in GiB.")
+    type: Literal["gp3", "io2"] = Field(default="gp3", description="EBS volume type.")
+    device_name: str = Field(
+        default="/dev/sda1", description="Root device name of the image (/dev/sda1 Ubuntu, /dev/xvda AL2023)."
+    )
+
+
+DLAMI_SSM = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+
+
+class Image(SpecModel):
+    ami_id: str | None = Field(default=None, pattern=r"^ami-[0-9a-f]{8,17}$", description="A fixed AMI id.")
+    ssm_parameter: str | None = Field(
+        default=None,
+        description="An SSM parameter holding the AMI id, resolved at launch. Default: the AWS Deep Learning "
+        "Base OSS NVIDIA driver AMI for Ubuntu 22.04, when ami_id is not set.",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Image:
+        if self.ami_id and self.ssm_parameter:
+            raise ValueError("set either ami_id or ssm_parameter, not both")
+        return self
+
+    @property
+    def image_id(self) -> str:
+        return self.ami_id or f"resolve:ssm:{self.ssm_parameter or DLAMI_SSM}"
+
+
+class NodeGroup(SpecModel):
+    instance_type: str = Field(description="EC2 instance type (AWS) from the catalog, e.g. p5.48xlarge.")
+    count: int = Field(ge=0, le=MAX_NODES_PER_GROUP, description="Active nodes the workload uses.")
+    spares: int = Field(default=0, ge=0, le=MAX_NODES_PER_GROUP, description="Hot spares kept running beside them.")
+    role: NodeRole = Field(default="training", description="training, login or services.")
+    fabric: Fabric = Field(
+        default="none", description="Node interconnect: efa (AWS), infiniband or roce (on-prem), none."
+    )
+    efa_interfaces: int | None = Field(
+        default=None, ge=1, description="EFA interfaces per node; default the instance type's maximum."
+    )
+    availability_zone: str | None = Field(
+        default=None, description="Pin the group to one AZ. Required for EFA: its traffic does not cross AZs."
+    )
+    placement: Literal["cluster", "spread", "none"] | None = Field(
+        default=None, description="Placement group strategy; default cluster for EFA groups, none otherwise."
+    )
+    capacity: Capacity = Field(default_factory=lambda: OnDemand(type="on_demand"), description="Capacity source.")
+    root_volume: RootVolume = Field(default_factory=RootVolume, description="Encrypted root EBS volume.")
+    image: Image = Field(default_factory=Image, description="Machine image (baked by playbooks/bake-image.yml).")
+
+    @model_validator(mode="after")
+    def _spares_fit(self) -> NodeGroup:
+        if self.spares > self.count and self.count > 0:
+            raise ValueError(f"spares ({self.spares}) exceed count ({self.count}); spares back up active nodes")
+        return self
+
+    @property
+    def placement_strategy(self) -> str:
+        if self.placement is not None:
+            return self.placement
+        return "cluster" if self.fabric == "efa" else "none"
+
+    @property
+    def total_nodes(self) -> int:
+        return self.count + self.spares
+
+
+# --- storage ---------------------------------------------------------------------------
+
+FsxDeployment = Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"]
+
+
+class Workload(SpecModel):
+    read_mbps_per_gpu: float = Field(
+        default=0, ge=0, le=10_000, description="Sustained read rate each training GPU needs, MB/s."
+    )
+    checkpoint_gib: float = Field(default=0, ge=0, description="Size of one full checkpoint, GiB.")
+    checkpoint_window_s: float = Field(
+        default=300, gt=0, description="Seconds within which a checkpoint must be written."
+    )
+    dataset_gib: float = Field(default=0, ge=0, description="Data the file system must hold, GiB.")
+
+
+class MetadataConfig(SpecModel):
+    mode: Literal["AUTOMATIC", "USER_PROVISIONED"] = Field(description="Metadata IOPS provisioning mode.")
+    iops: int | None = Field(default=None, description="Metadata IOPS when USER_PROVISIONED.")
+
+    @model_validator(mode="after")
+    def _iops_with_mode(self) -> MetadataConfig:
+        if self.mode == "USER_PROVISIONED" and self.iops is None:
+            raise ValueError("mode USER_PROVISIONED needs iops (1500, 3000, 6000, 12000 or a multiple of 12000)")
+        if self.mode == "AUTOMATIC" and self.iops is not None:
+            raise ValueError("iops is only set with mode USER_PROVISIONED")
+        return self
+
+
+S3Event = Literal["NEW", "CHANGED", "DELETED"]
+S3_EVENTS: tuple[S3Event, ...] = ("NEW", "CHANGED", "DELETED")
+
+
+class DataRepositoryAssociation(SpecModel):
+    file_system_path: str = Field(pattern=r"^/[A-Za-z0-9_./-]*$", description="Directory in Lustre, e.g. /datasets.")
+    object_store: str = Field(description="Key of an object store in storage.object_stores.")
+    prefix: str = Field(default="", description="Prefix inside that bucket.")
+    import_events: list[S3Event] = Field(
+        default_factory=lambda: list(S3_EVENTS), description="S3 events imported into Lustre."
+    )
+    export_events: list[S3Event] = Field(
+        default_factory=list, description="Lustre changes exported to S3 (checkpoints: NEW, CHANGED)."
+    )
+
+
+class FsxLustre(SpecModel):
+    kind: Literal["fsx_lustre"] = Field(description="Amazon FSx for Lustre.")
+    deployment_type: FsxDeployment = Field(description="SCRATCH_1/2 (not replicated) or PERSISTENT_1/2.")
+    capacity_gib: int | None = Field(
+        default=None, gt=0, description="Storage capacity in GiB; derived from the workload when omitted."
+    )
+    per_unit_storage_throughput: int | None = Field(
+        default=None, description="MB/s per TiB (PERSISTENT only); the catalog lists the allowed values."
+    )
+    workload: Workload | None = Field(default=None, description="What the training job needs, to size from.")
+    availability_zone: str | None = Field(
+        default=None, description="AZ of the file system; default the AZ of the first pinned training group."
+    )
+    metadata: MetadataConfig | None = Field(default=None, description="Metadata configuration (PERSISTENT_2).")
+    efa: bool = Field(default=False, description="EFA-enabled Lustre (PERSISTENT_2 only, set at creation).")
+    data_repository_associations: dict[Name, DataRepositoryAssociation] = Field(
+        default_factory=dict, description="Links from Lustre directories to object stores, keyed by name."
+    )
+
+
+ParallelFs = Annotated[FsxLustre, Field(discriminator="kind")]
+
+
+class Lifecycle(SpecModel):
+    noncurrent_version_expiration_days: int | None = Field(
+        default=30, ge=1, description="Delete noncurrent versions after this many days."
+    )
+    abort_incomplete_multipart_days: int = Field(default=7, ge=1, description="Abort stale multipart uploads.")
+    transition_to_ia_days: int | None = Field(
+        default=None, ge=30, description="Move current objects to STANDARD_IA after this many days."
+    )
+    expiration_days: int | None = Field(default=None, ge=1, description="Expire current objects after N days.")
+
+
+class ObjectStore(SpecModel):
+    purpose: Literal["data", "checkpoints", "artifacts"] = Field(description="What the bucket holds.")
+    versioning: bool = Field(default=True, description="Keep object versions (required for replication).")
+    lifecycle: Lifecycle = Field(default_factory=Lifecycle, description="Lifecycle rules.")
+    replication_region: str | None = Field(default=None, description="Replicate to a bucket in this region.")
+    kms: bool = Field(default=True, description="SSE-KMS with the cluster key (else SSE-S3).")
+
+
+class Storage(SpecModel):
+    parallel_fs: ParallelFs | None = Field(default=None, description="The shared parallel file system.")
+    object_stores: dict[Name, ObjectStore] = Field(default_factory=dict, description="Buckets keyed by name.")
+
+
+# --- power and software ----------------------------------------------------------------
+
+
+class Power(SpecModel):
+    budget_kw: float | None = Field(default=None, gt=0, description="Facility power budget for the cluster, kW.")
+    pue: float | None = Field(
+        default=None, ge=1.0, le=3.0, description="Power usage effectiveness; default the catalog's average."
+    )
+    spare_draw_fraction: float = Field(
+        default=1.0, ge=0, le=1, description="Share of full power a spare draws (1.0: spares run hot)."
+    )
+
+
+class Software(SpecModel):
+    nvidia_driver_branch: str = Field(default="580", pattern=r"^\d{3}$", description="Datacenter driver branch.")
+    nccl_version: str = Field(default="2.27.7", description="NCCL version baked into nodes.")
+    aws_ofi_nccl_version: str = Field(default="1.16.3", description="aws-ofi-nccl plugin version (EFA).")
+    efa_installer_version: str = Field(default="1.43.1", description="EFA installer version (EFA).")
+
+
+# --- cluster ---------------------------------------------------------------------------
+
+
+class ClusterSpec(SpecModel):
+    name: Name = Field(description="Cluster name; prefixes every resource.")
+    environment: Environment = Field(description="dev, staging or prod: prod protects stateful resources.")
+    placement: Placement = Field(description="Where the cluster runs: aws, onprem or hybrid.")
+    tags: dict[str, str] = Field(default_factory=dict, description="Tags on every resource.")
+    network: Network = Field(description="VPC and its segmentation.")
+    node_groups: dict[Name, NodeGroup] = Field(min_length=1, description="Node groups keyed by a stable name.")
+    storage: Storage = Field(default_factory=Storage, description="Parallel file system and object stores.")
+    power: Power = Field(default_factory=Power, description="Power budget and efficiency.")
+    software: Software = Field(default_factory=Software, description="Node software versions.")
+    catalog: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Overrides of catalog entries for this stack, keyed like the catalog's data files.",
+    )
+
+    @property
+    def region(self) -> str | None:
+        return getattr(self.placement, "region", None)
+
+    @property
+    def protected(self) -> bool:
+        """Stateful resources are protected and retained in production."""
+        return self.environment == "prod"

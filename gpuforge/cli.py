@@ -1,0 +1,98 @@
+"""The gpuforge command line.
+
+Exit codes: 0 success, 1 the plan or check found a blocking problem, 2 the input is
+invalid (the report names every field at fault; no traceback for a user's mistake).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from components.spec import SpecError
+
+app = typer.Typer(
+    help="Infrastructure as code for AI training clusters.\n\n"
+    "Start with `gpuforge plan dev`: it validates stacks/Pulumi.dev.yaml, evaluates the real Pulumi "
+    "program offline (no cloud credentials, no Pulumi CLI) and prints what would be created.",
+    no_args_is_help=True,
+    rich_markup_mode="markdown",
+    pretty_exceptions_show_locals=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+StackArg = Annotated[
+    str, typer.Argument(help="A stack name in stacks/ (dev, prod, ...) or a path to a stack file.", show_default=False)
+]
+
+
+def fail(error: SpecError) -> NoReturn:
+    err.print("[bold red]invalid spec[/]: " + escape(error.report()), highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+@app.command()
+def validate(stack: StackArg) -> None:
+    """Validate a stack's cluster spec against the models and the catalog. Exit 0 valid, 2 not."""
+    from components.spec import resolve
+    from gpuforge.plan import load_stack
+
+    try:
+        stack_file = load_stack(stack)
+        resolved = resolve(stack_file.cluster, source=str(stack_file.path))
+    except SpecError as error:
+        fail(error)
+    groups = ", ".join(f"{n} ({g.spec.count}x {g.spec.instance_type})" for n, g in resolved.node_groups.items())
+    out.print(f"[green]valid[/]: {stack_file.path} — {groups}")
+
+
+@app.command()
+def plan(
+    stack: StackArg,
+    json_file: Annotated[Path | None, typer.Option("--json", help="Write the plan as JSON here ('-': stdout).")] = None,
+    markdown: Annotated[Path | None, typer.Option("--markdown", help="Write a Markdown plan for a PR.")] = None,
+    tree: Annotated[bool, typer.Option(help="Print the resource tree.")] = True,
+) -> None:
+    """Plan a stack offline: the real program under Pulumi's mock monitor, no credentials needed."""
+    from gpuforge.plan import plan_stack
+    from gpuforge.report import console_plan, markdown_plan
+
+    try:
+        result = plan_stack(stack)
+    except SpecError as error:
+        fail(error)
+    if json_file is not None and str(json_file) == "-":
+        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
+        return
+    out.print(console_plan(result, tree=tree))
+    if json_file is not None:
+        json_file.write_text(json.dumps(result.to_json(), indent=2) + "\n")
+        out.print(f"wrote {json_file}")
+    if markdown is not None:
+        markdown.write_text(markdown_plan(result))
+        out.print(f"wrote {markdown}")
+
+
+@app.command()
+def schema(
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
+) -> None:
+    """Print the JSON Schema of a stack file (what schemas/cluster.schema.json holds)."""
+    from components.spec.schema import render_schema
+
+    text = render_schema()
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        output.write_text(text)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,215 @@
+"""Offline plan: run the real Pulumi program under Pulumi's mock monitor.
+
+No CLI, no credentials, no provider plugins: the SDK's MockMonitor stands in for the
+engine, and a recording subclass keeps what a reviewer needs from every registration
+(type, name, parent, inputs, protect). The spec is resolved first, so a bad spec raises
+SpecError before any resource is declared.
+"""
+
+from __future__ import annotations
+
+import json
+import runpy
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi.runtime import mocks, rpc, settings
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from components.spec import ResolvedSpec, SpecError, SpecIssue, resolve
+from gpuforge.summary import Summary, summarize
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT = "gpuforge"
+CLUSTER_KEY = "gpuforge:cluster"
+MOCK_ACCOUNT = "123456789012"
+
+
+@dataclass(frozen=True)
+class StackFile:
+    name: str
+    path: Path
+    config: dict[str, Any]
+
+    @property
+    def cluster(self) -> Any:
+        return self.config.get(CLUSTER_KEY)
+
+
+@dataclass
+class PlanResource:
+    urn: str
+    type: str
+    name: str
+    parent: str | None
+    inputs: dict[str, Any]
+    protect: bool
+    custom: bool
+    retain_on_delete: bool = False
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Plan:
+    stack: str
+    placement: str
+    resources: list[PlanResource]
+    outputs: dict[str, Any]
+    summary: Summary
+    resolved: ResolvedSpec
+
+    def by_type(self, type_: str) -> list[PlanResource]:
+        return [r for r in self.resources if r.type == type_]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stack": self.stack,
+            "placement": self.placement,
+            "summary": asdict(self.summary),
+            "outputs": self.outputs,
+            "resources": [
+                {
+                    "urn": r.urn,
+                    "type": r.type,
+                    "name": r.name,
+                    "parent": r.parent,
+                    "custom": r.custom,
+                    "inputs": r.inputs,
+                    "protect": r.protect,
+                    "retainOnDelete": r.retain_on_delete,
+                }
+                for r in self.resources
+            ],
+        }
+
+
+def find_stack(stack: str | Path, root: Path = PROJECT_ROOT) -> Path:
+    """A stack name found in stacks/ (dev -> stacks/Pulumi.dev.yaml) or a path to a stack file."""
+    candidate = Path(stack)
+    if candidate.suffix in (".yaml", ".yml") and candidate.exists():
+        return candidate
+    named = root / "stacks" / f"Pulumi.{stack}.yaml"
+    if named.exists():
+        return named
+    known = sorted(
+        p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (root / "stacks").glob("Pulumi.*.yaml")
+    )
+    raise SpecError([SpecIssue("stack", f"no stack {str(stack)!r}", f"use one of {', '.join(known)} or a file path")])
+
+
+def load_stack(stack: str | Path, root: Path = PROJECT_ROOT) -> StackFile:
+    path = find_stack(stack, root)
+    try:
+        document = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise SpecError([SpecIssue("stack", f"not valid YAML: {exc}", "fix the YAML syntax")], str(path)) from None
+    config = document.get("config") if isinstance(document, dict) else None
+    if not isinstance(config, dict) or CLUSTER_KEY not in config:
+        raise SpecError(
+            [SpecIssue("config", f"no {CLUSTER_KEY} key", f"put the spec under config: {CLUSTER_KEY}:")], str(path)
+        )
+    name = path.name.removeprefix("Pulumi.").removesuffix(".yaml").removesuffix(".yml")
+    return StackFile(name, path, config)
+
+
+class _Mocks(mocks.Mocks):
+    """Ids and the few computed attributes that downstream inputs and outputs read."""
+
+    def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        state = dict(args.inputs)
+        service = args.typ.split(":")[1].split("/")[0] if args.typ.count(":") == 2 else "index"
+        state.setdefault("arn", f"arn:aws:{service}:mock:{MOCK_ACCOUNT}:{args.name}")
+        state.setdefault("name", args.name)
+        if args.typ == "aws:s3/bucket:Bucket":
+            state.setdefault("bucket", args.name)
+        elif args.typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
+            state.update(dnsName=f"{args.name}.fsx.mock.amazonaws.com", mountName="mockmnt")
+        elif args.typ == "aws:kms/key:Key":
+            state.setdefault("keyId", f"{args.name}-key-id")
+        return f"{args.name}-id", state
+
+    def call(self, args: mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
+            return {"accountId": MOCK_ACCOUNT, "arn": f"arn:aws:iam::{MOCK_ACCOUNT}:user/mock", "userId": "mock"}, None
+        return {}, None
+
+
+class _RecordingMonitor(mocks.MockMonitor):
+    def __init__(self) -> None:
+        super().__init__(_Mocks())
+        self.recorded: dict[str, PlanResource] = {}
+
+    def RegisterResource(self, request: Any) -> Any:
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            self.recorded[response.urn] = PlanResource(
+                urn=response.urn,
+                type=request.type,
+                name=request.name,
+                parent=request.parent or None,
+                inputs=_plain(rpc.deserialize_properties(request.object)),
+                protect=bool(request.protect),
+                custom=bool(request.custom),
+                retain_on_delete=bool(request.retainOnDelete),
+            )
+        return response
+
+    def RegisterResourceOutputs(self, request: Any) -> Any:
+        if request.urn in self.recorded:
+            self.recorded[request.urn].outputs = _plain(rpc.deserialize_properties(request.outputs))
+        return super().RegisterResourceOutputs(request)
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready values. The wire format carries every number as a double, so integral
+    floats become ints again (count 64, not 64.0)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
+
+
+def run_program(
+    stack_file: StackFile, program: Path = PROJECT_ROOT / "__main__.py"
+) -> tuple[list[PlanResource], dict[str, Any]]:
+    """Evaluate the Pulumi program for one stack under the mock monitor."""
+    monitor = _RecordingMonitor()
+    settings.ROOT.set(None)  # a fresh root stack per plan, so plans in one process stay apart
+    mocks.set_mocks(monitor.mocks, project=PROJECT, stack=stack_file.name, preview=True, monitor=monitor)
+    pulumi.runtime.set_all_config(
+        {key: value if isinstance(value, str) else json.dumps(value) for key, value in stack_file.config.items()}
+    )
+    exported: dict[str, Any] = {}
+
+    async def evaluate() -> None:
+        runpy.run_path(str(program), run_name="__main__")
+        root = settings.get_root_resource()
+        outputs = getattr(root, "outputs", {})
+        exported.update(await pulumi.Output.from_input(dict(outputs)).future() or {})
+
+    _sync_await(run_pulumi_func(evaluate))
+    return list(monitor.recorded.values()), _plain(exported)
+
+
+def plan_stack(stack: str | Path, root: Path = PROJECT_ROOT) -> Plan:
+    """Resolve the stack's spec (raises SpecError) and evaluate the program offline."""
+    stack_file = load_stack(stack, root)
+    resolved = resolve(stack_file.cluster, source=str(stack_file.path))
+    resources, outputs = run_program(stack_file, root / "__main__.py")
+    return Plan(
+        stack=stack_file.name,
+        placement=resolved.spec.placement.kind,
+        resources=resources,
+        outputs=outputs,
+        summary=summarize(resources),
+        resolved=resolved,
+    )

@@ -1,0 +1,107 @@
+"""Plan rendering: a rich tree for the terminal, Markdown for a pull request."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+
+from rich.console import Group
+from rich.markup import escape
+from rich.table import Table
+from rich.tree import Tree
+
+from gpuforge.plan import Plan, PlanResource
+
+
+def children_by_parent(resources: Iterable[PlanResource]) -> dict[str | None, list[PlanResource]]:
+    children: dict[str | None, list[PlanResource]] = defaultdict(list)
+    urns = {r.urn for r in resources}
+    for r in resources:
+        children[r.parent if r.parent in urns else None].append(r)
+    return children
+
+
+def _label(r: PlanResource) -> str:
+    mark = " [bold yellow]protected[/]" if r.protect else ""
+    kind = "[cyan]" if not r.custom else "[dim]"
+    return f"{kind}{escape(r.type)}[/] {escape(r.name)}{mark}"
+
+
+def resource_tree(plan: Plan) -> Tree:
+    children = children_by_parent(plan.resources)
+    tree = Tree(f"[bold]{plan.stack}[/] ({plan.placement})")
+
+    def add(node: Tree, parent: str | None) -> None:
+        for r in children.get(parent, []):
+            add(node.add(_label(r)), r.urn)
+
+    add(tree, None)
+    return tree
+
+
+def summary_rows(plan: Plan) -> list[tuple[str, str]]:
+    s = plan.summary
+    budget = f" of {s.power_budget_kw:,.0f} kW budget" if s.power_budget_kw else ""
+    return [
+        ("resources", f"{s.resources} ({s.node_groups} node groups)"),
+        ("nodes", f"{s.nodes} active + {s.spare_nodes} spare"),
+        ("GPUs", f"{s.gpus}"),
+        ("EFA interfaces", f"{s.efa_interfaces}"),
+        ("parallel file system", f"{s.parallel_fs_tib:,.2f} TiB, {s.parallel_fs_throughput_mbps:,.0f} MB/s"),
+        ("power (estimate, with PUE)", f"{s.power_kw:,.1f} kW{budget}"),
+    ]
+
+
+def summary_table(plan: Plan) -> Table:
+    table = Table(title=f"plan: {plan.stack}", show_header=False, title_justify="left")
+    for key, value in summary_rows(plan):
+        table.add_row(key, value)
+    return table
+
+
+def node_group_table(plan: Plan) -> Table:
+    table = Table("node group", "role", "instance", "nodes", "GPUs", "fabric", "AZ", "kW/node", title_justify="left")
+    for name, g in plan.resolved.node_groups.items():
+        table.add_row(
+            name,
+            g.spec.role,
+            g.spec.instance_type,
+            f"{g.spec.count}+{g.spec.spares}",
+            str(g.spec.count * g.gpus_per_node),
+            f"efa x{g.efa_interfaces}" if g.efa_interfaces else g.spec.fabric,
+            ",".join(g.azs),
+            f"{g.node_power_kw:.2f}",
+        )
+    return table
+
+
+def console_plan(plan: Plan, tree: bool = True) -> Group:
+    parts: list[Table | Tree] = [summary_table(plan), node_group_table(plan)]
+    if tree:
+        parts.insert(0, resource_tree(plan))
+    return Group(*parts)
+
+
+def markdown_plan(plan: Plan) -> str:
+    lines = [f"## gpuforge plan: `{plan.stack}` ({plan.placement})", "", "| | |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in summary_rows(plan)]
+    lines += [
+        "",
+        "### Node groups",
+        "",
+        "| group | role | instance | nodes | GPUs | fabric | AZ |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, g in plan.resolved.node_groups.items():
+        fabric = f"efa x{g.efa_interfaces}" if g.efa_interfaces else g.spec.fabric
+        lines.append(
+            f"| {name} | {g.spec.role} | {g.spec.instance_type} | {g.spec.count}+{g.spec.spares} | "
+            f"{g.spec.count * g.gpus_per_node} | {fabric} | {', '.join(g.azs)} |"
+        )
+    counts = Counter(r.type for r in plan.resources if r.custom)
+    lines += ["", "### Resources by type", "", "| type | count |", "|---|---|"]
+    lines += [f"| `{t}` | {n} |" for t, n in sorted(counts.items())]
+    protected = [r.name for r in plan.resources if r.protect]
+    if protected:
+        lines += ["", "### Protected", "", ", ".join(f"`{n}`" for n in protected)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,63 @@
+"""Plan summary, read off the components' properties (the facts the spec resolved)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from components.power import GroupLoad, facility_power_kw
+
+if TYPE_CHECKING:
+    from gpuforge.plan import PlanResource
+
+NODE_GROUP = "gpuforge:aws:GpuNodeGroup"
+LUSTRE = "gpuforge:aws:LustreFileSystem"
+CLUSTER = "gpuforge:index:TrainingCluster"
+
+
+@dataclass(frozen=True)
+class Summary:
+    resources: int
+    node_groups: int
+    nodes: int
+    spare_nodes: int
+    gpus: int
+    efa_interfaces: int
+    parallel_fs_tib: float
+    parallel_fs_throughput_mbps: float
+    power_kw: float
+    power_budget_kw: float | None
+
+
+def group_loads(resources: Iterable[PlanResource]) -> list[GroupLoad]:
+    return [
+        GroupLoad(r.inputs["nodeGroup"], r.inputs["count"], r.inputs["spares"], r.inputs["nodePowerKw"])
+        for r in resources
+        if r.type == NODE_GROUP
+    ]
+
+
+def cluster_power(resources: Iterable[PlanResource]) -> dict[str, Any]:
+    cluster = next((r for r in resources if r.type == CLUSTER), None)
+    return dict(cluster.inputs.get("power", {})) if cluster else {}
+
+
+def summarize(resources: list[PlanResource]) -> Summary:
+    groups = [r.inputs for r in resources if r.type == NODE_GROUP]
+    lustre = [r.inputs for r in resources if r.type == LUSTRE]
+    power = cluster_power(resources)
+    return Summary(
+        resources=sum(1 for r in resources if r.custom),
+        node_groups=len(groups),
+        nodes=sum(g["count"] for g in groups),
+        spare_nodes=sum(g["spares"] for g in groups),
+        gpus=sum(g["count"] * g["gpusPerNode"] for g in groups),
+        efa_interfaces=sum(g["count"] * g["efaInterfacesPerNode"] for g in groups),
+        parallel_fs_tib=round(sum(f["capacityGib"] for f in lustre) / 1024, 3),
+        parallel_fs_throughput_mbps=round(sum(f["throughputMbps"] for f in lustre), 1),
+        power_kw=round(
+            facility_power_kw(group_loads(resources), power.get("pue", 1.0), power.get("spareDrawFraction", 1.0)), 2
+        ),
+        power_budget_kw=power.get("budgetKw"),
+    )
