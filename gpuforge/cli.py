@@ -70,7 +70,7 @@ def plan(
         fail(error)
     if json_file is not None and str(json_file) == "-":
         sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
-        return
+        raise typer.Exit(1 if result.policy is not None and result.policy.blocking else 0)
     out.print(console_plan(result, tree=tree))
     if json_file is not None:
         json_file.write_text(json.dumps(result.to_json(), indent=2) + "\n")
@@ -78,6 +78,23 @@ def plan(
     if markdown is not None:
         markdown.write_text(markdown_plan(result))
         out.print(f"wrote {markdown}")
+    if result.policy is not None and result.policy.blocking:
+        rules = ", ".join(sorted(result.policy.rule_ids("mandatory")))
+        err.print(f"[bold red]blocked[/]: mandatory policy violations ({escape(rules)})", highlight=False)
+        raise typer.Exit(1)
+
+
+@app.command()
+def policies(
+    json_out: Annotated[bool, typer.Option("--json", help="Print the rules as JSON.")] = False,
+) -> None:
+    """List every policy rule: id, pack, default level per environment, and why (docs/policies.md)."""
+    from gpuforge.policy_check import rules_json, rules_table
+
+    if json_out:
+        sys.stdout.write(json.dumps(rules_json(), indent=2) + "\n")
+    else:
+        out.print(rules_table())
 
 
 @app.command()
@@ -92,6 +109,12 @@ def schema(
         sys.stdout.write(text)
     else:
         output.write_text(text)
+
+
+# diff, preview, up, destroy, outputs (gpuforge/review_cli.py)
+from gpuforge.review_cli import register as _register_review  # noqa: E402
+
+_register_review(app)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.tree import Tree
 
 from gpuforge.plan import Plan, PlanResource
+from gpuforge.policy_check import console_policies, markdown_policies
 
 
 def children_by_parent(resources: Iterable[PlanResource]) -> dict[str | None, list[PlanResource]]:
@@ -49,6 +50,7 @@ def summary_rows(plan: Plan) -> list[tuple[str, str]]:
         ("EFA interfaces", f"{s.efa_interfaces}"),
         ("parallel file system", f"{s.parallel_fs_tib:,.2f} TiB, {s.parallel_fs_throughput_mbps:,.0f} MB/s"),
         ("power (estimate, with PUE)", f"{s.power_kw:,.1f} kW{budget}"),
+        ("monthly cost (on-demand)", "not priced" if s.monthly_cost_usd is None else f"${s.monthly_cost_usd:,.0f}"),
     ]
 
 
@@ -76,9 +78,11 @@ def node_group_table(plan: Plan) -> Table:
 
 
 def console_plan(plan: Plan, tree: bool = True) -> Group:
-    parts: list[Table | Tree] = [summary_table(plan), node_group_table(plan)]
+    parts: list[Table | Tree | Group] = [summary_table(plan), node_group_table(plan)]
     if tree:
         parts.insert(0, resource_tree(plan))
+    if plan.policy is not None:
+        parts.append(console_policies(plan.policy))
     return Group(*parts)
 
 
@@ -104,4 +108,5 @@ def markdown_plan(plan: Plan) -> str:
     protected = [r.name for r in plan.resources if r.protect]
     if protected:
         lines += ["", "### Protected", "", ", ".join(f"`{n}`" for n in protected)]
-    return "\n".join(lines) + "\n"
+    policy = markdown_policies(plan.policy) if plan.policy is not None else ""
+    return "\n".join(lines) + "\n" + policy

@@ -28,6 +28,7 @@ class Summary:
     parallel_fs_throughput_mbps: float
     power_kw: float
     power_budget_kw: float | None
+    monthly_cost_usd: float | None = None  # on-demand estimate (gpuforge.cost); None: not priced
 
 
 def group_loads(resources: Iterable[PlanResource]) -> list[GroupLoad]:

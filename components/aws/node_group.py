@@ -1,9 +1,10 @@
-"""GpuNodeGroup: one node group as a launch template, a placement group and one Auto
-Scaling group of count + spares. Node count never multiplies resources.
+"""GpuNodeGroup: one node group as a launch template, a placement group and either one Auto
+Scaling group of count + spares or, for orchestrator eks, one EKS managed node group of the
+same size. Node count never multiplies resources.
 
-The launch template carries the EFA layout for the type, IMDSv2 only with a hop limit of 1
-(containers on the node cannot reach the instance role's credentials through the metadata
-service), an encrypted root volume and no public IP.
+The launch template (`gpu_launch_template`, one function for both paths) carries the EFA
+layout for the type, IMDSv2 only with a hop limit of 1, an encrypted root volume, no public
+IP and the capacity reservation or block.
 """
 
 from __future__ import annotations
@@ -16,12 +17,24 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from components.k8s.labels import NODE_LABEL_GPU_MODEL, NODE_LABEL_GROUP
 from components.spec import ResolvedNodeGroup
 from components.templates import render
 
 from .efa import efa_layout
 
+NODE_FACTS = ("nodeGroup", "role", "instanceType", "gpuModel", "gpusPerNode", "fabric", "efaInterfacesPerNode")
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+# What an EKS node needs (EKS user guide, "Amazon EKS node IAM role"): join the cluster, pull
+# images, and let the VPC CNI assign pod addresses.
+EKS_NODE_POLICIES = {
+    "worker": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+    "ecr": "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
+    "cni": "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+}
+# The EKS-optimized accelerated Amazon Linux 2023 AMI: NVIDIA driver, container toolkit and the
+# EFA host components are in the image, and it joins the cluster through nodeadm by itself.
+EKS_GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
 
 
 @dataclass(frozen=True)
@@ -42,6 +55,26 @@ class GpuNodeGroupArgs:
     write_bucket_arns: list[pulumi.Input[str]] = field(default_factory=list)
     lustre: LustreMount | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    eks: EksAttachment | None = None  # set for orchestrator eks: an EKS managed node group instead of an ASG
+
+
+@dataclass(frozen=True)
+class EksAttachment:
+    """The EKS cluster an orchestrator-eks group joins."""
+
+    cluster_name: pulumi.Input[str]
+    # The cluster security group: a launch template with its own interfaces replaces the
+    # groups EKS would attach, so nodes must carry it to talk to the control plane.
+    cluster_security_group_id: pulumi.Input[str]
+    kubernetes_version: pulumi.Input[str]
+
+
+def node_labels(group: ResolvedNodeGroup) -> dict[str, str]:
+    """Kubernetes labels of the group's nodes; the platform's ResourceFlavors select on them."""
+    labels = {NODE_LABEL_GROUP: group.name}
+    if group.instance.gpu_model:
+        labels[NODE_LABEL_GPU_MODEL] = group.instance.gpu_model
+    return labels
 
 
 def node_group_props(group: ResolvedNodeGroup) -> dict[str, Any]:
@@ -61,7 +94,122 @@ def node_group_props(group: ResolvedNodeGroup) -> dict[str, Any]:
         "placement": spec.placement_strategy,
         "capacity": spec.capacity.type,
         "nodePowerKw": group.node_power_kw,
+        # Only when set, so plans of groups from before the field stay identical.
+        **({"orchestrator": spec.orchestrator} if spec.orchestrator != "none" else {}),
     }
+
+
+def gpu_launch_template(
+    name: str,
+    group: ResolvedNodeGroup,
+    *,
+    security_group_ids: list[pulumi.Input[str]],
+    kms_key_arn: pulumi.Input[str],
+    user_data: pulumi.Input[str],
+    tags: dict[str, str],
+    opts: pulumi.ResourceOptions,
+    instance_profile_arn: pulumi.Input[str] | None = None,
+    placement_group: pulumi.Input[str] | None = None,
+    eks: bool = False,
+) -> aws.ec2.LaunchTemplate:
+    """The one launch template of a GPU group, for the Auto Scaling path and the EKS managed path.
+
+    EKS managed node groups refuse an instance profile and spot requests in the template (the
+    node role and capacity_type carry them), take the placement group here rather than on the
+    group, and use the EKS AMI from ami_type instead of an image id.
+    """
+    spec = group.spec
+    return aws.ec2.LaunchTemplate(
+        f"{name}-lt",
+        image_id=None if eks else spec.image.image_id,
+        instance_type=spec.instance_type,
+        update_default_version=True,
+        # IMDSv2 only, hop limit 1: a pod's traffic crosses one more hop (its network namespace),
+        # so pods cannot reach the node role's credentials through the metadata service. On EKS
+        # that is the point: pods get AWS access through IRSA (the cluster's OIDC provider), and the
+        # node agents that need IMDS (VPC CNI, kube-proxy, the EFA device plugin) run on the host
+        # network. Hop limit 2 would only serve pods that rely on the node role: do not raise it.
+        metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+            http_endpoint="enabled",
+            http_tokens="required",
+            http_put_response_hop_limit=1,
+            instance_metadata_tags="enabled",
+        ),
+        block_device_mappings=[
+            aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                device_name=_root_device(group, eks),
+                ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                    volume_size=spec.root_volume.size_gib,
+                    volume_type=spec.root_volume.type,
+                    encrypted="true",
+                    kms_key_id=kms_key_arn,
+                    delete_on_termination="true",
+                ),
+            )
+        ],
+        network_interfaces=[
+            aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+                network_card_index=slot.network_card_index,
+                device_index=slot.device_index,
+                interface_type="efa-only" if slot.is_efa else None,
+                associate_public_ip_address=None if slot.is_efa else "false",
+                delete_on_termination="true",
+                security_groups=security_group_ids,
+            )
+            for slot in efa_layout(group.efa_interfaces, group.instance.max_network_cards)
+        ],
+        iam_instance_profile=(
+            aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=instance_profile_arn) if instance_profile_arn else None
+        ),
+        placement=aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group) if placement_group else None,
+        user_data=user_data,
+        capacity_reservation_specification=_capacity_reservation(group),
+        instance_market_options=_market_options(group, spot_in_template=not eks),
+        tag_specifications=[
+            aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags={**tags, "Name": name})
+            for kind in ("instance", "volume", "network-interface")
+        ],
+        opts=opts,
+    )
+
+
+def _root_device(group: ResolvedNodeGroup, eks: bool) -> str:
+    # The EKS AL2023 AMI's root device is /dev/xvda; the spec's default (/dev/sda1) is Ubuntu's.
+    if eks and "device_name" not in group.spec.root_volume.model_fields_set:
+        return "/dev/xvda"
+    return group.spec.root_volume.device_name
+
+
+def _capacity_reservation(
+    group: ResolvedNodeGroup,
+) -> aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs | None:
+    capacity = group.spec.capacity
+    if capacity.type not in ("capacity_reservation", "capacity_block"):
+        return None
+    return aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+        capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+            capacity_reservation_id=capacity.reservation_id
+        )
+    )
+
+
+def _market_options(
+    group: ResolvedNodeGroup, spot_in_template: bool = True
+) -> aws.ec2.LaunchTemplateInstanceMarketOptionsArgs | None:
+    capacity = group.spec.capacity
+    if capacity.type == "capacity_block":
+        return aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
+    if capacity.type == "spot" and spot_in_template:
+        return aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
+            market_type="spot",
+            spot_options=aws.ec2.LaunchTemplateInstanceMarketOptionsSpotOptionsArgs(max_price=capacity.max_price),
+        )
+    return None
+
+
+def eks_capacity_type(group: ResolvedNodeGroup) -> str:
+    """An EKS managed node group's capacity_type for the spec's capacity source."""
+    return {"spot": "SPOT", "capacity_block": "CAPACITY_BLOCK"}.get(group.spec.capacity.type, "ON_DEMAND")
 
 
 class GpuNodeGroup(pulumi.ComponentResource):
@@ -80,48 +228,17 @@ class GpuNodeGroup(pulumi.ComponentResource):
             if spec.placement_strategy != "none"
             else None
         )
-        template = aws.ec2.LaunchTemplate(
-            f"{name}-lt",
-            image_id=spec.image.image_id,
-            instance_type=spec.instance_type,
-            update_default_version=True,
-            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
-                http_endpoint="enabled",
-                http_tokens="required",
-                http_put_response_hop_limit=1,
-                instance_metadata_tags="enabled",
-            ),
-            block_device_mappings=[
-                aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
-                    device_name=spec.root_volume.device_name,
-                    ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
-                        volume_size=spec.root_volume.size_gib,
-                        volume_type=spec.root_volume.type,
-                        encrypted="true",
-                        kms_key_id=args.kms_key_arn,
-                        delete_on_termination="true",
-                    ),
-                )
-            ],
-            network_interfaces=[
-                aws.ec2.LaunchTemplateNetworkInterfaceArgs(
-                    network_card_index=slot.network_card_index,
-                    device_index=slot.device_index,
-                    interface_type="efa-only" if slot.is_efa else None,
-                    associate_public_ip_address=None if slot.is_efa else "false",
-                    delete_on_termination="true",
-                    security_groups=args.security_group_ids,
-                )
-                for slot in efa_layout(group.efa_interfaces, group.instance.max_network_cards)
-            ],
-            iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=profile.arn),
+        if args.eks is not None:
+            self._eks_node_group(name, args, args.eks, role, placement_group, child)
+            return
+        template = gpu_launch_template(
+            name,
+            group,
+            security_group_ids=args.security_group_ids,
+            kms_key_arn=args.kms_key_arn,
             user_data=self._user_data(group, args),
-            capacity_reservation_specification=self._capacity_reservation(group),
-            instance_market_options=self._market_options(group),
-            tag_specifications=[
-                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags={**args.tags, "Name": name})
-                for kind in ("instance", "volume", "network-interface")
-            ],
+            tags=args.tags,
+            instance_profile_arn=profile.arn if profile else None,
             opts=child,
         )
         asg = aws.autoscaling.Group(
@@ -158,7 +275,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
     @staticmethod
     def _instance_role(
         name: str, args: GpuNodeGroupArgs, child: pulumi.ResourceOptions
-    ) -> tuple[aws.iam.Role, aws.iam.InstanceProfile]:
+    ) -> tuple[aws.iam.Role, aws.iam.InstanceProfile | None]:
         role = aws.iam.Role(
             f"{name}-role",
             assume_role_policy=json.dumps(
@@ -183,50 +300,111 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 ).apply(lambda values: json.dumps(_bucket_policy(values[0], values[1], values[2]))),
                 opts=child,
             )
+        if args.eks is not None:
+            # EKS makes the instance profile from the node group's role; it needs the node policies.
+            for key, arn in EKS_NODE_POLICIES.items():
+                aws.iam.RolePolicyAttachment(f"{name}-{key}", role=role.name, policy_arn=arn, opts=child)
+            return role, None
         profile = aws.iam.InstanceProfile(f"{name}-profile", role=role.name, opts=child)
         return role, profile
 
     @staticmethod
-    def _user_data(group: ResolvedNodeGroup, args: GpuNodeGroupArgs) -> pulumi.Output[str]:
-        node = {"cluster": args.cluster, **node_group_props(group)}
+    def _user_data(group: ResolvedNodeGroup, args: GpuNodeGroupArgs, mime: bool = False) -> pulumi.Output[str]:
+        # Only what a node needs to know about itself: scaling the group must not change user data.
+        node = {"cluster": args.cluster, **{k: v for k, v in node_group_props(group).items() if k in NODE_FACTS}}
         lustre = args.lustre
+        wrap = _mime_multipart if mime else _as_is
         if lustre is None:
-            text = render("cloud-init/node.yaml.j2", node=node, lustre=None)
+            text = wrap(render("cloud-init/node.yaml.j2", node=node, lustre=None))
             return pulumi.Output.from_input(base64.b64encode(text.encode()).decode())
         return pulumi.Output.all(lustre.dns_name, lustre.mount_name).apply(
             lambda values: base64.b64encode(
-                render(
-                    "cloud-init/node.yaml.j2",
-                    node=node,
-                    lustre={"dns_name": values[0], "mount_name": values[1], "mount_point": lustre.mount_point},
+                wrap(
+                    render(
+                        "cloud-init/node.yaml.j2",
+                        node=node,
+                        lustre={"dns_name": values[0], "mount_name": values[1], "mount_point": lustre.mount_point},
+                    )
                 ).encode()
             ).decode()
         )
 
-    @staticmethod
-    def _capacity_reservation(
-        group: ResolvedNodeGroup,
-    ) -> aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs | None:
-        capacity = group.spec.capacity
-        if capacity.type not in ("capacity_reservation", "capacity_block"):
-            return None
-        return aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
-            capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
-                capacity_reservation_id=capacity.reservation_id
-            )
+    def _eks_node_group(
+        self,
+        name: str,
+        args: GpuNodeGroupArgs,
+        eks: EksAttachment,
+        role: aws.iam.Role,
+        placement_group: aws.ec2.PlacementGroup | None,
+        child: pulumi.ResourceOptions,
+    ) -> None:
+        group, spec = args.group, args.group.spec
+        template = gpu_launch_template(
+            name,
+            group,
+            security_group_ids=[*args.security_group_ids, eks.cluster_security_group_id],
+            kms_key_arn=args.kms_key_arn,
+            user_data=self._user_data(group, args, mime=True),
+            tags=args.tags,
+            placement_group=placement_group.name if placement_group else None,
+            eks=True,
+            opts=child,
+        )
+        node_group = aws.eks.NodeGroup(
+            f"{name}-ng",
+            cluster_name=eks.cluster_name,
+            node_role_arn=role.arn,
+            subnet_ids=args.subnet_ids,
+            version=eks.kubernetes_version,
+            ami_type=EKS_GPU_AMI_TYPE,
+            capacity_type=eks_capacity_type(group),
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=spec.total_nodes, max_size=spec.total_nodes, desired_size=spec.total_nodes
+            ),
+            # Pinned template version: a new version rolls the nodes, one at a time.
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                id=template.id, version=template.latest_version.apply(str)
+            ),
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            labels=node_labels(group),
+            tags={**args.tags, "gpuforge:node-group": group.name},
+            opts=child,
+        )
+        self.asg_name = node_group.resources.apply(_first_asg_name)
+        self.launch_template_id = template.id
+        self.role_arn = role.arn
+        self.register_outputs(
+            {
+                "eksNodeGroup": node_group.node_group_name,
+                "asgName": self.asg_name,
+                "launchTemplateId": template.id,
+                "placementGroup": placement_group.id if placement_group else None,
+                "roleArn": role.arn,
+            }
         )
 
-    @staticmethod
-    def _market_options(group: ResolvedNodeGroup) -> aws.ec2.LaunchTemplateInstanceMarketOptionsArgs | None:
-        capacity = group.spec.capacity
-        if capacity.type == "capacity_block":
-            return aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
-        if capacity.type == "spot":
-            return aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
-                market_type="spot",
-                spot_options=aws.ec2.LaunchTemplateInstanceMarketOptionsSpotOptionsArgs(max_price=capacity.max_price),
-            )
-        return None
+
+def _first_asg_name(resources: Any) -> str:
+    # Known after creation only; empty in a preview.
+    for resource in resources or []:
+        for asg in getattr(resource, "autoscaling_groups", None) or []:
+            return str(getattr(asg, "name", "") or "")
+    return ""
+
+
+def _as_is(text: str) -> str:
+    return text
+
+
+def _mime_multipart(cloud_config: str) -> str:
+    """EKS merges its own bootstrap (nodeadm) into a managed group's user data, which must
+    therefore be MIME multi-part (EKS user guide, "Customize managed nodes with launch templates")."""
+    boundary = "==GPUFORGE=="
+    return (
+        f'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="{boundary}"\n\n'
+        f'--{boundary}\nContent-Type: text/cloud-config; charset="us-ascii"\n\n'
+        f"{cloud_config.rstrip()}\n\n--{boundary}--\n"
+    )
 
 
 def _bucket_policy(read: list[str], write: list[str], kms_key_arn: str) -> dict[str, Any]:

@@ -7,11 +7,13 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from components.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsClass
 from components.spec import ResolvedSpec
 from components.spec.models import Tier
 
+from .eks import EksCluster, EksClusterArgs
 from .network import SegmentedNetwork, SegmentedNetworkArgs
-from .node_group import GpuNodeGroup, GpuNodeGroupArgs, LustreMount, node_group_props
+from .node_group import EksAttachment, GpuNodeGroup, GpuNodeGroupArgs, LustreMount, node_group_props
 from .storage import ClusterKey, LustreFileSystem, LustreFileSystemArgs, ObjectStore, ObjectStoreArgs
 
 READ_PURPOSES = ("data",)
@@ -86,6 +88,23 @@ def build_aws_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resource
     def bucket_arns(purposes: tuple[str, ...]) -> list[pulumi.Input[str]]:
         return [stores[k].arn for k, store in spec.storage.object_stores.items() if store.purpose in purposes]
 
+    eks: EksCluster | None = None
+    kube = spec.kubernetes
+    if kube is not None:
+        # Control plane interfaces in the private management tier, one subnet per AZ.
+        eks = EksCluster(
+            f"{name}-eks",
+            EksClusterArgs(
+                spec=kube,
+                region=region,
+                subnet_ids=[network.subnet_ids["management"][az] for az in sorted(spec.network.availability_zones)],
+                kms_key_arn=key.arn,
+                protected=spec.protected,
+                tags=tags,
+            ),
+            opts=child,
+        )
+
     groups: dict[str, GpuNodeGroup] = {}
     for group_name, group in resolved.node_groups.items():
         tier: Tier = "compute" if group.spec.role == "training" else "management"
@@ -104,11 +123,38 @@ def build_aws_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resource
                 write_bucket_arns=bucket_arns(WRITE_PURPOSES),
                 lustre=LustreMount(lustre.dns_name, lustre.mount_name) if lustre else None,
                 tags=tags,
+                eks=(
+                    EksAttachment(eks.name, eks.cluster_security_group_id, kube.version)
+                    if eks is not None and kube is not None and group_name in resolved.kubernetes_node_groups
+                    else None
+                ),
             ),
             opts=child,
         )
 
+    platform: GpuPlatform | None = None
+    if eks is not None and kube is not None:
+        platform = GpuPlatform(
+            f"{name}-platform",
+            GpuPlatformArgs(
+                platform=kube.platform,
+                fabric="efa" if any(g.efa_interfaces for g in resolved.kubernetes_node_groups.values()) else "none",
+                pools=_gpu_pools(resolved),
+                parallel_fs=_fsx_storage_class(resolved, network, key.arn) if lustre else None,
+            ),
+            opts=pulumi.ResourceOptions(parent=parent, providers={"kubernetes": eks.provider}),
+        )
+
+    kubernetes_outputs: dict[str, Any] = {}
+    if eks is not None:
+        kubernetes_outputs["kubernetes"] = {
+            "clusterName": eks.name,
+            "endpoint": eks.endpoint,
+            "oidcProviderArn": eks.oidc_provider_arn,
+            "teamNamespaces": platform.namespaces if platform else {},
+        }
     return {
+        **kubernetes_outputs,
         "cluster": {"name": spec.name, "environment": spec.environment, "placement": "aws", "region": region},
         "kmsKeyArn": key.arn,
         "network": {
@@ -139,3 +185,48 @@ def build_aws_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resource
             for k, s in stores.items()
         },
     }
+
+
+def _gpu_pools(resolved: ResolvedSpec) -> list[GpuPool]:
+    """Active Kubernetes GPU nodes per GPU model, for the platform's Kueue quotas."""
+    pools: dict[str, GpuPool] = {}
+    for group in resolved.kubernetes_node_groups.values():
+        model = group.instance.gpu_model
+        if model is None or group.gpus_per_node == 0:
+            continue
+        known = pools.get(model)
+        pools[model] = GpuPool(
+            gpu_model=model,
+            nodes=group.spec.count + (known.nodes if known else 0),
+            gpus_per_node=group.gpus_per_node,
+            cpus_per_node=group.instance.vcpus,
+            memory_mib_per_node=group.instance.memory_mib,
+            fabric_devices_per_node=group.efa_interfaces,
+        )
+    return [pools[m] for m in sorted(pools)]
+
+
+def _fsx_storage_class(resolved: ResolvedSpec, network: SegmentedNetwork, kms_key_arn: pulumi.Output[str]) -> (
+    ParallelFsClass | None
+):
+    """FSx for Lustre through its CSI driver: new volumes land in the storage tier of the
+    cluster file system's AZ, encrypted with the cluster key."""
+    fs = resolved.spec.storage.parallel_fs
+    if fs is None or resolved.lustre_az is None:
+        return None
+    parameters: dict[str, pulumi.Input[str]] = {
+        "subnetId": network.subnet_ids["storage"][resolved.lustre_az],
+        "securityGroupIds": network.security_group_ids["storage"],
+        "deploymentType": fs.deployment_type,
+    }
+    if fs.deployment_type.startswith("PERSISTENT"):
+        parameters["kmsKeyId"] = kms_key_arn
+        if fs.per_unit_storage_throughput:
+            parameters["perUnitStorageThroughput"] = str(fs.per_unit_storage_throughput)
+    return ParallelFsClass(
+        name="fsx-lustre",
+        provisioner="fsx.csi.aws.com",
+        parameters=parameters,
+        mount_options=["flock"],
+        csi_chart="aws_fsx_csi_driver",
+    )

@@ -22,6 +22,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, PositiveInt, ValidationError, model_validator
 
+from components.catalog.prices import PriceTable, read_prices
+
 DATA_DIR = Path(__file__).resolve().parent / "data"
 AWS_FILE = "components/catalog/data/aws_instance_types.json"
 FACTS_FILE = "components/catalog/data/facts.yaml"
@@ -326,6 +328,7 @@ class CatalogData(_Frozen):
     host_power: HostPower
     servers: dict[str, ServerModel]
     fsx_lustre: dict[str, FsxLustreRules]
+    prices: PriceTable | None = None  # data/prices.yaml (on-demand list prices for cost estimates)
 
     @model_validator(mode="before")
     @classmethod
@@ -458,6 +461,11 @@ class Catalog:
             )
         return (gpu.tdp_w * it.accelerator.count + overhead_w) / 1000
 
+    @property
+    def prices(self) -> PriceTable | None:
+        """On-demand price table (data/prices.yaml plus overrides); each row names its source."""
+        return self.data.prices
+
     def sources(self) -> dict[str, str]:
         """Data file (or "overrides") -> provenance."""
         return dict(self._sources)
@@ -510,6 +518,7 @@ def _loc(loc: tuple[int | str, ...]) -> str:
 def _build(overrides: Mapping[str, Any] | None) -> Catalog:
     aws, facts = _read_files()
     doc: dict[str, Any] = {"instance_types": aws["instance_types"], **{k: facts[k] for k in _FACT_KEYS}}
+    doc["prices"] = read_prices()
     src = aws["_source"]
     sources = {
         AWS_FILE: (

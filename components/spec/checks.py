@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from components.catalog import Catalog, CatalogError, InstanceType, load_catalog
 
 from .errors import SpecError, SpecIssue, issues_from_validation_error
-from .models import ClusterSpec, FsxLustre, NodeGroup
+from .models import KUBERNETES_ORCHESTRATORS, ClusterSpec, FsxLustre, NodeGroup
 from .sizing import LustreSizing, size_lustre
 from .subnets import Subnets, plan_subnets
 
@@ -51,6 +51,11 @@ class ResolvedSpec:
     @property
     def training_gpus(self) -> int:
         return sum(g.spec.count * g.gpus_per_node for g in self.node_groups.values() if g.spec.role == "training")
+
+    @property
+    def kubernetes_node_groups(self) -> dict[str, ResolvedNodeGroup]:
+        """Groups whose nodes join the Kubernetes cluster (the platform and Kueue count them)."""
+        return {n: g for n, g in self.node_groups.items() if g.spec.orchestrator in KUBERNETES_ORCHESTRATORS}
 
 
 def parse_spec(data: Any, source: str = "") -> ClusterSpec:
@@ -97,6 +102,7 @@ def resolve(data: Any, source: str = "") -> ResolvedSpec:
         issues += fs_issues + _check_lustre(spec, fs, catalog)
         lustre_az = fs.availability_zone or _first_pinned_az(spec) or sorted(spec.network.availability_zones)[0]
     issues += _check_object_stores(spec, catalog)
+    issues += _check_kubernetes(spec, groups)
 
     if issues:
         raise SpecError(issues, source)
@@ -371,3 +377,84 @@ def _check_object_stores(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]
 
 def vpc_overlaps(a: str, b: str) -> bool:
     return ipaddress.ip_network(a).overlaps(ipaddress.ip_network(b))
+
+
+def _check_kubernetes(spec: ClusterSpec, groups: dict[str, ResolvedNodeGroup]) -> list[SpecIssue]:
+    """Orchestrators against the kubernetes section, and team GPU quotas against the nodes that serve them."""
+    issues: list[SpecIssue] = []
+    kube = spec.kubernetes
+    kube_groups = {n: g for n, g in spec.node_groups.items() if g.orchestrator in KUBERNETES_ORCHESTRATORS}
+    for name, group in kube_groups.items():
+        path = f"cluster.node_groups[{name}]"
+        if kube is None:
+            issues.append(
+                SpecIssue(
+                    f"{path}.orchestrator",
+                    f"orchestrator {group.orchestrator} needs a Kubernetes control plane",
+                    "add a kubernetes: section (version, endpoint, platform), or use orchestrator: none",
+                )
+            )
+        if group.image.ami_id or group.image.ssm_parameter:
+            issues.append(
+                SpecIssue(
+                    f"{path}.image",
+                    "an EKS managed node group runs the EKS accelerated AMI (AL2023 NVIDIA), which joins the "
+                    "cluster by itself; a custom image would need its own bootstrap",
+                    "remove image from this group",
+                )
+            )
+    if kube is None:
+        return issues
+    if not kube_groups:
+        issues.append(
+            SpecIssue(
+                "cluster.kubernetes",
+                "a Kubernetes control plane with no node group to run on",
+                "set orchestrator: eks on the node groups that should join it, or remove kubernetes",
+            )
+        )
+    # GPUs per model on the Kubernetes nodes (active nodes only: spares back up, they add no quota).
+    available: dict[str, int] = {}
+    per_node: dict[str, int] = {}
+    for name in kube_groups:
+        resolved = groups.get(name)
+        model = resolved.instance.gpu_model if resolved else None
+        if resolved is None or model is None or resolved.gpus_per_node == 0:
+            continue
+        available[model] = available.get(model, 0) + resolved.spec.count * resolved.gpus_per_node
+        per_node[model] = resolved.gpus_per_node
+    asked: dict[str, int] = {}
+    teams_path = "cluster.kubernetes.platform.teams"
+    for team_name, team in kube.platform.teams.items():
+        for model, gpus in team.gpu_quota.items():
+            path = f"{teams_path}[{team_name}].gpu_quota[{model}]"
+            if model not in available:
+                known = ", ".join(sorted(available)) or "none"
+                issues.append(
+                    SpecIssue(
+                        path,
+                        f"no Kubernetes node group has {model} GPUs (GPU models on orchestrator eks groups: {known})",
+                        "use one of those models, or set orchestrator: eks on a group with them",
+                    )
+                )
+                continue
+            if gpus % per_node[model]:
+                issues.append(
+                    SpecIssue(
+                        path,
+                        f"{gpus} is not a whole number of {model} nodes ({per_node[model]} GPUs each)",
+                        f"use a multiple of {per_node[model]}, so multi-node jobs are admitted whole",
+                    )
+                )
+            asked[model] = asked.get(model, 0) + gpus
+    for model, total in sorted(asked.items()):
+        if total > available.get(model, 0):
+            issues.append(
+                SpecIssue(
+                    teams_path,
+                    f"teams' {model} quotas add up to {total} GPUs; the Kubernetes node groups have "
+                    f"{available[model]} active {model} GPUs",
+                    "lower the quotas or add nodes; quotas are guarantees, not a wish list",
+                )
+            )
+    return issues

@@ -10,7 +10,19 @@ from pydantic_core import ErrorDetails
 
 ROOT = "cluster"
 # Fields whose keys are user-chosen names: shown as node_groups[train], not node_groups.train.
-MAP_FIELDS = frozenset({"node_groups", "object_stores", "data_repository_associations", "tags", "cidrs", "tiers"})
+MAP_FIELDS = frozenset(
+    {
+        "node_groups",
+        "object_stores",
+        "data_repository_associations",
+        "tags",
+        "cidrs",
+        "tiers",
+        "teams",
+        "access_entries",
+        "gpu_quota",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -75,7 +87,7 @@ def _fix_for(error: ErrorDetails) -> str:
     if kind in ("literal_error", "union_tag_invalid"):
         return f"use one of {ctx.get('expected', ctx.get('expected_tags', ''))}"
     if kind == "string_pattern_mismatch":
-        return f"match the pattern {ctx.get('pattern')} (lowercase letters, digits and dashes for names)"
+        return f"match {ctx.get('pattern')}"
     return ""
 
 
@@ -85,5 +97,10 @@ def issues_from_validation_error(exc: ValidationError, data: object) -> list[Spe
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
             message = "unknown field"
-        issues.append(SpecIssue(field_path(error["loc"], data), message, _fix_for(error)))
+        elif error["type"] == "string_pattern_mismatch":
+            message = f"{error['input']!r} has the wrong form"
+        loc = tuple(error["loc"])
+        if error["type"] in ("union_tag_invalid", "union_tag_not_found"):
+            loc += (str(error.get("ctx", {}).get("discriminator", "kind")).strip("'"),)
+        issues.append(SpecIssue(field_path(loc, data), message, _fix_for(error)))
     return issues

@@ -24,6 +24,12 @@ Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 Environment = Literal["dev", "staging", "prod"]
 Fabric = Literal["efa", "infiniband", "roce", "none"]
 NodeRole = Literal["training", "login", "services"]
+# Who schedules work on a group's nodes. `eks` makes the group an EKS managed node group
+# (AWS placement); `slurm` leaves the nodes to the Slurm playbooks; `none`: plain instances.
+Orchestrator = Literal["eks", "slurm", "none"]
+# Orchestrators whose nodes join a Kubernetes cluster, so the platform and Kueue count them.
+# The on-premises placement adds its own (kubeadm or a vendor distribution) here.
+KUBERNETES_ORCHESTRATORS: tuple[Orchestrator, ...] = ("eks",)
 
 
 # --- placement -------------------------------------------------------------------------
@@ -214,6 +220,11 @@ class NodeGroup(SpecModel):
     capacity: Capacity = Field(default_factory=lambda: OnDemand(type="on_demand"), description="Capacity source.")
     root_volume: RootVolume = Field(default_factory=RootVolume, description="Encrypted root EBS volume.")
     image: Image = Field(default_factory=Image, description="Machine image (baked by playbooks/bake-image.yml).")
+    orchestrator: Orchestrator = Field(
+        default="none",
+        description="Who schedules work on these nodes: eks (an EKS managed node group; needs the cluster's "
+        "kubernetes section), slurm (the Slurm playbooks), or none (plain instances).",
+    )
 
     @model_validator(mode="after")
     def _spares_fit(self) -> NodeGroup:
@@ -344,6 +355,134 @@ class Software(SpecModel):
     efa_installer_version: str = Field(default="1.43.1", description="EFA installer version (EFA).")
 
 
+# --- kubernetes --------------------------------------------------------------------------
+
+KubernetesVersion = Literal["1.31", "1.32", "1.33"]
+EksAccessPolicy = Literal[
+    "AmazonEKSClusterAdminPolicy", "AmazonEKSAdminPolicy", "AmazonEKSEditPolicy", "AmazonEKSViewPolicy"
+]
+# Namespaces the platform owns (components/k8s); a team namespace may not take one.
+RESERVED_NAMESPACES = frozenset(
+    {
+        "default",
+        "kube-system",
+        "kube-public",
+        "kube-node-lease",
+        "gpu-operator",
+        "kueue-system",
+        "node-feature-discovery",
+        "nvidia-network-operator",
+    }
+)
+
+
+class AccessEntry(SpecModel):
+    principal_arn: str = Field(
+        pattern=r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/.+$",
+        description="IAM role or user ARN allowed into the cluster, e.g. arn:aws:iam::123456789012:role/ml-admins.",
+    )
+    policy: EksAccessPolicy = Field(
+        description="EKS access policy: AmazonEKSClusterAdminPolicy, AmazonEKSAdminPolicy, AmazonEKSEditPolicy "
+        "or AmazonEKSViewPolicy.",
+    )
+    namespaces: list[Name] = Field(
+        default_factory=list,
+        description="Limit the policy to these namespaces; empty: the whole cluster.",
+    )
+
+
+class Team(SpecModel):
+    namespace: Name | None = Field(default=None, description="The team's namespace; default the team's name.")
+    gpu_quota: dict[str, int] = Field(
+        min_length=1,
+        description="GPUs the team may hold at once, per GPU model (H100, H200, ...): its Kueue ClusterQueue's "
+        "nominal quota. Whole nodes' worth of CPU, memory and fabric devices come with it.",
+    )
+
+    @field_validator("gpu_quota")
+    @classmethod
+    def _positive(cls, value: dict[str, int]) -> dict[str, int]:
+        bad = [f"{model}: {gpus}" for model, gpus in value.items() if gpus <= 0]
+        if bad:
+            raise ValueError(f"quotas must be positive ({', '.join(bad)}); remove a model the team does not use")
+        return value
+
+    def namespace_for(self, team: str) -> str:
+        return self.namespace or team
+
+
+class Platform(SpecModel):
+    gpu_driver: Literal["preinstalled", "operator"] = Field(
+        default="preinstalled",
+        description="preinstalled: the image carries the NVIDIA driver and container toolkit (playbooks, or the "
+        "EKS accelerated AMI), the GPU Operator leaves them alone; operator: the GPU Operator installs them.",
+    )
+    prometheus_operator: bool = Field(
+        default=False,
+        description="The Prometheus operator runs in the cluster: scrape dcgm-exporter through a ServiceMonitor "
+        "(else through the service's prometheus.io annotations).",
+    )
+    teams: dict[Name, Team] = Field(
+        default_factory=dict, description="Teams keyed by name: a namespace and Kueue queues with GPU quotas each."
+    )
+    parallel_fs_storage_class: bool = Field(
+        default=True, description="Declare a storage class for the parallel file system (FSx CSI on AWS)."
+    )
+
+    @model_validator(mode="after")
+    def _namespaces(self) -> Platform:
+        seen: dict[str, str] = {}
+        for name, team in self.teams.items():
+            ns = team.namespace_for(name)
+            if ns in RESERVED_NAMESPACES:
+                raise ValueError(f"teams[{name}]: namespace {ns} is reserved for the platform; choose another")
+            if ns in seen:
+                raise ValueError(f"teams[{name}]: namespace {ns} is already team {seen[ns]}'s; give each its own")
+            seen[ns] = name
+        return self
+
+
+class KubernetesSpec(SpecModel):
+    version: KubernetesVersion = Field(default="1.33", description="Kubernetes minor version of the control plane.")
+    endpoint: Literal["private", "public"] = Field(
+        default="private",
+        description="API server endpoint: private (reachable from the VPC only) or public (also from "
+        "public_access_cidrs, never the whole internet).",
+    )
+    public_access_cidrs: list[str] = Field(
+        default_factory=list, description="CIDRs allowed to reach a public endpoint, e.g. an office or VPN range."
+    )
+    access_entries: dict[Name, AccessEntry] = Field(
+        default_factory=dict,
+        description="IAM principals granted access, keyed by a stable name (EKS access entries; the creator "
+        "gets no implicit admin).",
+    )
+    log_retention_days: int = Field(
+        default=365, ge=1, le=3653, description="Retention of the control-plane logs (all five types), days."
+    )
+    platform: Platform = Field(default_factory=Platform, description="GPU platform on the cluster.")
+
+    @field_validator("public_access_cidrs")
+    @classmethod
+    def _cidrs(cls, value: list[str]) -> list[str]:
+        for cidr in value:
+            try:
+                net = ipaddress.ip_network(cidr)
+            except ValueError as exc:
+                raise ValueError(f"{cidr!r} is not a CIDR block; write it like 203.0.113.0/24") from exc
+            if net.prefixlen == 0:
+                raise ValueError(f"{cidr} opens the API server to the whole internet; list your own ranges")
+        return value
+
+    @model_validator(mode="after")
+    def _endpoint(self) -> KubernetesSpec:
+        if self.endpoint == "public" and not self.public_access_cidrs:
+            raise ValueError("a public endpoint needs public_access_cidrs; list the ranges allowed in, or use private")
+        if self.endpoint == "private" and self.public_access_cidrs:
+            raise ValueError("public_access_cidrs only apply to endpoint: public; remove them or set endpoint: public")
+        return self
+
+
 # --- cluster ---------------------------------------------------------------------------
 
 
@@ -357,6 +496,10 @@ class ClusterSpec(SpecModel):
     storage: Storage = Field(default_factory=Storage, description="Parallel file system and object stores.")
     power: Power = Field(default_factory=Power, description="Power budget and efficiency.")
     software: Software = Field(default_factory=Software, description="Node software versions.")
+    kubernetes: KubernetesSpec | None = Field(
+        default=None,
+        description="Kubernetes control plane and GPU platform, for node groups with orchestrator: eks.",
+    )
     catalog: dict[str, Any] = Field(
         default_factory=dict,
         description="Overrides of catalog entries for this stack, keyed like the catalog's data files.",

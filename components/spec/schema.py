@@ -13,9 +13,14 @@ SCHEMA_ID = "https://gpuforge.dev/schemas/cluster.schema.json"
 def stack_file_schema() -> dict[str, Any]:
     """The schema editors apply to stacks/Pulumi.<env>.yaml: the cluster spec sits under
     config: gpuforge:cluster:, beside other providers' config keys."""
+    from policies.settings import policy_json_schema  # the gpuforge:policy key (policies/settings.py)
+
     cluster = ClusterSpec.model_json_schema(ref_template="#/$defs/{model}")
     defs = cluster.pop("$defs", {})
     defs["ClusterSpec"] = cluster
+    policy, policy_defs = policy_json_schema()
+    defs.update(policy_defs)
+    defs["PolicySettings"] = policy
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,
@@ -25,7 +30,10 @@ def stack_file_schema() -> dict[str, Any]:
         "properties": {
             "config": {
                 "type": "object",
-                "properties": {"gpuforge:cluster": {"$ref": "#/$defs/ClusterSpec"}},
+                "properties": {
+                    "gpuforge:cluster": {"$ref": "#/$defs/ClusterSpec"},
+                    "gpuforge:policy": {"$ref": "#/$defs/PolicySettings"},
+                },
                 "required": ["gpuforge:cluster"],
             },
             "encryptionsalt": {"type": "string"},

@@ -1,0 +1,71 @@
+"""Pinned Helm charts and images of the GPU platform (data/charts.yaml), typed.
+
+Separate from the hardware catalog (``load_catalog``), whose API is unchanged:
+``load_charts().chart("gpu_operator").version``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from components.catalog.models import CatalogError
+
+CHARTS_FILE = Path(__file__).resolve().parent / "data" / "charts.yaml"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ChartPin(_Frozen):
+    chart: str  # a name in `repo`, or an oci:// reference (then no repo)
+    version: str
+    namespace: str
+    source: str
+    repo: str | None = None
+    api_version: str | None = None  # the API version of the CRDs the chart serves, where the platform writes them
+
+    @model_validator(mode="after")
+    def _repo_or_oci(self) -> ChartPin:
+        if self.chart.startswith("oci://") == (self.repo is not None):
+            raise ValueError("give either an oci:// chart or a chart name with repo, not both or neither")
+        return self
+
+
+class ImagePin(_Frozen):
+    repository: str
+    image: str
+    version: str
+    source: str
+
+
+class Charts(_Frozen):
+    charts: dict[str, ChartPin]
+    images: dict[str, ImagePin]
+
+    def chart(self, key: str) -> ChartPin:
+        try:
+            return self.charts[key]
+        except KeyError:
+            raise CatalogError(f"no pinned chart {key!r}; known: {', '.join(sorted(self.charts))}") from None
+
+    def image(self, key: str) -> ImagePin:
+        try:
+            return self.images[key]
+        except KeyError:
+            raise CatalogError(f"no pinned image {key!r}; known: {', '.join(sorted(self.images))}") from None
+
+
+@lru_cache(maxsize=1)
+def load_charts() -> Charts:
+    with CHARTS_FILE.open(encoding="utf-8") as f:
+        doc = yaml.safe_load(f)
+    doc.pop("_source", None)
+    try:
+        return Charts.model_validate(doc)
+    except ValidationError as e:
+        raise CatalogError(f"invalid {CHARTS_FILE.name}: {e}") from None

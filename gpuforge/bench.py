@@ -1,0 +1,248 @@
+"""`make bench`: offline plan time and peak memory against the Pulumi SDK floor.
+
+For each stack size, two fresh worker processes run: one plans the stack (spec resolution,
+component logic, the real program under the mock monitor), the other registers the very
+same resources (types, names, parents, inputs) straight through the mock monitor with no
+component logic: the SDK floor. Both warm up first (imports, first registrations), then
+time REPEAT runs; the report gives medians and the plan/floor ratio measured in the same
+run, since absolute times on a shared machine are noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPEAT = 5
+# (node groups, nodes per group): growing groups, and one group growing in nodes only.
+CASES = [(1, 8), (1, 4096), (8, 64), (64, 64)]
+
+
+def bench_stack(groups: int, nodes_per_group: int) -> dict[str, Any]:
+    """A prod-shaped spec: p5.48xlarge EFA groups, Lustre sized from the workload, buckets."""
+    return {
+        "config": {
+            "gpuforge:cluster": {
+                "name": "bench",
+                "environment": "prod",
+                "placement": {"kind": "aws", "region": "us-east-1"},
+                "network": {"cidr": "10.0.0.0/16", "availability_zones": ["us-east-1a", "us-east-1b"]},
+                "node_groups": {
+                    f"g{i:02d}": {
+                        "instance_type": "p5.48xlarge",
+                        "count": nodes_per_group,
+                        "spares": max(1, nodes_per_group // 32),
+                        "fabric": "efa",
+                        "availability_zone": "us-east-1a",
+                    }
+                    for i in range(groups)
+                },
+                "storage": {
+                    "parallel_fs": {
+                        "kind": "fsx_lustre",
+                        "deployment_type": "PERSISTENT_2",
+                        "per_unit_storage_throughput": 1000,
+                        "efa": True,
+                        "metadata": {"mode": "AUTOMATIC"},
+                        "workload": {"read_mbps_per_gpu": 10},
+                    },
+                    "object_stores": {"checkpoints": {"purpose": "checkpoints", "replication_region": "us-west-2"}},
+                },
+            }
+        }
+    }
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _time(fn: Any) -> list[float]:
+    fn()  # warm-up: imports and first registrations are start-up, not plan time
+    times = []
+    for _ in range(REPEAT):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def worker_plan(stack: Path) -> dict[str, Any]:
+    from gpuforge.plan import plan_stack
+
+    captured: dict[str, Any] = {}
+
+    def run() -> None:
+        plan = plan_stack(stack)
+        captured["resources"] = [
+            {"urn": r.urn, "type": r.type, "name": r.name, "parent": r.parent, "custom": r.custom, "inputs": r.inputs}
+            for r in plan.resources
+        ]
+        captured["nodes"] = plan.summary.nodes + plan.summary.spare_nodes
+
+    times = _time(run)
+    return {"times": times, "rss_mib": _peak_rss_mib(), **captured}
+
+
+def sdk_resource(registration: dict[str, Any], opts: Any) -> Any:
+    """Register one recorded resource through its own SDK class (pulumi_aws.ec2.LaunchTemplate, ...)
+    with its recorded inputs: the cost the SDK charges for that resource, without our logic."""
+    import importlib
+
+    import pulumi
+    from pulumi import _types
+
+    type_, name, inputs = registration["type"], registration["name"], registration["inputs"]
+    if not registration["custom"]:
+        return pulumi.ComponentResource(type_, name, inputs, opts)
+    package, module_path, class_name = type_.split(":")
+    if package == "pulumi" and module_path == "providers":
+        module_name, class_name = f"pulumi_{class_name}", "Provider"
+    else:
+        module = module_path.split("/")[0]
+        module_name = f"pulumi_{package}" + ("" if module == "index" else f".{module}")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    names = _types.resource_pulumi_to_py_names(cls)
+
+    def py_name(key: str) -> str:
+        return names.get(key) or re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+
+    return cls(name, opts=opts, **{py_name(key): value for key, value in inputs.items()})
+
+
+def worker_floor(resources_file: Path) -> dict[str, Any]:
+    import pulumi
+    from pulumi.runtime.stack import run_pulumi_func
+    from pulumi.runtime.sync_await import _sync_await
+
+    from gpuforge.plan import _offline_runtime, _RecordingMonitor
+
+    registrations = json.loads(resources_file.read_text())
+
+    def run() -> None:
+        monitor = _RecordingMonitor()
+        _offline_runtime(monitor, "bench")  # the same harness as the plan: only component logic differs
+
+        def program() -> None:
+            made: dict[str, pulumi.Resource] = {}
+            for r in registrations:
+                opts = pulumi.ResourceOptions(parent=made.get(r["parent"]))
+                made[r["urn"]] = sdk_resource(r, opts)
+
+        _sync_await(run_pulumi_func(program))
+        assert len(monitor.recorded) == len(registrations)
+
+    return {"times": _time(run), "rss_mib": _peak_rss_mib()}
+
+
+def _spawn(*args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuforge.bench", "--worker", *args], check=True, capture_output=True, text=True
+    )
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def measure(groups: int, nodes_per_group: int, workdir: Path) -> dict[str, Any]:
+    stack = workdir / f"Pulumi.bench-{groups}x{nodes_per_group}.yaml"
+    stack.write_text(yaml.safe_dump(bench_stack(groups, nodes_per_group)))
+    plan = _spawn("plan", str(stack))
+    resources_file = workdir / f"resources-{groups}x{nodes_per_group}.json"
+    resources_file.write_text(json.dumps(plan["resources"]))
+    floor = _spawn("floor", str(resources_file))
+    # Interleave a second round so both sides see the same background load, and take the
+    # minimum: on a shared machine noise only ever adds time.
+    plan["times"] += _spawn("plan", str(stack))["times"]
+    floor["times"] += _spawn("floor", str(resources_file))["times"]
+    plan_s, floor_s = min(plan["times"]), min(floor["times"])
+    return {
+        "groups": groups,
+        "nodes": plan["nodes"],
+        "resources": len(plan["resources"]),
+        "plan_s": plan_s,
+        "floor_s": floor_s,
+        "ratio": plan_s / floor_s,
+        "plan_rss_mib": plan["rss_mib"],
+        "floor_rss_mib": floor["rss_mib"],
+    }
+
+
+def prod_plan_seconds() -> float:
+    """End to end, as a user runs it: a fresh process, imports included."""
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "gpuforge.cli", "plan", "prod", "--json", "/dev/null"], check=False, capture_output=True
+    )
+    return time.perf_counter() - start
+
+
+def report(rows: list[dict[str, Any]], prod_s: float) -> str:
+    lines = [
+        "# Benchmarks",
+        "",
+        "Measured by `make bench` (gpuforge/bench.py). Each row plans a prod-shaped stack of p5.48xlarge EFA",
+        "groups in fresh processes, and registers the same resources, each through its own SDK class",
+        "(pulumi_aws.ec2.LaunchTemplate, ...) with its recorded inputs, straight through Pulumi's mock",
+        "monitor with no component logic: the SDK floor. Plan and floor processes are interleaved, each",
+        f"warmed up first; times are the minimum of 2 x {REPEAT} runs. The ratio is the figure to watch:",
+        "both sides ran in the same session on the same machine, which is shared and noisy.",
+        "",
+        "| node groups | nodes (with spares) | resources | plan (s) | SDK floor (s) | ratio | plan peak RSS (MiB) |"
+        " floor peak RSS (MiB) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['groups']} | {r['nodes']} | {r['resources']} | {r['plan_s']:.3f} | {r['floor_s']:.3f} | "
+            f"{r['ratio']:.2f} | {r['plan_rss_mib']:.0f} | {r['floor_rss_mib']:.0f} |"
+        )
+    lines += [
+        "",
+        f"`gpuforge plan prod`, end to end in a fresh process (imports included): {prod_s:.2f} s.",
+        "",
+        "Plan time follows the number of node groups (resources), not the number of nodes: one group",
+        "is one launch template and one Auto Scaling group whatever its size.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--worker", nargs=2, metavar=("KIND", "FILE"), help=argparse.SUPPRESS)
+    parser.add_argument("--output", type=Path, help="Write the Markdown table here (default: stdout).")
+    args = parser.parse_args(argv)
+    if args.worker:
+        kind, file = args.worker
+        result = worker_plan(Path(file)) if kind == "plan" else worker_floor(Path(file))
+        sys.stdout.write(json.dumps(result))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = []
+        for groups, per_group in CASES:
+            row = measure(groups, per_group, Path(tmp))
+            print(
+                f"{groups:>3} groups x {per_group:>4} nodes: plan {row['plan_s']:.3f}s, "
+                f"floor {row['floor_s']:.3f}s, ratio {row['ratio']:.2f}",
+                file=sys.stderr,
+            )
+            rows.append(row)
+    text = report(rows, prod_plan_seconds())
+    if args.output:
+        args.output.write_text(text)
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()
