@@ -168,6 +168,6 @@ def test_children_are_parented_and_named_after_their_component(prod_plan: Plan) 
     for r in prod_plan.resources:
         if r.type == "gpuforge:index:TrainingCluster":
             continue
-        parent = urns[r.parent] if r.parent in urns else None
+        parent = urns.get(r.parent or "")
         assert parent is not None, f"{r.name} has no component parent"
         assert r.name.startswith(parent.name), f"{r.name} is not named after {parent.name}"
