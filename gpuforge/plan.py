@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
+from pulumi.output import Unknown
 import yaml
 from pulumi.runtime import mocks, rpc, settings
 from pulumi.runtime import resource as sdk_resource
@@ -31,6 +32,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "gpuforge"
 CLUSTER_KEY = "gpuforge:cluster"
 MOCK_ACCOUNT = "123456789012"
+COMPUTED = "<computed>"  # a value only the real engine knows
 
 
 @dataclass(frozen=True)
@@ -193,6 +195,8 @@ def _plain(value: Any) -> Any:
         return int(value)
     if value is None or isinstance(value, str | int | float | bool):
         return value
+    if isinstance(value, Unknown):
+        return COMPUTED
     return str(value)
 
 
@@ -226,7 +230,8 @@ def run_program(
         runpy.run_path(str(program), run_name="__main__")
         root = settings.get_root_resource()
         outputs = getattr(root, "outputs", {})
-        exported.update(await pulumi.Output.from_input(dict(outputs)).future() or {})
+        # with_unknowns: one value the mocks leave computed must not blank the whole export.
+        exported.update(await pulumi.Output.from_input(dict(outputs)).future(with_unknowns=True) or {})
 
     _sync_await(run_pulumi_func(evaluate))
     return list(monitor.recorded.values()), _plain(exported)

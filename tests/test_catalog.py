@@ -124,7 +124,10 @@ def test_node_power() -> None:
     cat = load_catalog()
     host_kw = cat.data.host_power.overhead_w / 1000
     assert cat.node_power_kw("p5.48xlarge") == pytest.approx(8 * 0.7 + host_kw)
-    assert cat.node_power_kw("m7i.large") == pytest.approx(host_kw)
+    # An instance is charged its share of the host: p5's 192 vCPUs carry the whole overhead,
+    # an m7i.large (2 vCPUs) 2/192 of it, a g5.12xlarge (48 vCPUs, 4 A10G) a quarter.
+    assert cat.node_power_kw("m7i.large") == pytest.approx(host_kw * 2 / 192)
+    assert cat.node_power_kw("g5.12xlarge") == pytest.approx(4 * 0.3 + host_kw * 48 / 192)
     assert cat.node_power_kw("dgx-b200") == 14.3
     assert cat.pue_default == 1.55
     with pytest.raises(CatalogError, match=r"gpus\.Trainium\.tdp_w"):

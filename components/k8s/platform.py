@@ -1,0 +1,418 @@
+"""GpuPlatform: the GPU platform on any Kubernetes cluster, given its provider (EKS, or an
+on-premises cluster's kubeconfig): the same code for every placement.
+
+- NVIDIA GPU Operator (driver operator-managed or preinstalled by the image: one spec switch),
+  with its dcgm-exporter; Node Feature Discovery installed once, on its own;
+- the fabric's device plugin: the AWS EFA device plugin, or the NVIDIA Network Operator with
+  the RDMA shared device plugin (InfiniBand, RoCE);
+- dcgm-exporter scraped through a ServiceMonitor when the Prometheus operator runs (else its
+  service's prometheus.io annotations, set by the GPU Operator);
+- a storage class for the parallel file system (the placement says which CSI driver);
+- Kueue: a ResourceFlavor per GPU model, a ClusterQueue and LocalQueue per team with whole-node
+  quotas (GPUs with the CPU, memory and fabric devices of their nodes), so multi-node jobs are
+  admitted whole or not at all;
+- a namespace per team, NetworkPolicies that keep training pods away from management services,
+  and PriorityClasses.
+
+Chart versions come from the catalog (components/catalog/data/charts.yaml). Helm charts are
+`helm.v3.Release` resources (one resource each, values as inputs); everything else is a typed
+pulumi_kubernetes object, so the plan shows it and tests validate it against the schemas.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.catalog.charts import ChartPin, Charts, load_charts
+from components.spec.models import Fabric, Platform
+
+from .labels import NODE_LABEL_GPU_MODEL, TEAM_LABEL
+
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+RDMA_RESOURCE_NAME = "rdma_shared_device_a"
+RDMA_RESOURCE = f"rdma/{RDMA_RESOURCE_NAME}"
+MELLANOX_VENDOR_ID = "15b3"
+COHORT = "gpuforge"
+LOCAL_QUEUE = "training"
+# Kubernetes' private ranges: training pods reach the internet (object store, registries) but
+# no in-cluster or in-VPC management service unless a policy says so.
+PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+PRIORITY_CLASSES: dict[str, tuple[int, str]] = {
+    "gpuforge-training-critical": (100_000, "Production training runs; may preempt lower classes within quota."),
+    "gpuforge-training": (10_000, "Default for training jobs."),
+    "gpuforge-preemptible": (1_000, "Experiments that yield to anything else."),
+}
+
+
+@dataclass(frozen=True)
+class GpuPool:
+    """The Kubernetes nodes of one GPU model, as a placement resolved them."""
+
+    gpu_model: str
+    nodes: int  # active nodes: the quota ceiling (spares back them up)
+    gpus_per_node: int
+    cpus_per_node: int
+    memory_mib_per_node: int
+    fabric_devices_per_node: int = 0  # EFA interfaces, or RDMA shared devices exposed per node
+
+
+@dataclass(frozen=True)
+class ParallelFsClass:
+    """A storage class for the parallel file system, from the placement (FSx CSI on AWS, a
+    Lustre or vendor CSI on-prem)."""
+
+    name: str
+    provisioner: str
+    parameters: dict[str, pulumi.Input[str]] = field(default_factory=dict)
+    mount_options: list[str] = field(default_factory=list)
+    csi_chart: str | None = None  # key in charts.yaml of the driver to install; None: already there
+
+
+@dataclass(frozen=True)
+class GpuPlatformArgs:
+    platform: Platform
+    fabric: Fabric
+    pools: list[GpuPool]
+    parallel_fs: ParallelFsClass | None = None
+    charts: Charts = field(default_factory=load_charts)
+
+
+def flavor_name(gpu_model: str) -> str:
+    return f"gpu-{gpu_model.lower()}"
+
+
+def fabric_resource(fabric: Fabric) -> str | None:
+    return {"efa": EFA_RESOURCE, "infiniband": RDMA_RESOURCE, "roce": RDMA_RESOURCE}.get(fabric)
+
+
+def gpu_operator_values(platform: Platform) -> dict[str, Any]:
+    operator_driver = platform.gpu_driver == "operator"
+    return {
+        # preinstalled: the image (playbooks, or the EKS accelerated AMI) carries the driver and
+        # the container toolkit; two installers of one kernel module fight.
+        "driver": {"enabled": operator_driver},
+        "toolkit": {"enabled": operator_driver},
+        # Node Feature Discovery is its own release (one per cluster; the network operator needs it too).
+        "nfd": {"enabled": False},
+        # The exporter's service carries prometheus.io/scrape annotations; with the Prometheus
+        # operator, GpuPlatform declares the ServiceMonitor itself.
+        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": False}},
+    }
+
+
+def efa_device_plugin_values() -> dict[str, Any]:
+    return {
+        "nodeSelector": {"vpc.amazonaws.com/efa.present": "true"},
+        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+    }
+
+
+def network_operator_values() -> dict[str, Any]:
+    return {"nfd": {"enabled": False}}
+
+
+def kueue_values() -> dict[str, Any]:
+    return {"enablePrometheus": False}
+
+
+def rdma_shared_device_plugin_config() -> str:
+    return json.dumps(
+        {
+            "configList": [
+                {
+                    "resourceName": RDMA_RESOURCE_NAME,
+                    "rdmaHcaMax": 63,
+                    "selectors": {"vendors": [MELLANOX_VENDOR_ID]},
+                }
+            ]
+        }
+    )
+
+
+def team_quotas(platform: Platform, pools: list[GpuPool], fabric: Fabric) -> dict[str, list[dict[str, Any]]]:
+    """Per team, the ClusterQueue flavors: whole nodes' worth of every covered resource."""
+    by_model = {pool.gpu_model: pool for pool in pools}
+    extra = fabric_resource(fabric)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for team, spec in platform.teams.items():
+        flavors = []
+        for model, gpus in sorted(spec.gpu_quota.items()):
+            pool = by_model[model]  # resolve() refuses models without a pool
+            nodes = gpus // pool.gpus_per_node
+            resources = [
+                {"name": "cpu", "nominalQuota": nodes * pool.cpus_per_node},
+                {"name": "memory", "nominalQuota": f"{nodes * pool.memory_mib_per_node}Mi"},
+                {"name": GPU_RESOURCE, "nominalQuota": gpus},
+            ]
+            if extra:
+                resources.append({"name": extra, "nominalQuota": nodes * pool.fabric_devices_per_node})
+            flavors.append({"name": flavor_name(model), "resources": resources})
+        out[team] = flavors
+    return out
+
+
+class GpuPlatform(pulumi.ComponentResource):
+    namespaces: dict[str, str]  # team -> namespace
+
+    def __init__(self, name: str, args: GpuPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        platform = args.platform
+        super().__init__(
+            "gpuforge:k8s:GpuPlatform",
+            name,
+            {
+                "gpuDriver": platform.gpu_driver,
+                "fabric": args.fabric,
+                "prometheusOperator": platform.prometheus_operator,
+                "teams": {t: dict(s.gpu_quota) for t, s in platform.teams.items()},
+                "charts": {k: c.version for k, c in args.charts.charts.items()},
+            },
+            opts,
+        )
+        child = pulumi.ResourceOptions(parent=self)
+        charts = args.charts
+
+        system_ns: dict[str, k8s.core.v1.Namespace] = {}
+
+        def namespace_for(chart: ChartPin, privileged: bool) -> k8s.core.v1.Namespace | None:
+            if chart.namespace == "kube-system":
+                return None
+            if chart.namespace not in system_ns:
+                labels = {"app.kubernetes.io/managed-by": "gpuforge"}
+                if privileged:
+                    # Device plugins and the driver stack mount host paths (GPU Operator docs: label
+                    # the operator's namespace privileged under Pod Security Admission).
+                    labels["pod-security.kubernetes.io/enforce"] = "privileged"
+                system_ns[chart.namespace] = k8s.core.v1.Namespace(
+                    f"{name}-ns-{chart.namespace}",
+                    metadata=k8s.meta.v1.ObjectMetaArgs(name=chart.namespace, labels=labels),
+                    opts=child,
+                )
+            return system_ns[chart.namespace]
+
+        def release(key: str, values: dict[str, Any], privileged: bool = True) -> k8s.helm.v3.Release:
+            chart = charts.chart(key)
+            ns = namespace_for(chart, privileged)
+            return k8s.helm.v3.Release(
+                f"{name}-{key.replace('_', '-')}",
+                name=key.replace("_", "-"),
+                chart=chart.chart,
+                version=chart.version,
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo) if chart.repo else None,
+                namespace=chart.namespace,
+                create_namespace=False,
+                values=values,
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[ns] if ns else [])),
+            )
+
+        release("node_feature_discovery", {})
+        gpu_operator = release("gpu_operator", gpu_operator_values(platform))
+        if args.fabric == "efa":
+            release("aws_efa_device_plugin", efa_device_plugin_values())
+        elif args.fabric in ("infiniband", "roce"):
+            network_operator = release("network_operator", network_operator_values())
+            image = charts.image("rdma_shared_device_plugin")
+            k8s.apiextensions.CustomResource(
+                f"{name}-nic-cluster-policy",
+                api_version="mellanox.com/v1alpha1",
+                kind="NicClusterPolicy",
+                # The operator reconciles exactly this name.
+                metadata=k8s.meta.v1.ObjectMetaArgs(name="nic-cluster-policy"),
+                spec={
+                    "rdmaSharedDevicePlugin": {
+                        "image": image.image,
+                        "repository": image.repository,
+                        "version": image.version,
+                        "config": rdma_shared_device_plugin_config(),
+                    }
+                },
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[network_operator])),
+            )
+
+        if platform.prometheus_operator:
+            gpu_ns = charts.chart("gpu_operator").namespace
+            k8s.apiextensions.CustomResource(
+                f"{name}-dcgm-exporter-monitor",
+                api_version="monitoring.coreos.com/v1",
+                kind="ServiceMonitor",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name="nvidia-dcgm-exporter", namespace=gpu_ns, labels={"app": "nvidia-dcgm-exporter"}
+                ),
+                # The GPU Operator's dcgm-exporter service: label app=nvidia-dcgm-exporter, port gpu-metrics.
+                spec={
+                    "endpoints": [{"port": "gpu-metrics", "path": "/metrics", "interval": "30s"}],
+                    "jobLabel": "app",
+                    "namespaceSelector": {"matchNames": [gpu_ns]},
+                    "selector": {"matchLabels": {"app": "nvidia-dcgm-exporter"}},
+                },
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[gpu_operator])),
+            )
+
+        fs = args.parallel_fs
+        if fs is not None and platform.parallel_fs_storage_class:
+            csi = release(fs.csi_chart, {}, privileged=True) if fs.csi_chart else None
+            k8s.storage.v1.StorageClass(
+                f"{name}-sc-{fs.name}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=fs.name),
+                provisioner=fs.provisioner,
+                parameters=fs.parameters or None,
+                mount_options=fs.mount_options or None,
+                # Training data outlives any claim on it.
+                reclaim_policy="Retain",
+                volume_binding_mode="Immediate",
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[csi] if csi else [])),
+            )
+
+        for class_name, (value, description) in PRIORITY_CLASSES.items():
+            k8s.scheduling.v1.PriorityClass(
+                f"{name}-pc-{class_name}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=class_name),
+                value=value,
+                global_default=False,
+                preemption_policy="Never" if class_name == "gpuforge-preemptible" else "PreemptLowerPriority",
+                description=description,
+                opts=child,
+            )
+
+        self.namespaces = self._teams(name, args, release("kueue", kueue_values(), privileged=False), child)
+        self.register_outputs({"namespaces": self.namespaces})
+
+    def _teams(
+        self, name: str, args: GpuPlatformArgs, kueue: k8s.helm.v3.Release, child: pulumi.ResourceOptions
+    ) -> dict[str, str]:
+        platform, pools = args.platform, args.pools
+        kueue_api = args.charts.chart("kueue").api_version or "kueue.x-k8s.io/v1beta1"
+        after_kueue = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[kueue]))
+        for pool in sorted(pools, key=lambda p: p.gpu_model):
+            k8s.apiextensions.CustomResource(
+                f"{name}-flavor-{flavor_name(pool.gpu_model)}",
+                api_version=kueue_api,
+                kind="ResourceFlavor",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=flavor_name(pool.gpu_model)),
+                spec={"nodeLabels": {NODE_LABEL_GPU_MODEL: pool.gpu_model}},
+                opts=after_kueue,
+            )
+        covered = ["cpu", "memory", GPU_RESOURCE]
+        extra = fabric_resource(args.fabric)
+        if extra:
+            covered.append(extra)
+        quotas = team_quotas(platform, pools, args.fabric)
+        namespaces: dict[str, str] = {}
+        for team, spec in platform.teams.items():
+            ns_name = spec.namespace_for(team)
+            namespaces[team] = ns_name
+            ns = k8s.core.v1.Namespace(
+                f"{name}-team-{team}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=ns_name,
+                    labels={
+                        TEAM_LABEL: team,
+                        "app.kubernetes.io/managed-by": "gpuforge",
+                        # Warn and audit only: RDMA jobs need IPC_LOCK, which the baseline level forbids.
+                        "pod-security.kubernetes.io/warn": "baseline",
+                        "pod-security.kubernetes.io/audit": "baseline",
+                    },
+                ),
+                opts=child,
+            )
+            in_ns = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[ns]))
+            self._network_policies(name, team, ns_name, in_ns)
+            k8s.apiextensions.CustomResource(
+                f"{name}-cq-{team}",
+                api_version=kueue_api,
+                kind="ClusterQueue",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=team),
+                spec={
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns_name}},
+                    # Teams lend idle quota to each other and reclaim it on demand.
+                    "cohort": COHORT,
+                    "queueingStrategy": "BestEffortFIFO",
+                    "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+                    "resourceGroups": [{"coveredResources": covered, "flavors": quotas[team]}],
+                },
+                opts=after_kueue,
+            )
+            k8s.apiextensions.CustomResource(
+                f"{name}-lq-{team}",
+                api_version=kueue_api,
+                kind="LocalQueue",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=LOCAL_QUEUE, namespace=ns_name),
+                spec={"clusterQueue": team},
+                opts=pulumi.ResourceOptions.merge(after_kueue, pulumi.ResourceOptions(depends_on=[ns, kueue])),
+            )
+        return namespaces
+
+    @staticmethod
+    def _network_policies(name: str, team: str, namespace: str, opts: pulumi.ResourceOptions) -> None:
+        """Default deny; pods of the team talk to each other (NCCL bootstrap, rendezvous), resolve
+        names, and leave for public endpoints (object store, registries) over HTTPS. Management
+        services (operators, Kueue, monitoring, other teams) are unreachable. EFA and RDMA traffic
+        bypasses the kernel's network stack, so these policies neither carry nor block it."""
+        meta = lambda suffix: k8s.meta.v1.ObjectMetaArgs(name=suffix, namespace=namespace)  # noqa: E731
+        all_pods = k8s.meta.v1.LabelSelectorArgs()
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-np-{team}-default-deny",
+            metadata=meta("default-deny"),
+            spec=k8s.networking.v1.NetworkPolicySpecArgs(pod_selector=all_pods, policy_types=["Ingress", "Egress"]),
+            opts=opts,
+        )
+        same_namespace = [k8s.networking.v1.NetworkPolicyPeerArgs(pod_selector=all_pods)]
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-np-{team}-same-team",
+            metadata=meta("allow-same-team"),
+            spec=k8s.networking.v1.NetworkPolicySpecArgs(
+                pod_selector=all_pods,
+                policy_types=["Ingress", "Egress"],
+                ingress=[k8s.networking.v1.NetworkPolicyIngressRuleArgs(from_=same_namespace)],
+                egress=[k8s.networking.v1.NetworkPolicyEgressRuleArgs(to=same_namespace)],
+            ),
+            opts=opts,
+        )
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-np-{team}-dns",
+            metadata=meta("allow-dns"),
+            spec=k8s.networking.v1.NetworkPolicySpecArgs(
+                pod_selector=all_pods,
+                policy_types=["Egress"],
+                egress=[
+                    k8s.networking.v1.NetworkPolicyEgressRuleArgs(
+                        to=[
+                            k8s.networking.v1.NetworkPolicyPeerArgs(
+                                namespace_selector=k8s.meta.v1.LabelSelectorArgs(
+                                    match_labels={"kubernetes.io/metadata.name": "kube-system"}
+                                ),
+                                pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels={"k8s-app": "kube-dns"}),
+                            )
+                        ],
+                        ports=[
+                            k8s.networking.v1.NetworkPolicyPortArgs(protocol=proto, port=53) for proto in ("UDP", "TCP")
+                        ],
+                    )
+                ],
+            ),
+            opts=opts,
+        )
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-np-{team}-https-out",
+            metadata=meta("allow-https-public"),
+            spec=k8s.networking.v1.NetworkPolicySpecArgs(
+                pod_selector=all_pods,
+                policy_types=["Egress"],
+                egress=[
+                    k8s.networking.v1.NetworkPolicyEgressRuleArgs(
+                        to=[
+                            k8s.networking.v1.NetworkPolicyPeerArgs(
+                                ip_block=k8s.networking.v1.IPBlockArgs(cidr="0.0.0.0/0", except_=list(PRIVATE_RANGES))
+                            )
+                        ],
+                        ports=[k8s.networking.v1.NetworkPolicyPortArgs(protocol="TCP", port=443)],
+                    )
+                ],
+            ),
+            opts=opts,
+        )

@@ -1,0 +1,188 @@
+"""GpuPlatform: what lands in the cluster, on EKS (staging plan) and on any other provider."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pytest
+
+from components.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsClass
+from components.spec.models import Platform
+from gpuforge.plan import Plan, PlanResource
+
+KUEUE = "kubernetes:kueue.x-k8s.io/v1beta1"
+
+
+def by_name(plan: Plan, type_: str) -> dict[str, dict[str, Any]]:
+    return {
+        r.inputs["metadata"]["name"] + "@" + r.inputs["metadata"].get("namespace", ""): r.inputs
+        for r in plan.by_type(type_)
+    }
+
+
+def releases(plan: Plan) -> dict[str, PlanResource]:
+    return {r.inputs["name"]: r for r in plan.by_type("kubernetes:helm.sh/v3:Release")}
+
+
+def test_kueue_queue_per_team_with_whole_node_quotas(staging: Plan) -> None:
+    cqs = by_name(staging, f"{KUEUE}:ClusterQueue")
+    assert set(cqs) == {"llm@", "research@"}
+    llm = cqs["llm@"]["spec"]
+    assert llm["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "llm-pretrain"}}
+    group = llm["resourceGroups"][0]
+    assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu", "vpc.amazonaws.com/efa"]
+    (flavor,) = group["flavors"]
+    assert flavor["name"] == "gpu-h100"
+    quota = {r["name"]: r["nominalQuota"] for r in flavor["resources"]}
+    # 48 H100 = 6 p5.48xlarge: 192 vCPUs, 2 TiB and 32 EFA each.
+    assert quota == {
+        "nvidia.com/gpu": 48,
+        "cpu": 6 * 192,
+        "memory": f"{6 * 2097152}Mi",
+        "vpc.amazonaws.com/efa": 6 * 32,
+    }
+    research = {
+        r["name"]: r["nominalQuota"] for r in cqs["research@"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+    }
+    assert research["nvidia.com/gpu"] == 16
+    assert by_name(staging, f"{KUEUE}:LocalQueue") == {
+        "training@llm-pretrain": {
+            "apiVersion": "kueue.x-k8s.io/v1beta1",
+            "kind": "LocalQueue",
+            "metadata": {"name": "training", "namespace": "llm-pretrain"},
+            "spec": {"clusterQueue": "llm"},
+        },
+        "training@research": {
+            "apiVersion": "kueue.x-k8s.io/v1beta1",
+            "kind": "LocalQueue",
+            "metadata": {"name": "training", "namespace": "research"},
+            "spec": {"clusterQueue": "research"},
+        },
+    }
+    flavors = by_name(staging, f"{KUEUE}:ResourceFlavor")
+    assert flavors == {
+        "gpu-h100@": {
+            "apiVersion": "kueue.x-k8s.io/v1beta1",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": "gpu-h100"},
+            "spec": {"nodeLabels": {"gpuforge.dev/gpu-model": "H100"}},
+        }
+    }
+
+
+def test_network_policies_segment_each_team(staging: Plan) -> None:
+    policies = by_name(staging, "kubernetes:networking.k8s.io/v1:NetworkPolicy")
+    for ns in ("llm-pretrain", "research"):
+        deny = policies[f"default-deny@{ns}"]["spec"]
+        assert deny == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+        same = policies[f"allow-same-team@{ns}"]["spec"]
+        assert same["ingress"] == [{"from": [{"podSelector": {}}]}] and same["egress"] == [
+            {"to": [{"podSelector": {}}]}
+        ]
+        https = policies[f"allow-https-public@{ns}"]["spec"]["egress"][0]
+        assert https["to"][0]["ipBlock"] == {
+            "cidr": "0.0.0.0/0",
+            "except": ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"],
+        }
+        assert https["ports"] == [{"protocol": "TCP", "port": 443}]
+        dns = policies[f"allow-dns@{ns}"]["spec"]["egress"][0]
+        assert dns["to"][0]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}
+    # Nothing opens a management namespace to the teams.
+    assert {p.split("@")[1] for p in policies} == {"llm-pretrain", "research"}
+
+
+def test_helm_releases_pinned_and_driver_switch(staging: Plan) -> None:
+    found = releases(staging)
+    assert set(found) == {
+        "gpu-operator",
+        "node-feature-discovery",
+        "aws-efa-device-plugin",
+        "kueue",
+        "aws-fsx-csi-driver",
+    }
+    gpu = found["gpu-operator"].inputs
+    assert gpu["version"] == "v25.10.1" and gpu["repositoryOpts"]["repo"] == "https://helm.ngc.nvidia.com/nvidia"
+    assert gpu["values"]["driver"] == {"enabled": False}  # preinstalled in the stack
+    assert gpu["values"]["nfd"] == {"enabled": False}
+    efa = found["aws-efa-device-plugin"].inputs
+    assert efa["namespace"] == "kube-system" and efa["values"]["nodeSelector"] == {
+        "vpc.amazonaws.com/efa.present": "true"
+    }
+    monitor = by_name(staging, "kubernetes:monitoring.coreos.com/v1:ServiceMonitor")[
+        "nvidia-dcgm-exporter@gpu-operator"
+    ]
+    assert monitor["spec"]["selector"] == {"matchLabels": {"app": "nvidia-dcgm-exporter"}}
+    assert monitor["spec"]["endpoints"][0]["port"] == "gpu-metrics"
+    sc = by_name(staging, "kubernetes:storage.k8s.io/v1:StorageClass")["fsx-lustre@"]
+    assert sc["provisioner"] == "fsx.csi.aws.com" and sc["parameters"]["deploymentType"] == "PERSISTENT_2"
+    assert sc["reclaimPolicy"] == "Retain"
+    pcs = {
+        r.inputs["metadata"]["name"]: r.inputs["value"]
+        for r in staging.by_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")
+    }
+    assert pcs == {"gpuforge-training-critical": 100000, "gpuforge-training": 10000, "gpuforge-preemptible": 1000}
+
+
+def test_platform_objects_use_the_eks_provider(staging: Plan) -> None:
+    providers = staging.by_type("pulumi:providers:kubernetes")
+    assert [p.name for p in providers] == ["forge-staging-eks-k8s"]
+    kubeconfig = providers[0].inputs["kubeconfig"]
+    assert '"command": "aws"' in kubeconfig and '"get-token", "--cluster-name", "forge-staging-eks"' in kubeconfig
+
+
+class _Mocks(pulumi.runtime.Mocks):
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        return f"{args.name}-id", dict(args.inputs)
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return {}, None
+
+
+@pytest.fixture
+def onprem_platform() -> GpuPlatform:
+    """The same component on an on-premises cluster: a kubeconfig provider, InfiniBand, a vendor CSI."""
+    pulumi.runtime.set_mocks(_Mocks(), preview=False)
+    provider = k8s.Provider("onprem", kubeconfig="apiVersion: v1\nkind: Config\n")
+    return GpuPlatform(
+        "lab",
+        GpuPlatformArgs(
+            platform=Platform(gpu_driver="operator", teams={"vision": {"gpu_quota": {"H100": 16}}}),
+            fabric="infiniband",
+            pools=[
+                GpuPool(
+                    "H100",
+                    nodes=4,
+                    gpus_per_node=8,
+                    cpus_per_node=224,
+                    memory_mib_per_node=2 * 1024 * 1024,
+                    fabric_devices_per_node=1,
+                )
+            ],
+            parallel_fs=ParallelFsClass(name="lustre", provisioner="lustre.csi.vendor.example", csi_chart=None),
+        ),
+        opts=pulumi.ResourceOptions(provider=provider),
+    )
+
+
+@pulumi.runtime.test
+def test_same_component_on_prem_uses_network_operator(onprem_platform: GpuPlatform) -> pulumi.Output[Any]:
+    assert onprem_platform.namespaces == {"vision": "vision"}
+    registered: list[Any] = []
+    for child in _children(onprem_platform):
+        registered.append(child)
+    kinds = {type(c).__name__ for c in registered}
+    assert "Release" in kinds and "NetworkPolicy" in kinds
+    release_names = [c for c in registered if isinstance(c, k8s.helm.v3.Release)]
+
+    def check(values: list[Any]) -> None:
+        names = set(values)
+        assert "network-operator" in names and "aws-efa-device-plugin" not in names
+        assert "aws-fsx-csi-driver" not in names  # the on-prem CSI is already installed
+
+    return pulumi.Output.all(*[r.name for r in release_names]).apply(check)
+
+
+def _children(component: pulumi.ComponentResource) -> list[Any]:
+    return list(getattr(component, "_childResources", set()))
