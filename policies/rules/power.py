@@ -1,0 +1,193 @@
+"""Power pack: the stack's (or site's) budget, rack budgets and A/B feed redundancy.
+
+The arithmetic lives in components/power.py, shared with the plan summary:
+
+    facility kW = PUE x sum over groups of node_kW x (count + spares x spare_draw_fraction)
+
+Racks are read from `gpuforge:onprem:Rack` resources (the on-prem site model) with inputs
+{rack, loadKw, budgetKw?, feeds: [{name, side: A|B, capacityKw | volts + amps [+ phases,
+powerFactor]}]}; until that lands no resource has the type and the rack rules find nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from components.power import (
+    CONTINUOUS_DERATE,
+    Feed,
+    GroupLoad,
+    Headroom,
+    RackLoad,
+    budget_headroom,
+    feed_headroom,
+    rack_budget_headroom,
+)
+
+from .base import NODE_GROUP, RACK, Param, Resource, RuleContext, Stack, Violation, as_list, is_unknown, stack_rule
+
+
+def group_loads(stack: Stack) -> list[GroupLoad]:
+    loads = []
+    for g in stack.of_type(NODE_GROUP):
+        values = (g.get("count"), g.get("spares"), g.get("nodePowerKw"))
+        if any(v is None or is_unknown(v) for v in values):
+            continue
+        loads.append(GroupLoad(str(g.get("nodeGroup") or g.name), int(values[0]), int(values[1]), float(values[2])))
+    return loads
+
+
+def rack_from_resource(r: Resource) -> RackLoad | None:
+    load = r.get("loadKw")
+    if load is None or is_unknown(load):
+        return None
+    feeds = tuple(
+        Feed(
+            name=str(f.get("name", f"feed-{i}")),
+            side=str(f.get("side", "?")),
+            capacity_kw=f.get("capacityKw"),
+            volts=f.get("volts"),
+            amps=f.get("amps"),
+            phases=int(f.get("phases", 1)),
+            power_factor=float(f.get("powerFactor", 1.0)),
+        )
+        for i, f in enumerate(as_list(r.get("feeds")))
+        if isinstance(f, Mapping)
+    )
+    budget = r.get("budgetKw")
+    return RackLoad(str(r.get("rack") or r.name), float(load), feeds, None if is_unknown(budget) else budget)
+
+
+@dataclass(frozen=True)
+class PowerReport:
+    """What the plan prints: the cluster against its budget, and each rack's feeds."""
+
+    facility_kw: float
+    it_kw: float
+    pue: float
+    budget: Headroom | None
+    racks: dict[str, dict[str, Headroom]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        def h(x: Headroom | None) -> dict[str, float] | None:
+            if x is None:
+                return None
+            return {
+                "loadKw": round(x.load_kw, 2),
+                "limitKw": round(x.limit_kw, 2),
+                "headroomKw": round(x.headroom_kw, 2),
+            }
+
+        return {
+            "itKw": round(self.it_kw, 2),
+            "pue": self.pue,
+            "facilityKw": round(self.facility_kw, 2),
+            "budget": h(self.budget),
+            "racks": {rack: {k: h(v) for k, v in sides.items()} for rack, sides in self.racks.items()},
+        }
+
+
+def power_report(stack: Stack, derate: float = CONTINUOUS_DERATE) -> PowerReport:
+    cluster = stack.cluster()
+    power = (cluster.get("power") if cluster else None) or {}
+    pue = float(power.get("pue") or 1.0)
+    spare_draw = float(power.get("spareDrawFraction", 1.0))
+    loads = group_loads(stack)
+    it_kw = sum(g.it_kw(spare_draw) for g in loads)
+    budget_kw = power.get("budgetKw")
+    budget = budget_headroom(loads, pue, spare_draw, float(budget_kw)) if budget_kw else None
+    racks: dict[str, dict[str, Headroom]] = {}
+    for r in stack.of_type(RACK):
+        rack = rack_from_resource(r)
+        if rack is not None:
+            racks[rack.name] = feed_headroom(rack, derate)
+            rb = rack_budget_headroom(rack)
+            if rb is not None:
+                racks[rack.name]["budget"] = rb
+    return PowerReport(pue * it_kw, it_kw, pue, budget, racks)
+
+
+@stack_rule(
+    "power-cluster-budget",
+    why="A cluster drawing more than its contracted power trips breakers or throttles mid-run.",
+    fix="lower count/spares, raise power.budget_kw to the contracted figure, or lower spare_draw_fraction",
+    params={
+        "min_headroom_fraction": Param(
+            0.0, {"type": "number", "minimum": 0, "maximum": 0.9}, "share of the budget to keep free"
+        ),
+        "require_budget": Param(True, {"type": "boolean"}, "a stack must declare power.budget_kw"),
+    },
+)
+def cluster_budget(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
+    cluster = stack.cluster()
+    if cluster is None:
+        return
+    report = power_report(stack)
+    if report.budget is None:
+        if ctx.param("require_budget"):
+            yield Violation(
+                "power-cluster-budget",
+                cluster.urn,
+                f"{cluster.name}: no power budget declared; the plan estimates {report.facility_kw:,.1f} kW with PUE "
+                f"{report.pue}: set power.budget_kw to the contracted figure",
+            )
+        return
+    floor = float(ctx.param("min_headroom_fraction"))
+    if report.budget.headroom_kw < floor * report.budget.limit_kw:
+        yield Violation(
+            "power-cluster-budget",
+            cluster.urn,
+            f"{cluster.name}: estimated {report.budget.describe()}"
+            + (f", below the required {floor:.0%}" if floor else "")
+            + f" (IT {report.it_kw:,.1f} kW x PUE {report.pue}); remove nodes or spares, or raise power.budget_kw",
+        )
+
+
+@stack_rule(
+    "power-rack-feed-redundancy",
+    why="With A/B feeds (N+N) either side must carry the whole rack at its continuous rating, or losing one "
+    "feed trips the other.",
+    fix="move nodes to another rack, or add or upsize feeds on the short side",
+    params={
+        "derate": Param(
+            CONTINUOUS_DERATE,
+            {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+            "continuous-load derate of a feed's rating",
+        )
+    },
+)
+def rack_feed_redundancy(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
+    derate = float(ctx.param("derate"))
+    for r in stack.of_type(RACK):
+        rack = rack_from_resource(r)
+        if rack is None:
+            continue
+        for side, room in feed_headroom(rack, derate).items():
+            if not room.ok:
+                yield Violation(
+                    "power-rack-feed-redundancy",
+                    r.urn,
+                    f"{r.name}: rack {rack.name} side {side} alone carries {room.load_kw:,.1f} kW "
+                    f"against {room.limit_kw:,.1f} kW "
+                    f"continuous ({derate:.0%} of rating), short {-room.headroom_kw:,.1f} kW; "
+                    "move nodes to another rack or upsize that side's feeds",
+                )
+
+
+@stack_rule(
+    "power-rack-budget",
+    why="A rack above its power (and so cooling) limit overheats: air cooling tops out near 30 kW.",
+    fix="spread nodes over more racks or raise the rack's budget where the site allows",
+)
+def rack_budget(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
+    for r in stack.of_type(RACK):
+        rack = rack_from_resource(r)
+        room = rack_budget_headroom(rack) if rack else None
+        if rack is not None and room is not None and not room.ok:
+            yield Violation(
+                "power-rack-budget",
+                r.urn,
+                f"{r.name}: rack {rack.name} at {room.describe()}; move nodes to another rack or raise the rack budget",
+            )
