@@ -40,15 +40,25 @@ def fail(error: SpecError) -> NoReturn:
 
 @app.command()
 def validate(stack: StackArg) -> None:
-    """Validate a stack's cluster spec against the models and the catalog. Exit 0 valid, 2 not."""
+    """Validate a stack's cluster spec (models and catalog) and its gpuforge:policy settings. Exit 0 valid, 2 not."""
     from components.spec import resolve
     from gpuforge.plan import load_stack
+    from policies.settings import settings_from_config
 
     try:
         stack_file = load_stack(stack)
-        resolved = resolve(stack_file.cluster, source=str(stack_file.path))
     except SpecError as error:
         fail(error)
+    source = str(stack_file.path)
+    issues = []
+    for check in (lambda: resolve(stack_file.cluster, source), lambda: settings_from_config(stack_file.config, source)):
+        try:
+            check()
+        except SpecError as error:
+            issues += error.issues
+    if issues:
+        fail(SpecError(issues, source))
+    resolved = resolve(stack_file.cluster, source)
     groups = ", ".join(f"{n} ({g.spec.count}x {g.spec.instance_type})" for n, g in resolved.node_groups.items())
     out.print(f"[green]valid[/]: {stack_file.path} — {groups}")
 
