@@ -63,9 +63,9 @@ def field_path(loc: Iterable[int | str], data: object) -> str:
             continue
         keyed = parent_field in MAP_FIELDS or isinstance(part, int)
         path += f"[{part}]" if keyed else f".{part}"
-        if (isinstance(data, dict) and part in data) or (
-            isinstance(data, list) and isinstance(part, int) and part < len(data)
-        ):
+        if isinstance(data, dict) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and isinstance(part, int) and part < len(data):
             data = data[part]
         else:
             data = None
