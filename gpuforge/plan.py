@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-from pulumi.output import Unknown
 import yaml
+from pulumi.output import Unknown
 from pulumi.runtime import mocks, rpc, settings
 from pulumi.runtime import resource as sdk_resource
 from pulumi.runtime.proto import source_pb2

@@ -22,3 +22,4 @@ def dev_plan() -> Plan:
 @pytest.fixture
 def prod_plan() -> Plan:
     return planned("prod")
+

@@ -63,8 +63,8 @@ def field_path(loc: Iterable[int | str], data: object) -> str:
             continue
         keyed = parent_field in MAP_FIELDS or isinstance(part, int)
         path += f"[{part}]" if keyed else f".{part}"
-        if isinstance(data, dict) and part in data:
-            data = data[part]
+        if isinstance(data, dict):
+            data = data.get(part)
         elif isinstance(data, list) and isinstance(part, int) and part < len(data):
             data = data[part]
         else:

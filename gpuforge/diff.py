@@ -1,0 +1,703 @@
+"""GPU-aware diff of two plans: what the engine will create, update, replace or delete, and what
+that means for a training cluster (GPUs, nodes that roll, power, cost, storage, data at risk).
+
+Each side is a plan JSON file (`gpuforge plan STACK --json F`) or a git revision, planned in a
+temporary `git worktree` by that revision's own program and components with the current venv.
+The offline plan knows inputs, not provider state: a replacement is predicted from the
+replace-trigger table (replace_triggers.yaml, with its sources); `pulumi preview` is authoritative.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpuforge.cost import LUSTRE, NODE_GROUP, OBJECT_STORE, estimate_cost
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+TRIGGERS_FILE = Path(__file__).resolve().parent / "replace_triggers.yaml"
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+ASG = "aws:autoscaling/group:Group"
+STATEFUL = {
+    "aws:s3/bucket:Bucket": "bucket",
+    "aws:fsx/lustreFileSystem:LustreFileSystem": "file system",
+    "aws:kms/key:Key": "KMS key",
+}
+
+
+class DiffError(Exception):
+    """A side could not be loaded or planned; the message says which and why."""
+
+
+# --- replace triggers ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Trigger:
+    type: str
+    property: str
+    source: str
+    effect: str = "replace"  # replace | roll
+    when: str = "changed"  # changed | decreased | changed_if
+    if_property: str | None = None
+    if_value: Any = None
+
+
+@lru_cache(maxsize=1)
+def load_triggers(path: Path = TRIGGERS_FILE) -> dict[str, tuple[Trigger, ...]]:
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return {
+        type_: tuple(Trigger(type=type_, **row) for row in rows)
+        for type_, rows in doc.items()
+        if not type_.startswith("_")
+    }
+
+
+def triggers_source() -> str:
+    return str(yaml.safe_load(TRIGGERS_FILE.read_text(encoding="utf-8")).get("_source", "")).strip()
+
+
+_MISSING = object()
+
+
+def get_path(tree: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(tree, Mapping) or part not in tree:
+            return _MISSING
+        tree = tree[part]
+    return tree
+
+
+def changed_paths(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Leaf paths whose values differ (maps recurse; lists compare whole)."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        out: list[str] = []
+        for key in sorted(set(old) | set(new), key=str):
+            p = f"{prefix}.{key}" if prefix else str(key)
+            out += changed_paths(old.get(key, _MISSING), new.get(key, _MISSING), p)
+        return out
+    return [] if old == new else [prefix or "<root>"]
+
+
+def _fmt(value: Any) -> str:
+    if value is _MISSING or value is None:
+        return "unset"
+    text = json.dumps(value) if not isinstance(value, str) else value
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _fires(trigger: Trigger, old: dict[str, Any], new: dict[str, Any], changed: list[str]) -> str | None:
+    """The reason this trigger fires for the change, or None."""
+    if trigger.property == "*":
+        hit = changed
+    else:
+        hit = [p for p in changed if p == trigger.property or p.startswith(trigger.property + ".")]
+    if not hit:
+        return None
+    if trigger.property == "*":
+        return f"{', '.join(hit[:6])}{' ...' if len(hit) > 6 else ''} changed"
+    before, after = get_path(old, trigger.property), get_path(new, trigger.property)
+    if trigger.when == "decreased":
+        if not (isinstance(before, int | float) and isinstance(after, int | float) and after < before):
+            return None
+        return f"{trigger.property} decreased {_fmt(before)} -> {_fmt(after)}"
+    if trigger.when == "changed_if" and get_path(new, trigger.if_property or "") != trigger.if_value:
+        return None
+    return f"{trigger.property} {_fmt(before)} -> {_fmt(after)}"
+
+
+# --- the diff ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class ResourceChange:
+    urn: str
+    type: str
+    name: str
+    action: str  # create | update | replace | delete
+    properties: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    rolls: bool = False
+    protect: bool = False
+    retain_on_delete: bool = False
+
+
+@dataclass
+class GroupImpact:
+    name: str
+    instance_base: str | None
+    instance_head: str | None
+    nodes_base: int  # count + spares
+    nodes_head: int
+    gpus_base: int  # active GPUs (count x GPUs per node)
+    gpus_head: int
+    nodes_rolling: int = 0
+    roll: str = ""
+
+
+@dataclass
+class Risk:
+    urn: str
+    type: str
+    name: str
+    action: str
+    message: str
+
+
+@dataclass
+class PlanDiff:
+    stack: str
+    base: str
+    head: str
+    changes: list[ResourceChange]
+    groups: list[GroupImpact]
+    risks: list[Risk]
+    totals: dict[str, dict[str, float | None]]  # metric -> {base, head, delta}
+    storage: list[str]
+    cost: dict[str, Any]
+    policies_new: list[dict[str, Any]]
+    policies_fixed: list[dict[str, Any]]
+    notes: list[str]
+
+    def by_action(self, action: str) -> list[ResourceChange]:
+        return [c for c in self.changes if c.action == action]
+
+    @property
+    def nodes_rolling(self) -> int:
+        return sum(g.nodes_rolling for g in self.groups)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stack": self.stack,
+            "base": self.base,
+            "head": self.head,
+            "counts": {a: len(self.by_action(a)) for a in ("create", "update", "replace", "delete")},
+            "impact": {
+                "totals": self.totals,
+                "nodes_rolling": self.nodes_rolling,
+                "node_groups": [asdict(g) for g in self.groups],
+                "storage": self.storage,
+                "data_loss_risks": [asdict(r) for r in self.risks],
+                "policies": {"new": self.policies_new, "fixed": self.policies_fixed},
+            },
+            "cost": self.cost,
+            "changes": [asdict(c) for c in self.changes],
+            "notes": self.notes,
+            "replace_triggers_source": triggers_source(),
+        }
+
+
+def _resources(plan: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["urn"]: r for r in plan.get("resources", [])}
+
+
+def _components(plan: Mapping[str, Any], type_: str, key: str) -> dict[str, dict[str, Any]]:
+    return {str(r["inputs"].get(key, r["name"])): r for r in plan.get("resources", []) if r["type"] == type_}
+
+
+def _classify(old: dict[str, Any], new: dict[str, Any]) -> ResourceChange | None:
+    changed = changed_paths(old.get("inputs", {}), new.get("inputs", {}))
+    change = ResourceChange(
+        new["urn"],
+        new["type"],
+        new["name"],
+        "update",
+        properties=changed,
+        protect=bool(old.get("protect")),
+        retain_on_delete=bool(old.get("retainOnDelete")),
+    )
+    if not changed:
+        return None
+    for trigger in load_triggers().get(new["type"], ()):
+        reason = _fires(trigger, old.get("inputs", {}), new.get("inputs", {}), changed)
+        if reason is None:
+            continue
+        change.reasons.append(reason)
+        change.sources.append(trigger.source)
+        if trigger.effect == "replace":
+            change.action = "replace"
+        elif trigger.effect == "roll":
+            change.rolls = True
+    return change
+
+
+def _cost_of(plan: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    if plan.get("cost"):
+        return dict(plan["cost"]), "the plan's own price table"
+    from components.catalog import load_catalog
+
+    prices = load_catalog().prices
+    if prices is None:
+        return None, "no price table"
+    return estimate_cost(plan.get("resources", []), prices).to_json(), "the current default price table"
+
+
+def _policy_key(v: Mapping[str, Any]) -> tuple[str, str, str]:
+    return (str(v.get("pack", "")), str(v.get("rule", "")), str(v.get("urn", "")))
+
+
+def diff_plans(
+    base: Mapping[str, Any], head: Mapping[str, Any], base_label: str = "base", head_label: str = "head"
+) -> PlanDiff:
+    old_res, new_res = _resources(base), _resources(head)
+    changes: list[ResourceChange] = []
+    for urn, r in new_res.items():
+        if not r.get("custom", True):
+            continue
+        if urn not in old_res:
+            changes.append(ResourceChange(urn, r["type"], r["name"], "create", protect=bool(r.get("protect"))))
+        else:
+            change = _classify(old_res[urn], r)
+            if change:
+                changes.append(change)
+    for urn, r in old_res.items():
+        if r.get("custom", True) and urn not in new_res:
+            changes.append(
+                ResourceChange(
+                    urn,
+                    r["type"],
+                    r["name"],
+                    "delete",
+                    protect=bool(r.get("protect")),
+                    retain_on_delete=bool(r.get("retainOnDelete")),
+                )
+            )
+    notes: list[str] = []
+    groups = _group_impact(base, head, changes, old_res, new_res)
+    risks = _risks(changes, old_res, new_res)
+    if any(c.action == "replace" for c in changes):
+        notes.append(
+            "Replacements are predicted from replace_triggers.yaml; resources that reference a replaced "
+            "resource's ID are updated too. `pulumi preview` is authoritative."
+        )
+    base_cost, base_cost_src = _cost_of(base)
+    head_cost, head_cost_src = _cost_of(head)
+    if base_cost_src != head_cost_src:
+        notes.append(f"cost: base priced with {base_cost_src}, head with {head_cost_src}")
+    base_s, head_s = base.get("summary", {}), head.get("summary", {})
+    totals: dict[str, dict[str, float | None]] = {}
+    for metric in (
+        "gpus",
+        "nodes",
+        "spare_nodes",
+        "efa_interfaces",
+        "power_kw",
+        "parallel_fs_tib",
+        "parallel_fs_throughput_mbps",
+    ):
+        b, h = base_s.get(metric), head_s.get(metric)
+        totals[metric] = {"base": b, "head": h, "delta": round(h - b, 3) if b is not None and h is not None else None}
+    b_total = base_cost["total_monthly_usd"] if base_cost else None
+    h_total = head_cost["total_monthly_usd"] if head_cost else None
+    totals["monthly_cost_usd"] = {
+        "base": b_total,
+        "head": h_total,
+        "delta": round(h_total - b_total, 2) if b_total is not None and h_total is not None else None,
+    }
+    base_pol = {_policy_key(v): dict(v) for v in base.get("policies") or []}
+    head_pol = {_policy_key(v): dict(v) for v in head.get("policies") or []}
+    if base.get("stack") != head.get("stack"):
+        notes.append(
+            f"comparing different stacks ({base.get('stack')} -> {head.get('stack')}): "
+            "URNs differ, so every resource is a delete + create"
+        )
+    if "policies" not in base or "policies" not in head:
+        notes.append("policy results: at least one plan carries none (planned before policies were wired)")
+    return PlanDiff(
+        stack=str(head.get("stack") or base.get("stack") or "?"),
+        base=base_label,
+        head=head_label,
+        changes=sorted(
+            changes, key=lambda c: (("replace", "delete", "update", "create").index(c.action), c.type, c.name)
+        ),
+        groups=groups,
+        risks=risks,
+        totals=totals,
+        storage=_storage(base, head),
+        cost={"base": base_cost, "head": head_cost, "lines": _cost_lines(base_cost, head_cost)},
+        policies_new=[v for k, v in head_pol.items() if k not in base_pol],
+        policies_fixed=[v for k, v in base_pol.items() if k not in head_pol],
+        notes=notes,
+    )
+
+
+def _group_impact(
+    base: Mapping[str, Any],
+    head: Mapping[str, Any],
+    changes: list[ResourceChange],
+    old_res: dict[str, dict[str, Any]],
+    new_res: dict[str, dict[str, Any]],
+) -> list[GroupImpact]:
+    old_g, new_g = _components(base, NODE_GROUP, "nodeGroup"), _components(head, NODE_GROUP, "nodeGroup")
+    by_parent: dict[str, list[ResourceChange]] = {}
+    for c in changes:
+        res = new_res.get(c.urn) or old_res.get(c.urn) or {}
+        if res.get("parent"):
+            by_parent.setdefault(str(res["parent"]), []).append(c)
+    out: list[GroupImpact] = []
+    for name in list(old_g) + [n for n in new_g if n not in old_g]:
+        o, n = old_g.get(name, {}).get("inputs", {}), new_g.get(name, {}).get("inputs", {})
+        g = GroupImpact(
+            name,
+            o.get("instanceType"),
+            n.get("instanceType"),
+            int(o.get("count", 0)) + int(o.get("spares", 0)),
+            int(n.get("count", 0)) + int(n.get("spares", 0)),
+            int(o.get("count", 0)) * int(o.get("gpusPerNode", 0)),
+            int(n.get("count", 0)) * int(n.get("gpusPerNode", 0)),
+        )
+        urn = (new_g.get(name) or old_g.get(name) or {}).get("urn", "")
+        kids = by_parent.get(urn, [])
+        asg = next((c for c in kids if c.type == ASG and c.action in ("replace", "delete")), None)
+        lt = next((c for c in kids if c.type == LAUNCH_TEMPLATE and (c.rolls or c.action == "replace")), None)
+        running = min(g.nodes_base, g.nodes_head) if o and n else 0
+        if asg is not None and running:
+            g.nodes_rolling = g.nodes_base
+            g.roll = f"Auto Scaling group {asg.action}d: all {g.nodes_base} nodes are terminated and relaunched"
+        elif lt is not None and running:
+            g.nodes_rolling = running
+            what = (
+                f"instance type {g.instance_base} -> {g.instance_head}"
+                if g.instance_base != g.instance_head
+                else "launch template " + ", ".join(p for p in lt.properties[:4])
+            )
+            g.roll = (
+                f"{what}: the launch template gets a new version in place and the Auto Scaling group "
+                f"launches new nodes from it ($Latest); the {running} running nodes keep the old "
+                f"configuration until an instance refresh replaces them "
+                f"(`aws autoscaling start-instance-refresh --auto-scaling-group-name <asg>`)"
+            )
+        if (
+            g.nodes_base != g.nodes_head
+            or g.gpus_base != g.gpus_head
+            or g.nodes_rolling
+            or g.instance_base != g.instance_head
+        ):
+            out.append(g)
+    return out
+
+
+def _risks(
+    changes: list[ResourceChange], old_res: dict[str, dict[str, Any]], new_res: dict[str, dict[str, Any]]
+) -> list[Risk]:
+    risks: list[Risk] = []
+    created = {c.type for c in changes if c.action == "create"}
+    for c in changes:
+        kind = STATEFUL.get(c.type)
+        if kind is None or c.action not in ("delete", "replace"):
+            continue
+        old_inputs = old_res.get(c.urn, {}).get("inputs", {})
+        parts = [
+            f"{kind} `{c.name}` will be "
+            + ("DELETED" if c.action == "delete" else "REPLACED (deleted and recreated empty)")
+        ]
+        if c.reasons:
+            parts.append("because " + "; ".join(c.reasons))
+        if c.type == "aws:fsx/lustreFileSystem:LustreFileSystem":
+            if str(old_inputs.get("deploymentType", "")).startswith("SCRATCH"):
+                parts.append(
+                    "SCRATCH file system: not replicated and no backups, so anything not exported to S3 is lost"
+                )
+            else:
+                parts.append("restore from an FSx backup or re-import from the linked buckets")
+        if c.type == "aws:kms/key:Key":
+            parts.append("data encrypted under this key becomes unreadable once its deletion window ends")
+        if c.type == "aws:s3/bucket:Bucket" and c.action == "delete" and c.type in created:
+            parts.append(
+                "a bucket is created in the same change: if this is a rename, add `aliases=` to keep the old one"
+            )
+        if c.retain_on_delete:
+            parts.append("retainOnDelete: the old resource stays in the account but leaves the stack (orphaned)")
+        if c.protect:
+            parts.append("protected: `pulumi up` refuses until it is unprotected, which is the point")
+        risks.append(Risk(c.urn, c.type, c.name, c.action, "; ".join(parts)))
+    return risks
+
+
+def _storage(base: Mapping[str, Any], head: Mapping[str, Any]) -> list[str]:
+    lines: list[str] = []
+    old_fs, new_fs = _components(base, LUSTRE, "__name__"), _components(head, LUSTRE, "__name__")
+    for name in sorted(set(old_fs) | set(new_fs)):
+        o, n = old_fs.get(name, {}).get("inputs"), new_fs.get(name, {}).get("inputs")
+        if o is None and n is not None:
+            lines.append(f"file system `{name}` added: {n.get('capacityGib')} GiB {n.get('deploymentType')}")
+        elif n is None and o is not None:
+            lines.append(f"file system `{name}` removed: {o.get('capacityGib')} GiB {o.get('deploymentType')}")
+        elif o is not None and n is not None:
+            for key, unit in (
+                ("deploymentType", ""),
+                ("capacityGib", " GiB"),
+                ("perUnitStorageThroughput", " MB/s/TiB"),
+                ("throughputMbps", " MB/s"),
+                ("efa", ""),
+            ):
+                if o.get(key) != n.get(key):
+                    lines.append(f"file system `{name}` {key}: {_fmt(o.get(key))}{unit} -> {_fmt(n.get(key))}{unit}")
+    old_b, new_b = _components(base, OBJECT_STORE, "__name__"), _components(head, OBJECT_STORE, "__name__")
+    lines += [
+        f"object store `{n}` added ({new_b[n]['inputs'].get('purpose')})" for n in sorted(set(new_b) - set(old_b))
+    ]
+    lines += [
+        f"object store `{n}` removed ({old_b[n]['inputs'].get('purpose')})" for n in sorted(set(old_b) - set(new_b))
+    ]
+    return lines
+
+
+def _cost_lines(base: Mapping[str, Any] | None, head: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    def index(c: Mapping[str, Any] | None) -> dict[tuple[str, str], Mapping[str, Any]]:
+        return {(line["kind"], line["name"]): line for line in (c or {}).get("lines", [])}
+
+    old, new = index(base), index(head)
+    order = {"node_group": 0, "file_system": 1, "bucket": 2}
+    out = []
+    for key in sorted(set(old) | set(new), key=lambda k: (order.get(k[0], 9), k[1])):
+        b = old.get(key, {}).get("monthly_usd")
+        h = new.get(key, {}).get("monthly_usd")
+        out.append(
+            {
+                "kind": key[0],
+                "name": key[1],
+                "detail": (new.get(key) or old.get(key) or {}).get("detail", ""),
+                "base": b,
+                "head": h,
+                # Unpriced on a side where the item exists: no delta rather than a misleading one.
+                "delta": None
+                if (key in old and b is None) or (key in new and h is None)
+                else round((h or 0) - (b or 0), 2),
+            }
+        )
+    return out
+
+
+# --- loading sides -----------------------------------------------------------------------------------
+
+_PLAN_AT_REVISION = (
+    "import json, sys\n"
+    "from components.spec import SpecError\n"
+    "from gpuforge.plan import plan_stack\n"
+    "try:\n"
+    "    plan = plan_stack(sys.argv[1])\n"
+    "except SpecError as error:\n"
+    "    sys.stderr.write(error.report() + '\\n')\n"
+    "    raise SystemExit(2)\n"
+    "with open(sys.argv[2], 'w') as f:\n"
+    "    json.dump(plan.to_json(), f)\n"
+)
+
+
+def _git(repo: Path, *args: str) -> str:
+    result = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise DiffError(f"git {' '.join(args)}: {result.stderr.strip()}")
+    return result.stdout.strip()
+
+
+def plan_revision(revision: str, stack: str, repo: Path = PROJECT_ROOT) -> dict[str, Any]:
+    """Plan `stack` as it is at `revision`: that revision's program, components and stack file,
+    evaluated by the current interpreter in a temporary worktree (removed afterwards)."""
+    sha = _git(repo, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}")
+    with tempfile.TemporaryDirectory(prefix="gpuforge-diff-") as tmp:
+        tree = Path(tmp) / "tree"
+        _git(repo, "worktree", "add", "--detach", "--quiet", str(tree), sha)
+        try:
+            out = Path(tmp) / "plan.json"
+            # The worktree first on the path: its gpuforge/components win over the editable install.
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")])}
+            result = subprocess.run(
+                [sys.executable, "-c", _PLAN_AT_REVISION, stack, str(out)],
+                cwd=tree,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if result.returncode != 0:
+                tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
+                raise DiffError(f"planning stack {stack!r} at {revision} ({sha[:12]}) failed:\n{tail}")
+            plan: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+            return plan
+        finally:
+            subprocess.run(
+                ["git", "-C", str(repo), "worktree", "remove", "--force", str(tree)], capture_output=True, check=False
+            )
+            subprocess.run(["git", "-C", str(repo), "worktree", "prune"], capture_output=True, check=False)
+
+
+def load_side(ref: str, stack: str | None, repo: Path = PROJECT_ROOT) -> tuple[dict[str, Any], str]:
+    """A plan JSON file, or a git revision of `repo` planned for `stack`. Returns (plan, label)."""
+    path = Path(ref)
+    if path.is_file():
+        try:
+            plan = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise DiffError(f"{ref}: not a plan JSON file ({exc})") from None
+        if not isinstance(plan, dict) or "resources" not in plan:
+            raise DiffError(
+                f"{ref}: not a plan JSON file (no 'resources'); write one with `gpuforge plan STACK --json F`"
+            )
+        if stack and plan.get("stack") and plan["stack"] != stack:
+            raise DiffError(f"{ref}: a plan of stack {plan['stack']!r}, not {stack!r}")
+        return plan, path.name
+    if stack is None:
+        raise DiffError(f"{ref}: not a file, so a git revision; pass --stack to say which stack to plan at it")
+    try:
+        sha = _git(repo, "rev-parse", "--short=12", "--verify", "--quiet", f"{ref}^{{commit}}")
+    except DiffError:
+        raise DiffError(f"{ref}: neither a plan JSON file nor a git revision of {repo}") from None
+    return plan_revision(ref, stack, repo), f"{ref} ({sha})"
+
+
+# --- Markdown ------------------------------------------------------------------------------------------
+
+
+def _num(value: float | None, unit: str = "", money: bool = False, signed: bool = False) -> str:
+    if value is None:
+        return "n/a"
+    sign = "+" if signed and value > 0 else ""
+    if money:
+        return f"{sign}{'-' if value < 0 else ''}${abs(value):,.0f}"
+    text = f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
+    return f"{sign}{text}{unit}"
+
+
+def render_markdown(d: PlanDiff) -> str:
+    counts = {a: len(d.by_action(a)) for a in ("create", "update", "replace", "delete")}
+    lines = [f"## gpuforge diff: `{d.stack}`", "", f"`{d.base}` → `{d.head}`", ""]
+    if d.risks:
+        lines += ["> [!CAUTION]", "> **DATA LOSS RISK: this change deletes or replaces stateful resources.**", ">"]
+        lines += [f"> - {r.message}" for r in d.risks]
+        lines.append("")
+    t = d.totals
+    gpus, nodes, power, cost = t["gpus"], t["nodes"], t["power_kw"], t["monthly_cost_usd"]
+    headline = [
+        f"**GPUs {_num(gpus['delta'], signed=True)}**",
+        f"nodes {_num(nodes['delta'], signed=True)}",
+        f"**{d.nodes_rolling} nodes roll**" if d.nodes_rolling else "no nodes roll",
+        f"power {_num(power['delta'], ' kW', signed=True)}",
+        f"cost {_num(cost['delta'], money=True, signed=True)}/month",
+    ]
+    lines += [" · ".join(headline), ""]
+    lines += [
+        f"Resources: {counts['create']} to create, {counts['update']} to update, "
+        f"**{counts['replace']} to replace**, **{counts['delete']} to delete**.",
+        "",
+    ]
+    lines += ["| | base | head | Δ |", "|---|---:|---:|---:|"]
+    rows = [
+        ("GPUs (active)", "gpus", ""),
+        ("nodes (active)", "nodes", ""),
+        ("spare nodes", "spare_nodes", ""),
+        ("EFA interfaces", "efa_interfaces", ""),
+        ("power, kW (with PUE)", "power_kw", ""),
+        ("parallel FS, TiB", "parallel_fs_tib", ""),
+        ("parallel FS, MB/s", "parallel_fs_throughput_mbps", ""),
+    ]
+    for label, key, unit in rows:
+        v = t[key]
+        lines.append(
+            f"| {label} | {_num(v['base'], unit)} | {_num(v['head'], unit)} | {_num(v['delta'], unit, signed=True)} |"
+        )
+    lines.append(
+        f"| monthly cost (on-demand estimate) | {_num(cost['base'], money=True)} | "
+        f"{_num(cost['head'], money=True)} | {_num(cost['delta'], money=True, signed=True)} |"
+    )
+    if d.groups:
+        lines += [
+            "",
+            "### Node groups",
+            "",
+            "| group | instance | nodes (incl. spares) | GPUs | rolling |",
+            "|---|---|---:|---:|---:|",
+        ]
+        for g in d.groups:
+            inst = (
+                g.instance_base
+                if g.instance_base == g.instance_head
+                else f"{g.instance_base or '—'} → {g.instance_head or '—'}"
+            )
+            lines.append(
+                f"| {g.name} | {inst} | {g.nodes_base} → {g.nodes_head} | "
+                f"{g.gpus_base} → {g.gpus_head} | {g.nodes_rolling} |"
+            )
+        rolls = [g for g in d.groups if g.roll]
+        if rolls:
+            lines += ["", "How nodes roll:", ""] + [f"- **{g.name}**: {g.roll}" for g in rolls]
+    if d.storage:
+        lines += ["", "### Storage", ""] + [f"- {s}" for s in d.storage]
+    if d.policies_new or d.policies_fixed:
+        lines += ["", "### Policies", ""]
+        lines += [
+            f"- :x: new **{v.get('level', '')}** `{v.get('rule')}` ({v.get('pack')}): {v.get('message')}"
+            for v in d.policies_new
+        ]
+        lines += [
+            f"- :white_check_mark: fixed `{v.get('rule')}` ({v.get('pack')}): {v.get('message')}"
+            for v in d.policies_fixed
+        ]
+    for action, title in (("replace", "Replaced"), ("delete", "Deleted"), ("update", "Updated"), ("create", "Created")):
+        items = d.by_action(action)
+        if not items:
+            continue
+        lines += ["", f"### {title} ({len(items)})", ""]
+        if action in ("replace", "update"):
+            lines += ["| resource | type | why |", "|---|---|---|"]
+            for c in items:
+                why = (
+                    "; ".join(c.reasons)
+                    if c.reasons
+                    else ", ".join(c.properties[:6]) + (" ..." if len(c.properties) > 6 else "")
+                )
+                mark = " (nodes roll)" if c.rolls else ""
+                lines.append(f"| `{c.name}` | `{c.type}` | {why}{mark} |")
+        else:
+            listed = [f"- `{c.name}` (`{c.type}`){' protected' if c.protect else ''}" for c in items]
+            lines += (
+                listed if len(listed) <= 15 else ["<details><summary>list</summary>", "", *listed, "", "</details>"]
+            )
+    lines += _cost_markdown(d)
+    if d.notes:
+        lines += ["", "<sub>" + " ".join(d.notes) + "</sub>"]
+    return "\n".join(lines) + "\n"
+
+
+def _cost_markdown(d: PlanDiff) -> list[str]:
+    head = d.cost.get("head") or d.cost.get("base")
+    if not head:
+        return []
+    out = [
+        "",
+        "<details><summary>Cost estimate (monthly, on-demand list prices)</summary>",
+        "",
+        "| item | detail | base | head | Δ |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for line in d.cost["lines"]:
+        if line["base"] is None and line["head"] is None:
+            out.append(f"| {line['name']} | {line['detail']} | size unknown | size unknown | |")
+            continue
+        out.append(
+            f"| {line['name']} | {line['detail']} | {_num(line['base'], money=True)} | "
+            f"{_num(line['head'], money=True)} | {_num(line['delta'], money=True, signed=True)} |"
+        )
+    out += [
+        "",
+        f"Prices: {head['price_region']} {head['currency']} list prices"
+        + (f", {head['discount_fraction']:.0%} discount" if head.get("discount_fraction") else "")
+        + " (components/catalog/data/prices.yaml; rows marked unverified there need checking).",
+        "",
+    ]
+    out += ["Not counted: " + "; ".join(head.get("not_counted", [])) + "."]
+    out += [f"- {w}" for w in head.get("warnings", [])]
+    out += ["", "</details>"]
+    return out

@@ -1,0 +1,109 @@
+"""Review and deployment commands: `gpuforge diff`, and `preview|up|destroy|outputs` through the
+Automation API. Registered on the main app by gpuforge.cli (kept apart so cli.py stays small)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.markup import escape
+
+out = Console()
+err = Console(stderr=True)
+
+StackArg = Annotated[str, typer.Argument(help="A stack name in stacks/ (dev, prod, ...).", show_default=False)]
+
+
+def diff(
+    base: Annotated[str, typer.Argument(help="Base side: a plan JSON file or a git revision (main, HEAD~1, a SHA).")],
+    head: Annotated[str, typer.Argument(help="Head side: a plan JSON file or a git revision.")],
+    stack: Annotated[str | None, typer.Option("--stack", "-s", help="Stack to plan at a git revision.")] = None,
+    json_file: Annotated[Path | None, typer.Option("--json", help="Write the diff as JSON here ('-': stdout).")] = None,
+    markdown: Annotated[
+        Path | None, typer.Option("--markdown", help="Write the diff as Markdown (a PR comment).")
+    ] = None,
+    fail_on_data_loss: Annotated[
+        bool, typer.Option(help="Exit 1 when the change deletes or replaces a bucket, file system or key.")
+    ] = False,
+) -> None:
+    """GPU-aware diff of two plans: resources created/updated/replaced/deleted, GPUs and nodes, nodes
+    that roll, power and cost deltas, storage, policy results, and data-loss warnings."""
+    from gpuforge.diff import DiffError, diff_plans, load_side, render_markdown
+
+    try:
+        base_plan, base_label = load_side(base, stack)
+        head_plan, head_label = load_side(head, stack)
+    except DiffError as error:
+        err.print(f"[bold red]cannot diff[/]: {escape(str(error))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    result = diff_plans(base_plan, head_plan, base_label, head_label)
+    text = render_markdown(result)
+    if json_file is not None and str(json_file) == "-":
+        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
+    else:
+        out.print(Markdown(text))
+        if json_file is not None:
+            json_file.write_text(json.dumps(result.to_json(), indent=2) + "\n")
+            out.print(f"wrote {json_file}")
+    if markdown is not None:
+        markdown.write_text(text)
+        if json_file is None or str(json_file) != "-":
+            out.print(f"wrote {markdown}")
+    if fail_on_data_loss and result.risks:
+        raise typer.Exit(1)
+
+
+def _engine(action: str, stack: str) -> Any:
+    from gpuforge import deploy
+
+    try:
+        if action == "outputs":
+            return deploy.outputs(stack)
+        return getattr(deploy, action)(
+            stack, on_output=lambda line: out.print(line, end="", markup=False, highlight=False)
+        )
+    except deploy.PulumiMissing as error:
+        err.print(f"[bold red]{action}[/]: {escape(str(error))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    except Exception as error:  # the Automation API raises CommandError subclasses with the CLI's stderr
+        from pulumi.automation import CommandError
+
+        if isinstance(error, CommandError):
+            err.print(f"[bold red]{action} failed[/]: {escape(str(error))}", highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+        raise
+
+
+def preview(stack: StackArg) -> None:
+    """`pulumi preview` of the stack with every policy pack in policies/ attached (needs the Pulumi CLI)."""
+    _engine("preview", stack)
+
+
+def up(stack: StackArg) -> None:
+    """`pulumi up` of the stack with the policy packs attached (needs the Pulumi CLI and credentials)."""
+    _engine("up", stack)
+
+
+def destroy(
+    stack: StackArg,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """`pulumi destroy` of the stack. Protected resources (prod data) make it fail, by design."""
+    if not yes:
+        typer.confirm(f"Destroy every resource of stack {stack!r}?", abort=True)
+    _engine("destroy", stack)
+
+
+def outputs(stack: StackArg) -> None:
+    """The stack's outputs as JSON (what `gpuforge bake` turns into an inventory)."""
+    sys.stdout.write(json.dumps(_engine("outputs", stack), indent=2, default=str) + "\n")
+
+
+def register(app: typer.Typer) -> None:
+    for command in (diff, preview, up, destroy, outputs):
+        app.command()(command)

@@ -1,0 +1,199 @@
+"""gpuforge diff on plan pairs derived from the real stacks: each fixture under
+tests/fixtures/stacks/diff/<case>/ is a copy of stacks/Pulumi.<env>.yaml with one change (same
+file name, so the URNs match). Markdown goes to golden files: GPUFORGE_UPDATE_GOLDEN=1 rewrites them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuforge.diff import PlanDiff, diff_plans, load_triggers, render_markdown
+from gpuforge.plan import plan_stack
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "stacks" / "diff"
+GOLDEN = ROOT / "tests" / "golden" / "diff"
+
+
+@cache
+def _plan(stack: str) -> str:
+    # JSON text, so every test gets a fresh copy to edit
+    return json.dumps(plan_stack(stack if "/" not in stack else ROOT / stack).to_json())
+
+
+def plan_json(stack: str) -> dict[str, Any]:
+    return dict(json.loads(_plan(stack)))
+
+
+def fixture(case: str, env: str) -> dict[str, Any]:
+    return plan_json(f"tests/fixtures/stacks/diff/{case}/Pulumi.{env}.yaml")
+
+
+def check_golden(name: str, result: PlanDiff) -> None:
+    text = render_markdown(result)
+    path = GOLDEN / f"{name}.md"
+    if os.environ.get("GPUFORGE_UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert path.exists(), f"no golden file {path}; run with GPUFORGE_UPDATE_GOLDEN=1"
+    assert text == path.read_text(), f"{path} is stale; rerun with GPUFORGE_UPDATE_GOLDEN=1 and review the diff"
+
+
+def test_identical_plans_have_no_changes() -> None:
+    result = diff_plans(plan_json("prod"), plan_json("prod"))
+    assert result.changes == [] and result.risks == [] and result.groups == []
+    assert result.totals["gpus"]["delta"] == 0
+    assert result.totals["monthly_cost_usd"]["delta"] == 0
+
+
+def test_scale_up_adds_gpus_power_and_cost_without_rolling_nodes() -> None:
+    result = diff_plans(plan_json("prod"), fixture("prod-scale-up", "prod"), "main", "scale-up")
+    train = next(g for g in result.groups if g.name == "train")
+    assert (train.nodes_base, train.nodes_head) == (66, 74)
+    assert (train.gpus_base, train.gpus_head) == (512, 576)
+    assert train.nodes_rolling == 0  # only the ASG size changes; user data must not depend on count
+    assert result.totals["gpus"]["delta"] == 64
+    assert result.totals["nodes"]["delta"] == 8
+    power = result.totals["power_kw"]["delta"]
+    assert power is not None and power == pytest.approx(8 * 10.2 * 1.55, rel=0.01)
+    train_cost = next(line for line in result.cost["lines"] if line["name"] == "train")["delta"]
+    assert train_cost == pytest.approx(8 * 55.04 * 730, rel=1e-6)
+    # Lustre is sized from the workload (MB/s per GPU), so it grows with the GPUs
+    assert "file system `forge-prod-lustre` capacityGib: 28800 GiB -> 33600 GiB" in result.storage
+    cost = result.totals["monthly_cost_usd"]["delta"]
+    assert cost is not None and cost > train_cost
+    asg = [c for c in result.changes if c.type == "aws:autoscaling/group:Group"]
+    assert [(c.name, c.action) for c in asg] == [("forge-prod-train-asg", "update")]
+    assert {"desiredCapacity", "maxSize", "minSize"} <= set(asg[0].properties)
+    assert result.risks == [] and result.by_action("replace") == [] and result.by_action("delete") == []
+    check_golden("scale-up", result)
+
+
+def test_instance_type_change_rolls_nodes_through_the_launch_template() -> None:
+    result = diff_plans(plan_json("dev"), fixture("dev-instance-type", "dev"), "main", "g5.48xlarge")
+    lt = next(c for c in result.changes if c.name == "forge-dev-train-lt")
+    assert lt.action == "update" and lt.rolls
+    assert "instanceType" in lt.properties
+    train = next(g for g in result.groups if g.name == "train")
+    assert (train.instance_base, train.instance_head) == ("g5.12xlarge", "g5.48xlarge")
+    assert train.nodes_rolling == 2
+    assert "instance refresh" in train.roll and "$Latest" in train.roll
+    assert result.totals["gpus"]["delta"] == 8  # 2 nodes x (8 - 4) A10G
+    # g5.48xlarge has no row in the price table: said, and no fake delta for the group
+    assert any("no price for: train" in w for w in result.cost["head"]["warnings"])
+    assert next(line for line in result.cost["lines"] if line["name"] == "train")["delta"] is None
+    assert result.risks == []
+    check_golden("instance-type", result)
+
+
+def test_file_system_growth_is_an_update_and_shrink_replaces_scratch_loudly() -> None:
+    grow = diff_plans(plan_json("dev"), fixture("dev-fs-2400", "dev"), "1200", "2400")
+    fs = next(c for c in grow.changes if c.type == "aws:fsx/lustreFileSystem:LustreFileSystem")
+    assert fs.action == "update" and fs.properties == ["storageCapacity"]
+    assert grow.risks == []
+    assert "file system `forge-dev-lustre` capacityGib: 1200 GiB -> 2400 GiB" in grow.storage
+
+    shrink = diff_plans(fixture("dev-fs-2400", "dev"), plan_json("dev"), "2400", "1200")
+    fs = next(c for c in shrink.changes if c.type == "aws:fsx/lustreFileSystem:LustreFileSystem")
+    assert fs.action == "replace"
+    assert fs.reasons == ["storageCapacity decreased 2400 -> 1200"]
+    assert "CustomizeDiff" in fs.sources[0]
+    assert [r.name for r in shrink.risks] == ["forge-dev-lustre-fs"]
+    assert "SCRATCH" in shrink.risks[0].message and "REPLACED" in shrink.risks[0].message
+    text = render_markdown(shrink)
+    assert "[!CAUTION]" in text and "DATA LOSS RISK" in text
+    check_golden("fs-shrink", shrink)
+
+
+def test_bucket_rename_is_flagged_as_data_loss() -> None:
+    result = diff_plans(plan_json("dev"), fixture("dev-bucket-rename", "dev"), "main", "rename")
+    deleted = {c.name for c in result.by_action("delete")}
+    created = {c.name for c in result.by_action("create")}
+    assert "forge-dev-data-bucket" in deleted and "forge-dev-datasets-bucket" in created
+    risk = next(r for r in result.risks if r.name == "forge-dev-data-bucket")
+    assert risk.action == "delete" and "rename" in risk.message and "aliases=" in risk.message
+    # the DRA follows the bucket: same URN, new data repository path
+    assert "object store `forge-dev-datasets` added (data)" in result.storage
+    check_golden("bucket-rename", result)
+
+
+def test_protected_prod_bucket_replacement_says_protected_and_retained() -> None:
+    base = plan_json("prod")
+    head = copy.deepcopy(base)
+    bucket = next(r for r in head["resources"] if r["name"] == "forge-prod-checkpoints-bucket")
+    bucket["inputs"]["bucket"] = "forge-prod-ckpt"  # an explicit name: ForceNew
+    result = diff_plans(base, head)
+    change = next(c for c in result.changes if c.name == "forge-prod-checkpoints-bucket")
+    assert change.action == "replace" and change.reasons == ["bucket unset -> forge-prod-ckpt"]
+    risk = result.risks[0]
+    assert "protected" in risk.message and "retainOnDelete" in risk.message
+
+
+def test_placement_group_strategy_change_replaces_it() -> None:
+    base = plan_json("prod")
+    head = copy.deepcopy(base)
+    next(r for r in head["resources"] if r["name"] == "forge-prod-train-pg")["inputs"]["strategy"] = "spread"
+    result = diff_plans(base, head)
+    assert [(c.name, c.action) for c in result.by_action("replace")] == [("forge-prod-train-pg", "replace")]
+    assert result.risks == []  # not stateful
+
+
+def test_new_and_fixed_policy_violations() -> None:
+    base, head = plan_json("dev"), plan_json("dev")
+    fixed = {
+        "pack": "security",
+        "rule": "security-bucket-versioning",
+        "level": "mandatory",
+        "urn": "urn:x:bucket",
+        "message": "bucket versioning is off",
+    }
+    new = {
+        "pack": "power",
+        "rule": "power-cluster-budget",
+        "level": "mandatory",
+        "urn": "urn:x:cluster",
+        "message": "7.4 kW exceeds the 5 kW budget",
+    }
+    base["policies"] = [fixed]
+    head["policies"] = [new]
+    result = diff_plans(base, head, "main", "pr")
+    assert [v["rule"] for v in result.policies_new] == ["power-cluster-budget"]
+    assert [v["rule"] for v in result.policies_fixed] == ["security-bucket-versioning"]
+    text = render_markdown(result)
+    assert ":x: new **mandatory** `power-cluster-budget`" in text
+    assert ":white_check_mark: fixed `security-bucket-versioning`" in text
+    check_golden("policy", result)
+
+
+def test_plans_without_policies_or_cost_still_diff() -> None:
+    base, head = plan_json("dev"), plan_json("dev")
+    for p in (base, head):
+        p.pop("policies", None)
+        p.pop("cost", None)
+    result = diff_plans(base, head)
+    assert result.totals["monthly_cost_usd"]["base"] == result.totals["monthly_cost_usd"]["head"] > 0
+    assert any("carries none" in n for n in result.notes)
+
+
+def test_trigger_table_cites_a_source_for_every_row() -> None:
+    triggers = load_triggers()
+    assert {
+        "aws:fsx/lustreFileSystem:LustreFileSystem",
+        "aws:ec2/placementGroup:PlacementGroup",
+        "aws:s3/bucket:Bucket",
+        "aws:ec2/subnet:Subnet",
+        "aws:ec2/launchTemplate:LaunchTemplate",
+    } <= set(triggers)
+    for rows in triggers.values():
+        for t in rows:
+            assert (
+                t.source.strip()
+                and t.effect in ("replace", "roll")
+                and t.when in ("changed", "decreased", "changed_if")
+            )
