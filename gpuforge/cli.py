@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from components.spec import SpecError
+from gpuforge import nodes_cli, review_cli
 
 app = typer.Typer(
     help="Infrastructure as code for AI training clusters.\n\n"
@@ -121,10 +122,8 @@ def schema(
         output.write_text(text)
 
 
-# diff, preview, up, destroy, outputs (gpuforge/review_cli.py)
-from gpuforge.review_cli import register as _register_review  # noqa: E402
-
-_register_review(app)
+review_cli.register(app)  # diff, preview, up, destroy, outputs
+nodes_cli.register(app)  # inventory, bake, check
 
 
 if __name__ == "__main__":

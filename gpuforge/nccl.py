@@ -46,12 +46,8 @@ class NcclInputs(BaseModel):
     )
     libfabric_version: str | None = Field(default=None, description="libfabric version (EFA only).")
     efa_installer_version: str | None = Field(default=None, description="EFA installer version (EFA only).")
-    ib_hcas: tuple[str, ...] = Field(
-        default=(), description="InfiniBand/RoCE HCAs, one per rail (mlx5_0 or mlx5_0:1)."
-    )
-    rail_optimized: bool = Field(
-        default=False, description="Rail-optimized IB/RoCE fabric: rings must not cross NICs."
-    )
+    ib_hcas: tuple[str, ...] = Field(default=(), description="InfiniBand/RoCE HCAs, one per rail (mlx5_0 or mlx5_0:1).")
+    rail_optimized: bool = Field(default=False, description="Rail-optimized IB/RoCE fabric: rings must not cross NICs.")
     socket_ifname: str | None = Field(
         default=None, description="NCCL_SOCKET_IFNAME override; default derived from the fabric."
     )
@@ -61,9 +57,7 @@ class NcclInputs(BaseModel):
     efa_use_huge_page: bool = Field(
         default=True, description="False emits FI_EFA_USE_HUGE_PAGE=0 (fork() ENOMEM in data loaders)."
     )
-    debug: Literal["VERSION", "WARN", "INFO", "TRACE"] | None = Field(
-        default=None, description="NCCL_DEBUG level."
-    )
+    debug: Literal["VERSION", "WARN", "INFO", "TRACE"] | None = Field(default=None, description="NCCL_DEBUG level.")
     extra: dict[str, str] = Field(
         default_factory=dict, description="Operator-set variables, emitted last and verbatim."
     )
@@ -90,9 +84,7 @@ class NcclInputs(BaseModel):
     @model_validator(mode="after")
     def _fabric_needs(self) -> NcclInputs:
         if self.fabric == "efa" and not self.aws_ofi_nccl_version:
-            raise ValueError(
-                "fabric efa needs aws_ofi_nccl_version: the EFA variables depend on the plugin version"
-            )
+            raise ValueError("fabric efa needs aws_ofi_nccl_version: the EFA variables depend on the plugin version")
         if self.fabric not in ("infiniband", "roce") and (self.ib_hcas or self.rail_optimized):
             raise ValueError(f"ib_hcas and rail_optimized apply to infiniband/roce, not {self.fabric}")
         return self
@@ -110,8 +102,20 @@ class NcclInputs(BaseModel):
 
 _LOOSE_COMPONENT = re.compile(r"(\d+ | [a-z]+ | \.)", re.VERBOSE)
 _OPERATORS: dict[str, str] = {
-    "<": "lt", "lt": "lt", "<=": "le", "le": "le", ">": "gt", "gt": "gt", ">=": "ge", "ge": "ge",
-    "==": "eq", "=": "eq", "eq": "eq", "!=": "ne", "<>": "ne", "ne": "ne",
+    "<": "lt",
+    "lt": "lt",
+    "<=": "le",
+    "le": "le",
+    ">": "gt",
+    "gt": "gt",
+    ">=": "ge",
+    "ge": "ge",
+    "==": "eq",
+    "=": "eq",
+    "eq": "eq",
+    "!=": "ne",
+    "<>": "ne",
+    "ne": "ne",
 }
 
 
@@ -133,8 +137,12 @@ def version_test(value: Any, version: str, operator: str = "eq") -> bool:
     left, right = _loose(str(value)), _loose(str(version))
     try:
         result = {
-            "lt": left < right, "le": left <= right, "gt": left > right,
-            "ge": left >= right, "eq": left == right, "ne": left != right,
+            "lt": left < right,
+            "le": left <= right,
+            "gt": left > right,
+            "ge": left >= right,
+            "eq": left == right,
+            "ne": left != right,
         }[_OPERATORS[operator]]
     except TypeError as exc:  # int vs str at the same position, as Ansible reports it
         raise ValueError(f"cannot compare versions {value!r} and {version!r}: {exc}") from exc

@@ -11,3 +11,10 @@ def skip_unless_ci(missing: bool, reason: str) -> pytest.MarkDecorator:
     """Skip where a tool is missing on a developer's machine; in CI (CI=true, which .ci/run
     has installed everything for) run anyway, so a missing install step fails loudly."""
     return pytest.mark.skipif(missing and not os.environ.get("CI"), reason=reason)
+
+
+def skip_or_fail(reason: str) -> None:
+    """Inside a test or fixture: skip on a developer's machine, fail in CI (where .ci/run installed it)."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}; CI must provide it (see .ci/run)")
+    pytest.skip(reason)

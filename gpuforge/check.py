@@ -1,0 +1,174 @@
+"""``gpuforge check STACK``: run healthcheck.yml, parse what every node reported, name the failing
+nodes and (optionally) drain them from the scheduler."""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from gpuforge.bake import EventHandler, PlaybookResult, parse_target, rootfs_inventory, run_playbook
+from gpuforge.health import DEFAULT_FLOOR_FRACTION, NodeExpectations, NodeHealth, evaluate_node
+
+DrainMethod = Literal["none", "slurm", "kubernetes"]
+ALL_CHECKS = ("gpu", "dcgm", "nvlink", "xid", "fabric", "nccl")
+
+
+@dataclass
+class CheckReport:
+    nodes: list[NodeHealth]
+    playbook: PlaybookResult
+    drain_commands: list[list[str]] = field(default_factory=list)
+
+    @property
+    def failing(self) -> list[str]:
+        return sorted(node.host for node in self.nodes if not node.healthy)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failing and self.playbook.ok
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "failing": self.failing,
+            "nodes": {
+                node.host: {"healthy": node.healthy, "problems": node.problems, "busbw_gbps": node.busbw_gbps}
+                for node in self.nodes
+            },
+            "drain_commands": self.drain_commands,
+        }
+
+
+def _host_vars(inventory: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Variables of every host of a YAML inventory dict: all vars < group vars < host vars."""
+    result: dict[str, dict[str, Any]] = {}
+
+    def walk(group: Mapping[str, Any], inherited: dict[str, Any]) -> None:
+        merged = {**inherited, **(group.get("vars") or {})}
+        for host, hvars in (group.get("hosts") or {}).items():
+            result.setdefault(host, {}).update({**merged, **(hvars or {})})
+        for child in (group.get("children") or {}).values():
+            walk(child or {}, merged)
+
+    for root in inventory.values():
+        walk(root, {})
+    return result
+
+
+def expectations_from_vars(hostvars: Mapping[str, Any]) -> NodeExpectations:
+    """The same expectations the gpu_healthcheck role judges with (its gpu_healthcheck_* variables)."""
+    floor = hostvars.get("gpu_healthcheck_busbw_floor_gbps")
+    return NodeExpectations(
+        gpus=int(hostvars.get("gpu_healthcheck_expected_gpus", 8)),
+        driver_branch=str(hostvars["nvidia_driver_branch"]) if hostvars.get("nvidia_driver_branch") else None,
+        fabric=str(hostvars.get("gpu_healthcheck_fabric", "none")),
+        efa_devices=int(hostvars.get("gpu_healthcheck_expected_efa", 0)),
+        ib_hcas=tuple(hostvars.get("gpu_healthcheck_ib_hcas") or ()),
+        nvlinks_per_gpu=int(hostvars.get("gpu_healthcheck_nvlinks_per_gpu", 0)),
+        busbw_floor_gbps=float(floor) if floor is not None else None,
+    )
+
+
+def drain_commands(nodes: list[NodeHealth], method: DrainMethod) -> list[list[str]]:
+    """Commands that take the unhealthy nodes out of service (Slurm drain, or Kubernetes cordon+drain)."""
+    commands: list[list[str]] = []
+    for node in nodes:
+        if node.healthy:
+            continue
+        reason = f"gpuforge check: {node.problems[0]}"[:200]
+        if method == "slurm":
+            commands.append(["scontrol", "update", f"nodename={node.host}", "state=drain", f"reason={reason}"])
+        elif method == "kubernetes":
+            commands.append(["kubectl", "cordon", node.host])
+            commands.append(
+                ["kubectl", "drain", node.host, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=10m"]
+            )
+    return commands
+
+
+def run_checks(
+    inventory: Mapping[str, Any],
+    *,
+    checks: tuple[str, ...] = ALL_CHECKS,
+    dcgm_level: int = 2,
+    limit: str | None = None,
+    drain: DrainMethod = "none",
+    execute_drain: bool = False,
+    on_event: EventHandler | None = None,
+    runner: Callable[..., Any] = subprocess.run,
+) -> CheckReport:
+    """Run healthcheck.yml on *inventory*, judge every node from its raw outputs, and drain if asked."""
+    unknown = set(checks) - set(ALL_CHECKS)
+    if unknown:
+        raise ValueError(f"unknown checks {sorted(unknown)}; choose from {', '.join(ALL_CHECKS)}")
+    if dcgm_level not in (1, 2, 3, 4):
+        raise ValueError(f"DCGM diagnostic level must be 1-4, not {dcgm_level}")
+    hostvars = _host_vars(inventory)
+    with tempfile.TemporaryDirectory(prefix="gpuforge-check-") as fetch:
+        result = run_playbook(
+            "healthcheck.yml",
+            inventory,
+            extravars={
+                "gpu_healthcheck_fetch_dir": fetch,
+                "gpu_healthcheck_checks": list(checks),
+                "gpu_healthcheck_dcgm_level": dcgm_level,
+            },
+            limit=limit,
+            on_event=on_event,
+        )
+        nodes: list[NodeHealth] = []
+        for host in sorted(set(result.hosts) | {p.name for p in Path(fetch).iterdir()}):
+            outputs = {
+                path.name: path.read_text(errors="replace")
+                for path in (Path(fetch) / host).glob("*")
+                if path.name != "failures.json"
+            }
+            health = evaluate_node(host, outputs, expectations_from_vars(hostvars.get(host, {})))
+            summary = result.hosts.get(host)
+            if summary and summary.unreachable:
+                health.problems.insert(0, "unreachable")
+            elif summary and summary.failed and not health.problems:
+                # The role failed the node for a reason the parsers did not restate: keep Ansible's words.
+                health.problems.extend(f.message for f in result.failures if f.host == host)
+            nodes.append(health)
+    report = CheckReport(nodes=nodes, playbook=result, drain_commands=drain_commands(nodes, drain))
+    if execute_drain:
+        for command in report.drain_commands:
+            runner(command, check=True)
+    return report
+
+
+def check(
+    stack: str,
+    *,
+    target: str = "hosts",
+    node_group: str | None = None,
+    checks: tuple[str, ...] = ALL_CHECKS,
+    dcgm_level: int = 2,
+    floor_fraction: float = DEFAULT_FLOOR_FRACTION,
+    limit: str | None = None,
+    drain: DrainMethod = "none",
+    execute_drain: bool = False,
+    on_event: EventHandler | None = None,
+) -> CheckReport:
+    """``gpuforge check STACK``: the stack's nodes (or one root file system, as a dry run of the checks)."""
+    from gpuforge.inventory import build_inventory, node_group_vars
+
+    inventory = build_inventory(stack, floor_fraction=floor_fraction)
+    kind, rootfs = parse_target(target)
+    if kind == "rootfs":
+        assert rootfs is not None
+        inventory = rootfs_inventory(rootfs, node_group_vars(inventory, node_group))
+    return run_checks(
+        inventory,
+        checks=checks,
+        dcgm_level=dcgm_level,
+        limit=limit,
+        drain=drain,
+        execute_drain=execute_drain,
+        on_event=on_event,
+    )

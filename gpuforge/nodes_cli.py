@@ -1,0 +1,170 @@
+"""Node commands: `gpuforge inventory`, `bake` and `check`. Registered on the main app by
+gpuforge.cli; the work itself lives in inventory.py, bake.py and check.py."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Literal
+
+import typer
+import yaml
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from components.spec import SpecError
+from gpuforge.bake import PlaybookResult
+from gpuforge.check import ALL_CHECKS, DrainMethod
+
+out = Console()
+err = Console(stderr=True)
+
+StackArg = Annotated[str, typer.Argument(help="A stack name in stacks/ (dev, prod, ...).", show_default=False)]
+TargetOpt = Annotated[
+    str,
+    typer.Option(
+        "--target",
+        help="hosts: the stack's nodes over SSH (AWS: the aws_ec2 plugin finds each ASG's instances); "
+        "rootfs:PATH: a root file system through the chroot connection, as an image build does.",
+    ),
+]
+NodeGroupOpt = Annotated[
+    str | None, typer.Option("--node-group", help="With rootfs: whose variables to apply (default: the first).")
+]
+LimitOpt = Annotated[str | None, typer.Option("--limit", help="Ansible host pattern to restrict the run to.")]
+FloorOpt = Annotated[
+    float, typer.Option("--floor-fraction", help="Bus bandwidth floor as a fraction of the catalog's reference.")
+]
+
+
+def _usage_error(message: str) -> typer.Exit:
+    err.print(f"[bold red]error[/]: {escape(message)}", highlight=False, soft_wrap=True)
+    return typer.Exit(2)
+
+
+def inventory(
+    stack: StackArg,
+    source: Annotated[
+        str, typer.Option(help="auto: the real stack's outputs when the Pulumi CLI has it, else the offline plan.")
+    ] = "auto",
+    floor_fraction: FloorOpt = 0.8,
+    aws_ec2: Annotated[
+        bool, typer.Option("--aws-ec2", help="Print the amazon.aws.aws_ec2 plugin config that fills each group.")
+    ] = False,
+) -> None:
+    """Print the Ansible inventory (YAML) for a stack: groups per node group (ng_*) and role (role_*),
+    with fabric, instance type, GPU count and NCCL settings as group vars."""
+    from gpuforge.inventory import aws_ec2_inventory, build_inventory
+
+    if source not in ("auto", "stack", "plan"):
+        raise _usage_error(f"--source {source}: use auto, stack or plan")
+    origin: Literal["auto", "stack", "plan"] = source  # type: ignore[assignment]
+    try:
+        document = (
+            aws_ec2_inventory(stack, source=origin)
+            if aws_ec2
+            else build_inventory(stack, source=origin, floor_fraction=floor_fraction)
+        )
+    except SpecError as error:
+        raise _usage_error(error.report()) from None
+    sys.stdout.write(yaml.safe_dump(document, sort_keys=False))
+
+
+def _recap(result: PlaybookResult) -> None:
+    if not result.hosts:
+        out.print(
+            f"{result.playbook}: no hosts matched. Offline, an AWS stack's nodes are Auto Scaling members "
+            "that only the aws_ec2 inventory (with credentials) can list; use --target rootfs:PATH to bake "
+            "an image root file system instead."
+        )
+        return
+    table = Table("host", "ok", "changed", "failed", "unreachable", "skipped", title=result.playbook)
+    for row in result.summary_rows():
+        table.add_row(*map(str, row))
+    out.print(table)
+    for failure in result.failures:
+        err.print(f"[red]failed[/] {escape(failure.host)}: {escape(failure.task)}: {escape(failure.message)}")
+
+
+def bake(
+    stack: StackArg,
+    target: TargetOpt = "hosts",
+    node_group: NodeGroupOpt = None,
+    check: Annotated[bool, typer.Option("--check", help="Ansible check mode: report what would change.")] = False,
+    limit: LimitOpt = None,
+) -> None:
+    """Run the playbooks through ansible-runner: site.yml on live nodes, or bake-image.yml into a root
+    file system. Progress as tasks run, then ok/changed/failed per host; exit 1 on any failure."""
+    from gpuforge.bake import bake as run_bake
+    from gpuforge.bake import progress_printer
+
+    try:
+        result = run_bake(
+            stack, target=target, check=check, limit=limit, node_group=node_group, on_event=progress_printer(out.print)
+        )
+    except (SpecError, FileNotFoundError, ValueError) as error:
+        raise _usage_error(error.report() if isinstance(error, SpecError) else str(error)) from None
+    _recap(result)
+    if not result.ok:
+        raise typer.Exit(1)
+
+
+def check(
+    stack: StackArg,
+    target: TargetOpt = "hosts",
+    node_group: NodeGroupOpt = None,
+    checks: Annotated[str, typer.Option(help="Comma-separated: " + ",".join(ALL_CHECKS))] = ",".join(ALL_CHECKS),
+    dcgm_level: Annotated[int, typer.Option(help="dcgmi diag run level (1 quick ... 4 long).", min=1, max=4)] = 2,
+    floor_fraction: FloorOpt = 0.8,
+    limit: LimitOpt = None,
+    drain: Annotated[str, typer.Option(help="How failing nodes are drained: none, slurm or kubernetes.")] = "none",
+    execute_drain: Annotated[bool, typer.Option(help="Run the drain commands (default: print them).")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Health and fabric acceptance: GPUs and driver, DCGM diagnostics, NVLink, XID errors, EFA or
+    InfiniBand ports, and nccl-tests bus bandwidth against the catalog's floor. Exit 1 names failing nodes."""
+    from gpuforge.bake import progress_printer
+    from gpuforge.check import check as run_check
+
+    selected = tuple(c.strip() for c in checks.split(",") if c.strip())
+    unknown = sorted(set(selected) - set(ALL_CHECKS))
+    if unknown:
+        raise _usage_error(f"--checks: unknown {', '.join(unknown)}; use {', '.join(ALL_CHECKS)}")
+    if drain not in ("none", "slurm", "kubernetes"):
+        raise _usage_error(f"--drain {drain}: use none, slurm or kubernetes")
+    method: DrainMethod = drain  # type: ignore[assignment]
+    try:
+        report = run_check(
+            stack,
+            target=target,
+            node_group=node_group,
+            checks=selected,
+            dcgm_level=dcgm_level,
+            floor_fraction=floor_fraction,
+            limit=limit,
+            drain=method,
+            execute_drain=execute_drain,
+            on_event=None if json_out else progress_printer(out.print),
+        )
+    except (SpecError, FileNotFoundError, ValueError) as error:
+        raise _usage_error(error.report() if isinstance(error, SpecError) else str(error)) from None
+    if json_out:
+        sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
+    else:
+        _recap(report.playbook)
+        for node in report.nodes:
+            status = "[green]healthy[/]" if node.healthy else "[red]FAILING[/]"
+            out.print(f"{escape(node.host)}: {status}")
+            for problem in node.problems:
+                out.print(f"  - {escape(problem)}")
+        for command in report.drain_commands:
+            out.print(("ran: " if execute_drain else "drain with: ") + " ".join(command))
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(inventory)
+    app.command()(bake)
+    app.command()(check)

@@ -1,0 +1,13 @@
+# Managed by gpuforge from templates/nccl/nccl.env.j2. Do not edit on the node.
+# Inputs: fabric efa; instance type p4d.24xlarge; NCCL 2.10.3
+# aws-ofi-nccl 1.5.0; libfabric 1.15.1; efa-installer 1.15.0
+# Sourced by login shells; /etc/nccl.conf carries the same values for every process.
+
+# aws-ofi-nccl 1.5.0 (1.5.0 or older) does not select the EFA libfabric provider itself
+export FI_PROVIDER='efa'
+
+# aws-ofi-nccl at most 1.5.0 needs the Simple protocol (newer plugins set it when needed)
+export NCCL_PROTO='simple'
+
+# ENA interfaces are named en* on p4d/p4de/p5 and later; keeps NCCL off docker and loopback
+export NCCL_SOCKET_IFNAME='en'

@@ -1,0 +1,79 @@
+"""Fixtures for the playbook tests: a cached Debian 12 root file system and baked copies of it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuforge.bake import PlaybookResult, rootfs_inventory, run_playbook
+from tests.support import skip_or_fail
+
+from . import rootfs
+from .profiles import EFA_P5, IB_8RAIL, profile_vars
+
+
+def _skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root: debootstrap and the chroot connection run as root (CI runs as root)"
+    for tool in ("debootstrap", "chroot"):
+        if shutil.which(tool) is None:
+            return f"{tool} not installed (apt-get install debootstrap; .ci/run installs it)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def rootfs_tarball() -> Path:
+    reason = _skip_reason()
+    if reason:
+        skip_or_fail(reason)
+    start = time.monotonic()
+    tarball, built = rootfs.build_tarball()
+    print(f"\nrootfs tarball {'built' if built else 'reused'} in {time.monotonic() - start:.1f}s: {tarball}")
+    return tarball
+
+
+@dataclass
+class Baked:
+    """A root file system after a check-mode run (optional), a bake and a second bake."""
+
+    path: Path
+    host_vars: dict[str, Any]
+    check: PlaybookResult | None
+    first: PlaybookResult
+    second: PlaybookResult
+
+
+def _bake(tarball: Path, workdir: Path, profile: dict[str, Any], *, check_first: bool) -> Baked:
+    path = rootfs.extract(tarball, workdir / "rootfs")
+    host_vars = profile_vars(profile)
+    inventory = rootfs_inventory(path, host_vars)
+    check = run_playbook("bake-image.yml", inventory, check=True) if check_first else None
+    start = time.monotonic()
+    first = run_playbook("bake-image.yml", inventory)
+    mid = time.monotonic()
+    second = run_playbook("bake-image.yml", inventory)
+    print(f"\nbake {profile['gpuforge_fabric']}: first {mid - start:.1f}s, second {time.monotonic() - mid:.1f}s")
+    rootfs.keep_downloads(path)
+    return Baked(path=path, host_vars=host_vars, check=check, first=first, second=second)
+
+
+@pytest.fixture(scope="module")
+def efa_rootfs(rootfs_tarball: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Baked]:
+    workdir = tmp_path_factory.mktemp("efa")
+    yield _bake(rootfs_tarball, workdir, EFA_P5, check_first=False)
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def ib_rootfs(rootfs_tarball: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Baked]:
+    workdir = tmp_path_factory.mktemp("ib")
+    # A check-mode run first, on the untouched root file system: it must pass and change nothing.
+    yield _bake(rootfs_tarball, workdir, IB_8RAIL, check_first=True)
+    shutil.rmtree(workdir, ignore_errors=True)

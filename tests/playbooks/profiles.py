@@ -1,0 +1,46 @@
+"""Node-group variables of the two fabric profiles the playbook tests bake."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+DEBIAN_TEST_SOURCES: dict[str, Any] = yaml.safe_load((HERE / "debian_test_sources.yml").read_text())
+
+# An EFA p5.48xlarge node group as `gpuforge inventory` writes it (versions from the spec).
+EFA_P5: dict[str, Any] = {
+    "gpuforge_fabric": "efa",
+    "gpuforge_instance_type": "p5.48xlarge",
+    "nccl_tuning_fabric": "efa",
+    "nccl_tuning_instance_type": "p5.48xlarge",
+    "nccl_tuning_nccl_version": "2.26.2",
+    "nccl_tuning_aws_ofi_nccl_version": "1.13.2",
+    "nccl_tuning_efa_installer_version": "1.43.1",
+    "gpu_healthcheck_fabric": "efa",
+    "gpu_healthcheck_expected_gpus": 8,
+    "gpu_healthcheck_expected_efa": 32,
+    "lustre_client_filesystem": {
+        "dnsName": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
+        "mountName": "abcdefgh",
+    },
+}
+
+# An on-premises 8-rail rail-optimized InfiniBand node group.
+IB_RAILS = [f"mlx5_{i}" for i in range(8)]
+IB_8RAIL: dict[str, Any] = {
+    "gpuforge_fabric": "infiniband",
+    "rdma_fabric": "infiniband",
+    "nccl_tuning_fabric": "infiniband",
+    "nccl_tuning_nccl_version": "2.26.2",
+    "nccl_tuning_ib_hcas": IB_RAILS,
+    "nccl_tuning_rail_optimized": True,
+    "gpu_healthcheck_fabric": "infiniband",
+    "gpu_healthcheck_ib_hcas": IB_RAILS,
+}
+
+
+def profile_vars(profile: dict[str, Any]) -> dict[str, Any]:
+    return {**DEBIAN_TEST_SOURCES, **profile}

@@ -1,0 +1,170 @@
+"""bake-image.yml run for real into a Debian 12 root file system through the chroot connection, for an
+EFA p5.48xlarge node group and a rail-optimized InfiniBand node group: it converges, a second run
+changes nothing, and the root file system holds what a booted node needs."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from gpuforge.nccl import NcclInputs, parse_nccl_conf, render_nccl_env
+
+from .conftest import Baked
+from .profiles import IB_RAILS
+from .rootfs import dpkg_status, enabled_units
+
+pytestmark = pytest.mark.slow
+
+DEBIAN_DRIVER = {"nvidia-smi", "libnvidia-ml1", "nvidia-persistenced"}
+
+
+def _held(baked: Baked) -> set[str]:
+    out = subprocess.run(
+        ["chroot", str(baked.path), "dpkg", "--get-selections"], check=True, capture_output=True, text=True
+    ).stdout
+    return {line.split()[0].split(":")[0] for line in out.splitlines() if line.split()[-1] == "hold"}
+
+
+def _nccl_inputs(baked: Baked, libfabric: str | None) -> NcclInputs:
+    fields = NcclInputs.model_fields
+    values = {
+        key.removeprefix("nccl_tuning_"): value
+        for key, value in baked.host_vars.items()
+        if key.startswith("nccl_tuning_") and key.removeprefix("nccl_tuning_") in fields
+    }
+    values["ib_hcas"] = tuple(values.get("ib_hcas", ()))
+    if libfabric is not None:
+        values["libfabric_version"] = libfabric
+    return NcclInputs(**values)
+
+
+# --- EFA p5.48xlarge ---------------------------------------------------------------------------
+
+
+def test_efa_bake_converges(efa_rootfs: Baked) -> None:
+    result = efa_rootfs.first
+    assert result.ok, [f"{f.task}: {f.message}" for f in result.failures]
+    assert result.changed > 0
+    assert result.failed_hosts == []
+
+
+def test_efa_second_bake_changes_nothing(efa_rootfs: Baked) -> None:
+    assert efa_rootfs.second.ok
+    assert efa_rootfs.second.hosts["rootfs"].changed == 0, efa_rootfs.second.stdout[-4000:]
+
+
+def test_efa_nccl_conf_is_what_gpuforge_renders(efa_rootfs: Baked) -> None:
+    conf = (efa_rootfs.path / "etc/nccl.conf").read_text()
+    profile = (efa_rootfs.path / "etc/profile.d/nccl.sh").read_text()
+    # The role read libfabric's version from the installed package; Python gets it from dpkg.
+    libfabric = dpkg_status(efa_rootfs.path)["libfabric1"]
+    inputs = _nccl_inputs(efa_rootfs, libfabric)
+    assert conf == render_nccl_env(inputs, "conf")
+    assert profile == render_nccl_env(inputs, "profile")
+    assert f"libfabric {libfabric.split('-')[0]}" in conf
+    env = parse_nccl_conf(conf)
+    # plugin 1.13 on p5: no FI_EFA_USE_DEVICE_RDMA, no FI_PROVIDER, no NCCL_PROTO.
+    assert env == {"NCCL_SOCKET_IFNAME": "en"}
+
+
+def test_efa_packages_installed_and_held(efa_rootfs: Baked) -> None:
+    installed = dpkg_status(efa_rootfs.path)
+    wanted = DEBIAN_DRIVER | {
+        "rdma-core",
+        "ibverbs-providers",
+        "libfabric1",
+        "libfabric-bin",
+        "prometheus-node-exporter",
+        "numactl",
+        "pciutils",
+    }
+    assert wanted <= set(installed), wanted - set(installed)
+    assert installed["libnvidia-ml1"].startswith("535.")
+    assert _held(efa_rootfs) >= DEBIAN_DRIVER
+    assert "infiniband-diags" not in installed  # the rdma role is for IB/RoCE groups only
+
+
+def test_efa_units_enabled_not_started(efa_rootfs: Baked) -> None:
+    units = enabled_units(efa_rootfs.path)
+    assert {"prometheus-node-exporter.service", "nvidia-persistenced.service", "gpuforge-cpu-governor.service"} <= units
+    assert (efa_rootfs.path / "etc/systemd/system/gpuforge-cpu-governor.service").is_file()
+    # Nothing ran inside the image: no PID files, no sockets of started services.
+    assert not (efa_rootfs.path / "run/nvidia-persistenced").exists()
+
+
+def test_efa_limits_sysctls_modules_and_mount(efa_rootfs: Baked) -> None:
+    root = efa_rootfs.path
+    limits = (root / "etc/security/limits.d/90-gpuforge-memlock.conf").read_text()
+    assert "*    hard    memlock    unlimited" in limits
+    assert "DefaultLimitMEMLOCK=infinity" in (root / "etc/systemd/system.conf.d/90-gpuforge-memlock.conf").read_text()
+    sysctl = (root / "etc/sysctl.d/90-gpuforge.conf").read_text()
+    assert "kernel.numa_balancing = 0" in sysctl
+    assert "net.ipv4.conf.all.arp_ignore = 1" in sysctl
+    assert (root / "etc/modules-load.d/gpuforge-efa.conf").read_text().splitlines()[-1] == "efa"
+    assert not (root / "etc/modules-load.d/gpuforge-rdma.conf").exists()
+    fstab = (root / "etc/fstab").read_text()
+    assert (
+        "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh /fsx lustre "
+        "relatime,flock,_netdev,x-systemd.automount,x-systemd.requires=network.service 0 0"
+    ) in fstab
+    held = (root / "etc/apt/apt.conf.d/51gpuforge-hold").read_text()
+    assert '"^linux-image-";' in held and '"^nvidia-";' in held
+    exporter = (root / "etc/default/prometheus-node-exporter").read_text()
+    assert "--web.listen-address=:9100" in exporter
+
+
+# --- InfiniBand, 8 rails, rail-optimized ---------------------------------------------------------
+
+
+def test_ib_check_mode_on_a_fresh_root_passes_and_reports_changes(ib_rootfs: Baked) -> None:
+    assert ib_rootfs.check is not None
+    assert ib_rootfs.check.ok, [f"{f.task}: {f.message}" for f in ib_rootfs.check.failures]
+    assert ib_rootfs.check.changed > 0  # it reports what it would do
+
+
+def test_ib_bake_converges_and_is_idempotent(ib_rootfs: Baked) -> None:
+    assert ib_rootfs.first.ok, [f"{f.task}: {f.message}" for f in ib_rootfs.first.failures]
+    assert ib_rootfs.second.ok
+    assert ib_rootfs.second.hosts["rootfs"].changed == 0, ib_rootfs.second.stdout[-4000:]
+
+
+def test_ib_nccl_conf_pins_rails(ib_rootfs: Baked) -> None:
+    conf = (ib_rootfs.path / "etc/nccl.conf").read_text()
+    assert conf == render_nccl_env(_nccl_inputs(ib_rootfs, None), "conf")
+    env = parse_nccl_conf(conf)
+    assert env["NCCL_IB_HCA"] == "=" + ",".join(IB_RAILS)
+    assert env["NCCL_CROSS_NIC"] == "0"
+    assert not any(key.startswith("FI_") for key in env)
+
+
+def test_ib_rdma_stack_installed(ib_rootfs: Baked) -> None:
+    installed = dpkg_status(ib_rootfs.path)
+    assert {"rdma-core", "infiniband-diags", "ibverbs-utils", "perftest"} | DEBIAN_DRIVER <= set(installed)
+    assert "libfabric-bin" not in installed  # the efa role is for EFA groups only
+    modules = (ib_rootfs.path / "etc/modules-load.d/gpuforge-rdma.conf").read_text().split()
+    assert {"ib_umad", "ib_uverbs", "rdma_ucm", "ib_ipoib"} <= set(modules)
+    assert "lustre" not in (ib_rootfs.path / "etc/fstab").read_text()
+
+
+# --- health checks on the baked image (no GPU, no EFA device in a chroot: the node must fail) ----
+
+
+def test_healthcheck_names_the_node_without_gpus_and_efa(efa_rootfs: Baked) -> None:
+    from gpuforge.bake import rootfs_inventory
+    from gpuforge.check import run_checks
+
+    inventory = rootfs_inventory(efa_rootfs.path, efa_rootfs.host_vars)
+    report = run_checks(inventory, checks=("gpu", "xid", "fabric"), drain="slurm")
+    assert report.failing == ["rootfs"]
+    assert not report.ok
+    problems = report.nodes[0].problems
+    assert "found 0 GPUs, expected 8" in problems
+    assert "EFA devices 0, expected 32" in problems
+    # Ansible failed the node with the same findings, in its own words.
+    assert report.playbook.failed_hosts == ["rootfs"]
+    ansible_message = " ".join(f.message for f in report.playbook.failures)
+    assert "nvidia-smi failed" in ansible_message and "EFA devices 0, expected 32" in ansible_message
+    assert report.drain_commands[0][:4] == ["scontrol", "update", "nodename=rootfs", "state=drain"]
+    metrics = (efa_rootfs.path / "var/lib/prometheus/node-exporter/gpuforge_healthcheck.prom").read_text()
+    assert "gpuforge_healthcheck_ok 0" in metrics
