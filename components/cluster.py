@@ -11,6 +11,8 @@ from typing import Any
 import pulumi
 
 from components.aws import build_aws_cluster
+from components.hybrid import build_hybrid_cluster
+from components.onprem import build_onprem_cluster
 from components.spec import ResolvedSpec
 
 
@@ -42,8 +44,6 @@ class TrainingCluster(pulumi.ComponentResource):
         props = cluster_props(resolved)
         super().__init__("gpuforge:index:TrainingCluster", name, props, opts)
         kind = resolved.spec.placement.kind
-        if kind == "aws":
-            self.outputs = {**build_aws_cluster(name, resolved, self), "software": props["software"]}
-        else:  # resolve() refuses other placements until they are built
-            raise NotImplementedError(f"placement {kind}")
+        build = {"aws": build_aws_cluster, "onprem": build_onprem_cluster, "hybrid": build_hybrid_cluster}[kind]
+        self.outputs = {**build(name, resolved, self), "software": props["software"]}
         self.register_outputs(self.outputs)

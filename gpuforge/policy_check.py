@@ -147,11 +147,13 @@ def check_plan(
 
 def power_lines(report: PolicyReport) -> list[str]:
     p = report.power
-    lines = [f"IT load {p.it_kw:,.1f} kW x PUE {p.pue} = {p.facility_kw:,.1f} kW"]
-    if p.budget is not None:
-        lines.append(f"budget: {p.budget.describe()}")
-    else:
-        lines.append("budget: none declared (power.budget_kw)")
+    lines: list[str] = []
+    if not p.sites or p.it_kw:  # an on-premises-only plan has no cloud load to show
+        lines.append(f"IT load {p.it_kw:,.1f} kW x PUE {p.pue} = {p.facility_kw:,.1f} kW")
+        lines.append(f"budget: {p.budget.describe()}" if p.budget else "budget: none declared (power.budget_kw)")
+    for name, site in p.sites.items():
+        lines.append(f"site {name}: IT {site.it_kw:,.1f} kW x PUE {site.pue} = {site.budget.load_kw:,.1f} kW")
+        lines.append(f"site {name} budget: {site.budget.describe()}")
     for rack, sides in p.racks.items():
         lines += [f"rack {rack} {side}: {room.describe()}" for side, room in sides.items()]
     return lines

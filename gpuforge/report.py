@@ -51,7 +51,49 @@ def summary_rows(plan: Plan) -> list[tuple[str, str]]:
         ("parallel file system", f"{s.parallel_fs_tib:,.2f} TiB, {s.parallel_fs_throughput_mbps:,.0f} MB/s"),
         ("power (estimate, with PUE)", f"{s.power_kw:,.1f} kW{budget}"),
         ("monthly cost (on-demand)", "not priced" if s.monthly_cost_usd is None else f"${s.monthly_cost_usd:,.0f}"),
+        *placement_rows(plan),
     ]
+
+
+def placement_rows(plan: Plan) -> list[tuple[str, str]]:
+    """On-prem and hybrid plans: the site, its fabric, and the site-to-cloud link."""
+    site = plan.resolved.site
+    if site is None:
+        return []
+    spec = site.spec
+    rows = [("placement", plan.placement), ("site", f"{spec.name}: {len(spec.racks)} racks, {len(site.hosts)} hosts")]
+    if spec.fabric is not None:
+        f = spec.fabric
+        sus = len({r.scalable_unit for r in spec.racks.values()})
+        rows.append(
+            ("fabric", f"{f.kind} {f.topology.replace('_', '-')}, {f.rails} rails x {f.rate_gbps} Gb/s, "
+             f"{sus} SU x {f.rails} leaves, {f.spines} spines, SHARP {'on' if f.sharp else 'off'}")
+        )
+    link = (plan.outputs.get("hybrid") or {}).get("link")
+    if link:
+        rows.append(("site-to-cloud link", str(link.get("description"))))
+    sync = (plan.outputs.get("hybrid") or {}).get("objectSync")
+    if sync:
+        rows.append(("object sync", str(sync.get("description"))))
+    return rows
+
+
+def site_table(plan: Plan) -> Table:
+    table = Table("host", "rack", "U", "model", "pool", "GPUs", "HCAs (by rail)", "kW", title_justify="left")
+    site = plan.resolved.site
+    for name, h in sorted(site.hosts.items()) if site else []:
+        height = h.spec.u_height or h.server.rack_units or 1
+        table.add_row(
+            name,
+            h.spec.rack,
+            f"{h.spec.u_position}-{h.spec.u_position + height - 1}",
+            h.spec.model,
+            h.spec.pool,
+            str(h.gpus),
+            ",".join(h.spec.hcas_by_rail()) or "-",
+            f"{h.node_power_kw:.1f}",
+        )
+    return table
 
 
 def summary_table(plan: Plan) -> Table:
@@ -78,7 +120,11 @@ def node_group_table(plan: Plan) -> Table:
 
 
 def console_plan(plan: Plan, tree: bool = True) -> Group:
-    parts: list[Table | Tree | Group] = [summary_table(plan), node_group_table(plan)]
+    parts: list[Table | Tree | Group] = [summary_table(plan)]
+    if plan.resolved.node_groups or plan.resolved.site is None:
+        parts.append(node_group_table(plan))
+    if plan.resolved.site is not None:
+        parts.append(site_table(plan))
     if tree:
         parts.insert(0, resource_tree(plan))
     if plan.policy is not None:

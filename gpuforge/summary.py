@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 NODE_GROUP = "gpuforge:aws:GpuNodeGroup"
 LUSTRE = "gpuforge:aws:LustreFileSystem"
 CLUSTER = "gpuforge:index:TrainingCluster"
+SITE = "gpuforge:onprem:Site"
+HOST = "gpuforge:onprem:Host"
 
 
 @dataclass(frozen=True)
@@ -44,21 +46,39 @@ def cluster_power(resources: Iterable[PlanResource]) -> dict[str, Any]:
     return dict(cluster.inputs.get("power", {})) if cluster else {}
 
 
+def site_power(resources: Iterable[PlanResource]) -> tuple[float, float | None]:
+    """On-premises facility kW (each site's PUE x its hosts' kW) and the sites' budgets (None: no site)."""
+    sites = {r.inputs["site"]: r.inputs for r in resources if r.type == SITE}
+    kw = sum(
+        sites[h.inputs["site"]]["pue"] * h.inputs["nodePowerKw"]
+        for h in resources
+        if h.type == HOST and h.inputs["site"] in sites
+    )
+    return kw, (sum(s["budgetKw"] for s in sites.values()) if sites else None)
+
+
 def summarize(resources: list[PlanResource]) -> Summary:
     groups = [r.inputs for r in resources if r.type == NODE_GROUP]
+    hosts = [r.inputs for r in resources if r.type == HOST]
     lustre = [r.inputs for r in resources if r.type == LUSTRE]
     power = cluster_power(resources)
+    onprem_kw, onprem_budget = site_power(resources)
+    budget = power.get("budgetKw")
+    if onprem_budget is not None:  # hybrid: the cloud's budget and the site's, against both loads
+        budget = (budget or 0) + onprem_budget
     return Summary(
         resources=sum(1 for r in resources if r.custom),
-        node_groups=len(groups),
-        nodes=sum(g["count"] for g in groups),
+        node_groups=len(groups) + len({h["pool"] for h in hosts}),
+        nodes=sum(g["count"] for g in groups) + len(hosts),
         spare_nodes=sum(g["spares"] for g in groups),
-        gpus=sum(g["count"] * g["gpusPerNode"] for g in groups),
+        gpus=sum(g["count"] * g["gpusPerNode"] for g in groups) + sum(h["gpusPerNode"] for h in hosts),
         efa_interfaces=sum(g["count"] * g["efaInterfacesPerNode"] for g in groups),
         parallel_fs_tib=round(sum(f["capacityGib"] for f in lustre) / 1024, 3),
         parallel_fs_throughput_mbps=round(sum(f["throughputMbps"] for f in lustre), 1),
         power_kw=round(
-            facility_power_kw(group_loads(resources), power.get("pue", 1.0), power.get("spareDrawFraction", 1.0)), 2
+            facility_power_kw(group_loads(resources), power.get("pue", 1.0), power.get("spareDrawFraction", 1.0))
+            + onprem_kw,
+            2,
         ),
-        power_budget_kw=power.get("budgetKw"),
+        power_budget_kw=budget,
     )

@@ -2,7 +2,7 @@
 
 from .network import SegmentedNetwork, SegmentedNetworkArgs
 from .node_group import GpuNodeGroup, GpuNodeGroupArgs, LustreMount
-from .placement import build_aws_cluster
+from .placement import build_aws_cluster, build_aws_network_and_cluster
 from .storage import ClusterKey, LustreFileSystem, LustreFileSystemArgs, ObjectStore, ObjectStoreArgs
 
 __all__ = [
@@ -17,4 +17,5 @@ __all__ = [
     "SegmentedNetwork",
     "SegmentedNetworkArgs",
     "build_aws_cluster",
+    "build_aws_network_and_cluster",
 ]

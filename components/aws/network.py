@@ -109,6 +109,8 @@ class SegmentedNetwork(pulumi.ComponentResource):
         if spec.flow_logs:
             self._flow_logs(name, spec, vpc, child)
         self.security_group_ids = self._security_groups(name, spec, vpc, child)
+        # Private route tables by AZ: a hybrid link propagates the site's routes into them.
+        self.private_route_table_ids = {az: rt.id for az, rt in zip(azs, private_rts, strict=True)}
 
         self.register_outputs(
             {

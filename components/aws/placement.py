@@ -21,7 +21,15 @@ WRITE_PURPOSES = ("checkpoints", "artifacts")
 
 
 def build_aws_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resource) -> dict[str, Any]:
+    return build_aws_network_and_cluster(name, resolved, parent)[0]
+
+
+def build_aws_network_and_cluster(
+    name: str, resolved: ResolvedSpec, parent: pulumi.Resource
+) -> tuple[dict[str, Any], SegmentedNetwork]:
+    """The stack outputs, and the network for a composer (hybrid) that attaches to it."""
     spec = resolved.spec
+    assert spec.network is not None  # resolve() admits aws and hybrid placement only with a network
     region = spec.region
     assert region is not None  # resolve() admits only aws placement here
     tags = {"gpuforge:cluster": spec.name, "gpuforge:environment": spec.environment, **spec.tags}
@@ -153,7 +161,7 @@ def build_aws_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resource
             "oidcProviderArn": eks.oidc_provider_arn,
             "teamNamespaces": platform.namespaces if platform else {},
         }
-    return {
+    outputs = {
         **kubernetes_outputs,
         "cluster": {"name": spec.name, "environment": spec.environment, "placement": "aws", "region": region},
         "kmsKeyArn": key.arn,
@@ -185,6 +193,7 @@ def build_aws_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resource
             for k, s in stores.items()
         },
     }
+    return outputs, network
 
 
 def _gpu_pools(resolved: ResolvedSpec) -> list[GpuPool]:

@@ -208,6 +208,9 @@ class ServerModel(_Frozen):
     system_max_kw: float
     psus: Psu
     hca_count: int
+    rack_units: PositiveInt | None = None  # chassis height (U); None: the host states u_height
+    cpu_threads: PositiveInt | None = None  # logical CPUs, for whole-node Kueue quotas on-prem
+    memory_gib: PositiveInt | None = None  # system memory
     source: str
     secondary: bool = False
 

@@ -20,6 +20,7 @@ from components.catalog import Catalog, CatalogError, InstanceType, load_catalog
 
 from .errors import SpecError, SpecIssue, issues_from_validation_error
 from .models import KUBERNETES_ORCHESTRATORS, ClusterSpec, FsxLustre, NodeGroup
+from .site_checks import ResolvedSite, check_hybrid, check_site
 from .sizing import LustreSizing, size_lustre
 from .subnets import Subnets, plan_subnets
 
@@ -47,6 +48,7 @@ class ResolvedSpec:
     lustre: LustreSizing | None
     lustre_az: str | None
     pue: float
+    site: ResolvedSite | None = None  # onprem and hybrid placements
 
     @property
     def training_gpus(self) -> int:
@@ -85,10 +87,16 @@ def resolve(data: Any, source: str = "") -> ResolvedSpec:
 
     issues: list[SpecIssue] = []
     issues += _check_placement(spec, catalog)
-    subnets, subnet_issues = plan_subnets(spec.network)
-    issues += subnet_issues
+    subnets: Subnets = {}
+    if spec.network is not None:
+        subnets, subnet_issues = plan_subnets(spec.network)
+        issues += subnet_issues
+    site, site_issues = check_site(spec, catalog)
+    issues += site_issues
+    if spec.placement.kind == "hybrid":
+        issues += check_hybrid(spec, site)
     groups: dict[str, ResolvedNodeGroup] = {}
-    for name, group in spec.node_groups.items():
+    for name, group in (spec.node_groups if spec.network is not None else {}).items():
         resolved, group_issues = _resolve_group(spec, name, group, catalog)
         issues += group_issues
         if resolved is not None:
@@ -96,18 +104,20 @@ def resolve(data: Any, source: str = "") -> ResolvedSpec:
 
     lustre, lustre_az = None, None
     fs = spec.storage.parallel_fs
-    if fs is not None:
+    if fs is not None and spec.network is not None:
         training_gpus = sum(g.spec.count * g.gpus_per_node for g in groups.values() if g.spec.role == "training")
         lustre, fs_issues = size_lustre(fs, training_gpus, catalog)
         issues += fs_issues + _check_lustre(spec, fs, catalog)
         lustre_az = fs.availability_zone or _first_pinned_az(spec) or sorted(spec.network.availability_zones)[0]
     issues += _check_object_stores(spec, catalog)
-    issues += _check_kubernetes(spec, groups)
+    issues += _check_kubernetes(spec, groups, site)
 
     if issues:
         raise SpecError(issues, source)
     pue = spec.power.pue if spec.power.pue is not None else catalog.pue_default
-    return ResolvedSpec(spec, catalog, subnets, groups, lustre, lustre_az, pue)
+    if spec.placement.kind == "onprem" and spec.site is not None and spec.power.pue is None:
+        pue = spec.site.power.pue
+    return ResolvedSpec(spec, catalog, subnets, groups, lustre, lustre_az, pue, site)
 
 
 def _known_regions(catalog: Catalog) -> set[str]:
@@ -115,23 +125,44 @@ def _known_regions(catalog: Catalog) -> set[str]:
 
 
 def _check_placement(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]:
-    if spec.placement.kind != "aws":
+    kind = spec.placement.kind
+    if kind in ("onprem", "hybrid") and spec.site is None:
+        return [SpecIssue("cluster.site", f"{kind} placement needs the site model", "add site: (racks, hosts, ...)")]
+    if kind == "onprem":
+        cloud_only = {
+            "network": spec.network is not None,
+            "node_groups": bool(spec.node_groups),
+            "hybrid": spec.hybrid is not None,
+            "storage.parallel_fs": spec.storage.parallel_fs is not None,
+            "storage.object_stores": bool(spec.storage.object_stores),
+        }
         return [
-            SpecIssue(
-                "cluster.placement.kind", f"{spec.placement.kind} placement is not available yet", "use kind: aws"
-            )
+            SpecIssue(f"cluster.{field}", "an AWS setting on onprem placement",
+                      "remove it; on premises, hosts and storage endpoints live under site")
+            for field, present in cloud_only.items()
+            if present
         ]
-    region = spec.placement.region
+    issues: list[SpecIssue] = []
+    if kind == "aws" and (spec.site is not None or spec.hybrid is not None):
+        issues.append(SpecIssue("cluster.site" if spec.site is not None else "cluster.hybrid",
+                                "site and hybrid apply to onprem and hybrid placements", "remove it, or change kind"))
+    if kind == "hybrid" and spec.hybrid is None:
+        issues.append(SpecIssue("cluster.hybrid", "hybrid placement needs the site-to-cloud link", "add hybrid: link:"))
+    if not spec.node_groups:
+        issues.append(SpecIssue("cluster.node_groups", "no node group", "declare at least one node group"))
+    if spec.network is None:
+        return [*issues, SpecIssue("cluster.network", "missing: the cloud side needs a VPC", "add it")]
+    region = spec.region or ""
     regions = _known_regions(catalog)
     if region not in regions:
         return [
+            *issues,
             SpecIssue(
                 "cluster.placement.region",
                 f"{region!r} is not a region the catalog knows",
                 f"use one of {', '.join(sorted(regions))}",
-            )
+            ),
         ]
-    issues = []
     for i, az in enumerate(spec.network.availability_zones):
         if not re.fullmatch(re.escape(region) + r"[a-z]", az):
             issues.append(
@@ -165,6 +196,7 @@ def _resolve_group(
                 "pick another instance type or region",
             )
         )
+    assert spec.network is not None  # resolve() resolves groups only with a network
     network_azs = spec.network.availability_zones
     if group.availability_zone is not None:
         azs: tuple[str, ...] = (group.availability_zone,)
@@ -264,6 +296,7 @@ def _first_pinned_az(spec: ClusterSpec) -> str | None:
 def _check_lustre(spec: ClusterSpec, fs: FsxLustre, catalog: Catalog) -> list[SpecIssue]:
     path = "cluster.storage.parallel_fs"
     rules = catalog.fsx_lustre(fs.deployment_type)
+    assert spec.network is not None  # resolve() checks Lustre only with a network
     issues = []
     if fs.availability_zone is not None and fs.availability_zone not in spec.network.availability_zones:
         issues.append(
@@ -379,13 +412,26 @@ def vpc_overlaps(a: str, b: str) -> bool:
     return ipaddress.ip_network(a).overlaps(ipaddress.ip_network(b))
 
 
-def _check_kubernetes(spec: ClusterSpec, groups: dict[str, ResolvedNodeGroup]) -> list[SpecIssue]:
-    """Orchestrators against the kubernetes section, and team GPU quotas against the nodes that serve them."""
+def _check_kubernetes(
+    spec: ClusterSpec, groups: dict[str, ResolvedNodeGroup], site: ResolvedSite | None = None
+) -> list[SpecIssue]:
+    """Orchestrators against the kubernetes section, and team GPU quotas against the nodes that serve them
+    (EKS groups, or the site's Kubernetes hosts; hybrid burst nodes lend through the cohort, they add no quota)."""
     issues: list[SpecIssue] = []
     kube = spec.kubernetes
     kube_groups = {n: g for n, g in spec.node_groups.items() if g.orchestrator in KUBERNETES_ORCHESTRATORS}
     for name, group in kube_groups.items():
         path = f"cluster.node_groups[{name}]"
+        if group.orchestrator == "kubernetes":
+            if spec.placement.kind != "hybrid":
+                issues.append(
+                    SpecIssue(
+                        f"{path}.orchestrator",
+                        "orchestrator kubernetes joins the site's cluster; only hybrid placement has one",
+                        "use orchestrator: eks on aws placement",
+                    )
+                )
+            continue
         if kube is None:
             issues.append(
                 SpecIssue(
@@ -405,7 +451,8 @@ def _check_kubernetes(spec: ClusterSpec, groups: dict[str, ResolvedNodeGroup]) -
             )
     if kube is None:
         return issues
-    if not kube_groups:
+    site_gpus = site.gpus_by_model() if site is not None else {}
+    if not kube_groups and not site_gpus:
         issues.append(
             SpecIssue(
                 "cluster.kubernetes",
@@ -416,7 +463,11 @@ def _check_kubernetes(spec: ClusterSpec, groups: dict[str, ResolvedNodeGroup]) -
     # GPUs per model on the Kubernetes nodes (active nodes only: spares back up, they add no quota).
     available: dict[str, int] = {}
     per_node: dict[str, int] = {}
+    for site_model, (total, each) in site_gpus.items():
+        available[site_model], per_node[site_model] = available.get(site_model, 0) + total, each
     for name in kube_groups:
+        if kube_groups[name].orchestrator != "eks":
+            continue
         resolved = groups.get(name)
         model = resolved.instance.gpu_model if resolved else None
         if resolved is None or model is None or resolved.gpus_per_node == 0:

@@ -21,6 +21,14 @@ MAP_FIELDS = frozenset(
         "teams",
         "access_entries",
         "gpu_quota",
+        # the site model (components/spec/site.py)
+        "racks",
+        "hosts",
+        "hcas",
+        "mounts",
+        "buckets",
+        "partitions",
+        "subnet_managers",
     }
 )
 

@@ -25,11 +25,11 @@ Environment = Literal["dev", "staging", "prod"]
 Fabric = Literal["efa", "infiniband", "roce", "none"]
 NodeRole = Literal["training", "login", "services"]
 # Who schedules work on a group's nodes. `eks` makes the group an EKS managed node group
-# (AWS placement); `slurm` leaves the nodes to the Slurm playbooks; `none`: plain instances.
-Orchestrator = Literal["eks", "slurm", "none"]
+# (AWS placement); `kubernetes` joins the site's Kubernetes cluster (hybrid burst groups);
+# `slurm` leaves the nodes to the Slurm playbooks; `none`: plain instances.
+Orchestrator = Literal["eks", "kubernetes", "slurm", "none"]
 # Orchestrators whose nodes join a Kubernetes cluster, so the platform and Kueue count them.
-# The on-premises placement adds its own (kubeadm or a vendor distribution) here.
-KUBERNETES_ORCHESTRATORS: tuple[Orchestrator, ...] = ("eks",)
+KUBERNETES_ORCHESTRATORS: tuple[Orchestrator, ...] = ("eks", "kubernetes")
 
 
 # --- placement -------------------------------------------------------------------------
@@ -223,7 +223,8 @@ class NodeGroup(SpecModel):
     orchestrator: Orchestrator = Field(
         default="none",
         description="Who schedules work on these nodes: eks (an EKS managed node group; needs the cluster's "
-        "kubernetes section), slurm (the Slurm playbooks), or none (plain instances).",
+        "kubernetes section), kubernetes (hybrid: burst nodes join the site's cluster), slurm (the Slurm "
+        "playbooks), or none (plain instances).",
     )
 
     @model_validator(mode="after")
@@ -491,8 +492,16 @@ class ClusterSpec(SpecModel):
     environment: Environment = Field(description="dev, staging or prod: prod protects stateful resources.")
     placement: Placement = Field(description="Where the cluster runs: aws, onprem or hybrid.")
     tags: dict[str, str] = Field(default_factory=dict, description="Tags on every resource.")
-    network: Network = Field(description="VPC and its segmentation.")
-    node_groups: dict[Name, NodeGroup] = Field(min_length=1, description="Node groups keyed by a stable name.")
+    network: Network | None = Field(default=None, description="VPC and its segmentation (aws and hybrid).")
+    node_groups: dict[Name, NodeGroup] = Field(
+        default_factory=dict,
+        description="Cloud node groups keyed by a stable name (aws; hybrid burst groups). On-premises hosts "
+        "are declared in site.hosts.",
+    )
+    site: Site | None = Field(default=None, description="The on-premises site model (onprem and hybrid).")
+    hybrid: HybridSpec | None = Field(
+        default=None, description="Site-to-cloud link, burst and object storage sync (hybrid placement)."
+    )
     storage: Storage = Field(default_factory=Storage, description="Parallel file system and object stores.")
     power: Power = Field(default_factory=Power, description="Power budget and efficiency.")
     software: Software = Field(default_factory=Software, description="Node software versions.")
@@ -513,3 +522,9 @@ class ClusterSpec(SpecModel):
     def protected(self) -> bool:
         """Stateful resources are protected and retained in production."""
         return self.environment == "prod"
+
+
+# The site model refers back to SpecModel and Name above, so it is imported last.
+from .site import HybridSpec, Site  # noqa: E402
+
+ClusterSpec.model_rebuild()

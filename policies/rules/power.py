@@ -5,8 +5,9 @@ The arithmetic lives in components/power.py, shared with the plan summary:
     facility kW = PUE x sum over groups of node_kW x (count + spares x spare_draw_fraction)
 
 Racks are read from `gpuforge:onprem:Rack` resources (the on-prem site model) with inputs
-{rack, loadKw, budgetKw?, feeds: [{name, side: A|B, capacityKw | volts + amps [+ phases,
-powerFactor]}]}; until that lands no resource has the type and the rack rules find nothing.
+{rack, site, loadKw, budgetKw?, feeds: [{name, side: A|B, capacityKw | volts + amps [+ phases,
+powerFactor]}]}; sites from `gpuforge:onprem:Site` {site, budgetKw, pue}: a site's facility load is
+its PUE x the sum of its racks' loads.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from components.power import (
 )
 
 from .base import NODE_GROUP, RACK, Param, Resource, RuleContext, Stack, Violation, as_list, is_unknown, stack_rule
+
+SITE = "gpuforge:onprem:Site"
 
 
 def group_loads(stack: Stack) -> list[GroupLoad]:
@@ -69,6 +72,7 @@ class PowerReport:
     pue: float
     budget: Headroom | None
     racks: dict[str, dict[str, Headroom]] = field(default_factory=dict)
+    sites: dict[str, SiteReport] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         def h(x: Headroom | None) -> dict[str, float] | None:
@@ -80,13 +84,39 @@ class PowerReport:
                 "headroomKw": round(x.headroom_kw, 2),
             }
 
-        return {
+        out: dict[str, Any] = {
             "itKw": round(self.it_kw, 2),
             "pue": self.pue,
             "facilityKw": round(self.facility_kw, 2),
             "budget": h(self.budget),
             "racks": {rack: {k: h(v) for k, v in sides.items()} for rack, sides in self.racks.items()},
         }
+        if self.sites:  # only on-prem and hybrid plans carry the key
+            out["sites"] = {
+                name: {"itKw": round(s.it_kw, 2), "pue": s.pue, "budget": h(s.budget)} for name, s in self.sites.items()
+            }
+        return out
+
+
+@dataclass(frozen=True)
+class SiteReport:
+    """A site's facility load (its PUE x its racks' IT load) against its budget."""
+
+    it_kw: float
+    pue: float
+    budget: Headroom
+
+
+def site_reports(stack: Stack) -> dict[str, tuple[Resource, SiteReport]]:
+    out: dict[str, tuple[Resource, SiteReport]] = {}
+    racks = [(r.get("site"), rack_from_resource(r)) for r in stack.of_type(RACK)]
+    for s in stack.of_type(SITE):
+        name, pue, budget = s.get("site"), s.get("pue"), s.get("budgetKw")
+        if any(v is None or is_unknown(v) for v in (name, pue, budget)):
+            continue
+        it_kw = sum(rack.load_kw for site, rack in racks if site == name and rack is not None)
+        out[str(name)] = (s, SiteReport(it_kw, float(pue), Headroom(float(pue) * it_kw, float(budget))))
+    return out
 
 
 def power_report(stack: Stack, derate: float = CONTINUOUS_DERATE) -> PowerReport:
@@ -106,7 +136,8 @@ def power_report(stack: Stack, derate: float = CONTINUOUS_DERATE) -> PowerReport
             rb = rack_budget_headroom(rack)
             if rb is not None:
                 racks[rack.name]["budget"] = rb
-    return PowerReport(pue * it_kw, it_kw, pue, budget, racks)
+    sites = {name: report for name, (_, report) in site_reports(stack).items()}
+    return PowerReport(pue * it_kw, it_kw, pue, budget, racks, sites)
 
 
 @stack_rule(
@@ -124,6 +155,19 @@ def cluster_budget(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
     cluster = stack.cluster()
     if cluster is None:
         return
+    floor = float(ctx.param("min_headroom_fraction"))
+    # A site (on-premises, or the site half of a hybrid) against its own budget and PUE.
+    for name, (resource, site) in site_reports(stack).items():
+        if site.budget.headroom_kw < floor * site.budget.limit_kw:
+            yield Violation(
+                "power-cluster-budget",
+                resource.urn,
+                f"{resource.name}: site {name} at {site.budget.describe()}"
+                + (f", below the required {floor:.0%}" if floor else "")
+                + f" (IT {site.it_kw:,.1f} kW x PUE {site.pue}); remove hosts or raise site.power.budget_kw",
+            )
+    if not stack.of_type(NODE_GROUP) and stack.of_type(SITE):
+        return  # on-premises only: no cloud load to judge
     report = power_report(stack)
     if report.budget is None:
         if ctx.param("require_budget"):
@@ -134,7 +178,6 @@ def cluster_budget(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
                 f"{report.pue}: set power.budget_kw to the contracted figure",
             )
         return
-    floor = float(ctx.param("min_headroom_fraction"))
     if report.budget.headroom_kw < floor * report.budget.limit_kw:
         yield Violation(
             "power-cluster-budget",
@@ -191,3 +234,4 @@ def rack_budget(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
                 r.urn,
                 f"{r.name}: rack {rack.name} at {room.describe()}; move nodes to another rack or raise the rack budget",
             )
+

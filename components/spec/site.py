@@ -1,0 +1,342 @@
+"""The site model (on-premises and hybrid placements) and the hybrid link, as spec models.
+
+A site is what a datacenter team owns: racks with A/B power feeds and cooling, bare-metal
+hosts at U positions with their BMC and management addresses, a rail-optimized InfiniBand or
+RoCE fabric, storage endpoints, and (optionally) the Kubernetes cluster the hosts run. Rules
+that cross models (a host in an unknown rack, overlapping U positions, HCAs against rails, feeds
+under N+N, leaf ports) live in `site_checks.py`, so every problem is reported at once.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from .models import Name, NodeRole, SpecModel
+
+HostName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{0,61}[a-z0-9]$")]
+SiteOrchestrator = Literal["kubernetes", "slurm", "none"]
+PKEY = re.compile(r"^0x[0-9a-fA-F]{1,4}$")
+
+
+def _ip(value: str, what: str) -> str:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not an IP address; write the {what} like 10.10.0.11") from exc
+    return value
+
+
+def _cidr(value: str) -> str:
+    try:
+        ipaddress.ip_network(value)
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not a CIDR block; write it like 10.64.0.0/16") from exc
+    return value
+
+
+# --- power -----------------------------------------------------------------------------------
+
+
+class SitePower(SpecModel):
+    budget_kw: float = Field(gt=0, description="The site's contracted facility power for this cluster, kW.")
+    pue: float = Field(ge=1.0, le=3.0, description="The site's measured power usage effectiveness.")
+
+
+class RackFeeds(SpecModel):
+    """N+N: each side alone must carry the rack (policies apply the 80 % continuous derate)."""
+
+    a_kw: float = Field(gt=0, description="Rated capacity of the rack's A-side feed (PDU circuit), kW.")
+    b_kw: float = Field(gt=0, description="Rated capacity of the rack's B-side feed (PDU circuit), kW.")
+
+
+class Rack(SpecModel):
+    feeds: RackFeeds = Field(description="A and B power feeds, rated kW each (before the continuous derate).")
+    cooling_kw: float = Field(gt=0, description="Heat the rack's cooling removes, kW: the rack's power ceiling.")
+    units: int = Field(default=42, ge=1, le=60, description="Usable rack units (U).")
+    scalable_unit: Name = Field(
+        description="Scalable unit (SU) the rack belongs to: the fabric has a leaf per rail per SU."
+    )
+
+
+# --- hosts -------------------------------------------------------------------------------------
+
+
+class Taint(SpecModel):
+    key: str = Field(description="Taint key, e.g. nvidia.com/gpu.")
+    value: str = Field(default="", description="Taint value.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(description="Taint effect.")
+
+
+def _gpu_taint() -> list[Taint]:
+    return [Taint(key="nvidia.com/gpu", value="present", effect="NoSchedule")]
+
+
+class Host(SpecModel):
+    rack: Name = Field(description="Key of the rack in site.racks the host is mounted in.")
+    u_position: int = Field(ge=1, le=60, description="Lowest rack unit the host occupies (1 = bottom).")
+    model: str = Field(description="Server model from the catalog's servers (dgx-h100, dgx-b200, ...).")
+    u_height: int | None = Field(
+        default=None, ge=1, le=20, description="Chassis height in U; default the catalog's figure for the model."
+    )
+    bmc_address: str = Field(description="BMC (IPMI/Redfish) address on the out-of-band network.")
+    management_ip: str = Field(description="Management (in-band) address Ansible and the scheduler reach.")
+    hcas: dict[str, int] = Field(
+        default_factory=dict,
+        description="Compute-fabric HCAs and the rail each is cabled to, e.g. {mlx5_0: 0, mlx5_1: 1, ...}.",
+    )
+    pool: Name = Field(default="train", description="Node pool (inventory group, node-group label) of the host.")
+    role: NodeRole = Field(default="training", description="training, login or services.")
+    orchestrator: SiteOrchestrator = Field(
+        default="kubernetes",
+        description="kubernetes (joins the site's cluster, needs site.kubernetes), slurm, or none.",
+    )
+    taints: list[Taint] = Field(
+        default_factory=_gpu_taint, description="Node taints; default keeps non-GPU pods off GPU hosts."
+    )
+
+    @field_validator("bmc_address")
+    @classmethod
+    def _bmc(cls, value: str) -> str:
+        return _ip(value, "BMC address")
+
+    @field_validator("management_ip")
+    @classmethod
+    def _mgmt(cls, value: str) -> str:
+        return _ip(value, "management IP")
+
+    @field_validator("hcas")
+    @classmethod
+    def _hca_names(cls, value: dict[str, int]) -> dict[str, int]:
+        for device, rail in value.items():
+            if not re.fullmatch(r"[a-z][a-z0-9_]*(:\d+)?", device):
+                raise ValueError(f"{device!r} is not an HCA device name; write it like mlx5_0 or mlx5_0:1")
+            if rail < 0:
+                raise ValueError(f"{device}: rail {rail} is negative; rails count from 0")
+        return value
+
+    def hcas_by_rail(self) -> list[str]:
+        """The host's HCAs in rail order: NCCL_IB_HCA lists them so."""
+        return [device for device, _ in sorted(self.hcas.items(), key=lambda item: (item[1], item[0]))]
+
+
+# --- fabric ------------------------------------------------------------------------------------
+
+
+class SiteFabric(SpecModel):
+    kind: Literal["infiniband", "roce"] = Field(description="Compute fabric: infiniband or roce.")
+    topology: Literal["rail_optimized"] = Field(
+        default="rail_optimized",
+        description="rail_optimized: HCA n of every host goes to the rail-n leaf of its SU (DGX SuperPOD).",
+    )
+    rails: int = Field(ge=1, le=16, description="Rails: compute HCAs per host, one leaf switch per rail per SU.")
+    rate_gbps: Literal[100, 200, 400, 800] = Field(
+        default=400, description="Link rate per HCA: 200 (HDR), 400 (NDR), 800 (XDR)."
+    )
+    leaf_ports: int = Field(default=64, ge=8, description="Ports per leaf switch (64 on a QM9700 NDR switch).")
+    leaf_uplinks: int | None = Field(
+        default=None, ge=1, description="Leaf ports used toward spines; default half the ports (non-blocking)."
+    )
+    spines: int = Field(ge=0, description="Spine switches; 0 for a single-SU fabric without a spine layer.")
+    spine_ports: int = Field(default=64, ge=8, description="Ports per spine switch.")
+    partitions: dict[Name, str] = Field(
+        default_factory=dict,
+        description="InfiniBand partition key per tenant (team), hex 0x0001-0x7ffe; full membership is set "
+        "by the subnet manager.",
+    )
+    subnet_managers: dict[HostName, str] = Field(
+        default_factory=dict,
+        description="Subnet manager hosts (UFM or opensm) and their management addresses; two for failover.",
+    )
+    sharp: bool = Field(default=False, description="SHARP in-network reductions (InfiniBand only).")
+
+    @field_validator("partitions")
+    @classmethod
+    def _pkeys(cls, value: dict[str, str]) -> dict[str, str]:
+        seen: dict[int, str] = {}
+        for tenant, pkey in value.items():
+            if not PKEY.match(pkey):
+                raise ValueError(f"{tenant}: {pkey!r} is not a partition key; write it like 0x0010")
+            number = int(pkey, 16) & 0x7FFF
+            if number in (0, 0x7FFF):
+                raise ValueError(f"{tenant}: {pkey} is reserved (0x0000 invalid, 0x7fff the default partition)")
+            if number in seen:
+                raise ValueError(f"{tenant}: {pkey} is already tenant {seen[number]}'s; give each its own key")
+            seen[number] = tenant
+        return value
+
+    @field_validator("subnet_managers")
+    @classmethod
+    def _sm_addresses(cls, value: dict[str, str]) -> dict[str, str]:
+        for host, address in value.items():
+            _ip(address, f"{host} address")
+        return value
+
+    @model_validator(mode="after")
+    def _fabric_features(self) -> SiteFabric:
+        if self.kind == "roce" and (self.sharp or self.partitions or self.subnet_managers):
+            raise ValueError("sharp, partitions and subnet_managers are InfiniBand features; remove them on roce")
+        if self.kind == "infiniband" and not self.subnet_managers:
+            raise ValueError("an InfiniBand fabric needs a subnet manager: list subnet_managers (two for failover)")
+        return self
+
+    @property
+    def uplinks(self) -> int:
+        return self.leaf_uplinks if self.leaf_uplinks is not None else self.leaf_ports // 2
+
+    @property
+    def downlinks(self) -> int:
+        return self.leaf_ports - self.uplinks
+
+
+# --- storage -----------------------------------------------------------------------------------
+
+MountPoint = Annotated[str, Field(pattern=r"^/[A-Za-z0-9_./-]*$")]
+
+
+class LustreMount(SpecModel):
+    kind: Literal["lustre"] = Field(description="A Lustre file system.")
+    mgs_nids: list[str] = Field(min_length=1, description="MGS NIDs, e.g. 10.30.0.10@o2ib (two for failover).")
+    fsname: str = Field(pattern=r"^[A-Za-z0-9_-]{1,8}$", description="Lustre file system name (up to 8 chars).")
+    mount_point: MountPoint = Field(description="Where hosts mount it.")
+
+
+class BeegfsMount(SpecModel):
+    kind: Literal["beegfs"] = Field(description="A BeeGFS file system.")
+    mgmtd_host: str = Field(description="BeeGFS management service host.")
+    mount_point: MountPoint = Field(description="Where hosts mount it.")
+
+
+class WekaMount(SpecModel):
+    kind: Literal["weka"] = Field(description="A WEKA file system.")
+    backends: list[str] = Field(min_length=1, description="WEKA backend hosts the client joins.")
+    filesystem: str = Field(default="default", description="WEKA file system name.")
+    mount_point: MountPoint = Field(description="Where hosts mount it.")
+
+
+class NfsMount(SpecModel):
+    kind: Literal["nfs"] = Field(description="An NFS export (home directories, small shared data).")
+    server: str = Field(description="NFS server host or address.")
+    export: MountPoint = Field(description="Exported path on the server.")
+    version: Literal["3", "4.1", "4.2"] = Field(default="4.2", description="NFS protocol version.")
+    mount_point: MountPoint = Field(description="Where hosts mount it.")
+
+
+SiteMount = Annotated[LustreMount | BeegfsMount | WekaMount | NfsMount, Field(discriminator="kind")]
+
+
+class SiteObjectStore(SpecModel):
+    endpoint: str = Field(
+        pattern=r"^https://[A-Za-z0-9.-]+(:\d+)?/?$",
+        description="S3-compatible endpoint (MinIO, Ceph RGW, VAST, ...), HTTPS only.",
+    )
+    buckets: dict[Name, Literal["data", "checkpoints", "artifacts"]] = Field(
+        default_factory=dict, description="Buckets on the store, keyed by name, with what each holds."
+    )
+
+
+class SiteStorage(SpecModel):
+    mounts: dict[Name, SiteMount] = Field(
+        default_factory=dict, description="Shared file systems hosts mount: Lustre, BeeGFS, WEKA or NFS."
+    )
+    object_store: SiteObjectStore | None = Field(default=None, description="The site's S3-compatible store.")
+
+    @model_validator(mode="after")
+    def _mount_points(self) -> SiteStorage:
+        seen: dict[str, str] = {}
+        for key, mount in self.mounts.items():
+            if mount.mount_point in seen:
+                raise ValueError(f"mounts[{key}]: {mount.mount_point} is already mounts[{seen[mount.mount_point]}]")
+            seen[mount.mount_point] = key
+        return self
+
+
+# --- the site ----------------------------------------------------------------------------------
+
+
+class SiteKubernetes(SpecModel):
+    api_server: str = Field(
+        pattern=r"^https://[A-Za-z0-9.-]+(:\d+)?$", description="The site cluster's API server URL."
+    )
+    kubeconfig_secret: str = Field(
+        default="siteKubeconfig",
+        description="Pulumi config key (namespace gpuforge) holding the kubeconfig, set with "
+        "`pulumi config set --secret gpuforge:siteKubeconfig < kubeconfig`.",
+    )
+
+
+class Site(SpecModel):
+    name: Name = Field(description="Site name; placement.site names it.")
+    power: SitePower = Field(description="The site's power budget and PUE.")
+    cidrs: list[str] = Field(
+        min_length=1, description="Address ranges the site routes (management, storage); hybrid links route them."
+    )
+    racks: dict[Name, Rack] = Field(min_length=1, description="Racks keyed by name.")
+    hosts: dict[HostName, Host] = Field(min_length=1, description="Bare-metal hosts keyed by host name.")
+    fabric: SiteFabric | None = Field(default=None, description="Compute fabric; none for hosts without one.")
+    storage: SiteStorage = Field(default_factory=SiteStorage, description="Storage endpoints.")
+    kubernetes: SiteKubernetes | None = Field(
+        default=None, description="The site's Kubernetes cluster, for hosts with orchestrator kubernetes."
+    )
+
+    @field_validator("cidrs")
+    @classmethod
+    def _cidrs(cls, value: list[str]) -> list[str]:
+        return [_cidr(v) for v in value]
+
+
+# --- hybrid ------------------------------------------------------------------------------------
+
+
+class CustomerGateway(SpecModel):
+    ip_address: str = Field(description="Public IPv4 address of the site's VPN device.")
+    bgp_asn: int = Field(default=65000, ge=1, le=4294967294, description="The site's BGP ASN.")
+
+    @field_validator("ip_address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        return _ip(value, "customer gateway address")
+
+
+class SiteLinkSpec(SpecModel):
+    kind: Literal["vpn", "transit_gateway"] = Field(
+        description="vpn: Site-to-Site VPN on a virtual private gateway of the VPC; transit_gateway: the VPN "
+        "and the VPC attach to a transit gateway."
+    )
+    customer_gateway: CustomerGateway = Field(description="The site's VPN endpoint.")
+    static_routes_only: bool = Field(
+        default=False, description="Static routes to the site's CIDRs instead of BGP (devices without BGP)."
+    )
+    amazon_side_asn: int = Field(default=64512, ge=1, description="ASN of the AWS side (VGW or transit gateway).")
+    direct_connect_gateway_id: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f-]{36}$",
+        description="An existing Direct Connect gateway to associate with the VGW or transit gateway.",
+    )
+
+
+class ObjectSync(SpecModel):
+    site_bucket: Name = Field(description="Bucket on the site's object store (site.storage.object_store.buckets).")
+    cloud_store: Name = Field(description="Key of the S3 bucket in storage.object_stores.")
+    direction: Literal["site_to_cloud", "cloud_to_site"] = Field(
+        description="Which way data flows. site_to_cloud is ingress into AWS (not charged); cloud_to_site is "
+        "AWS data egress (charged per GB): keep checkpoints flowing that way small."
+    )
+    agent_arn: str = Field(
+        pattern=r"^arn:aws[a-z-]*:datasync:[a-z0-9-]+:\d{12}:agent/agent-[0-9a-f]{17}$",
+        description="The DataSync agent deployed on the site (it reaches the site's object store).",
+    )
+    schedule: str = Field(default="rate(1 hour)", description="DataSync schedule expression.")
+
+
+class HybridSpec(SpecModel):
+    link: SiteLinkSpec = Field(description="Site-to-cloud connectivity.")
+    allowed_from_site: list[int] = Field(
+        default_factory=lambda: [10250],
+        description="TCP ports burst nodes open to the site's CIDRs (10250: kubelet, reached by the site's "
+        "control plane).",
+    )
+    object_sync: ObjectSync | None = Field(default=None, description="Object storage between site and S3.")

@@ -1,0 +1,430 @@
+"""Checks of the site model and the hybrid link against the catalog; every problem at once.
+
+`check_site` returns a `ResolvedSite`: each host with its catalog server, scalable unit and power,
+and each rack's load, so the on-prem components, the power rules and the inventory read one set
+of facts. Rack feeds are judged N+N: either side alone carries the whole rack at its continuous
+rating (components/power.py: 80 % of the rated kW), the same arithmetic the power policy runs.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import defaultdict
+from dataclasses import dataclass
+
+from components.catalog import Catalog, CatalogError, ServerModel
+from components.power import CONTINUOUS_DERATE, Feed, RackLoad, feed_headroom
+
+from .errors import SpecIssue
+from .models import ClusterSpec
+from .site import Host, Site
+
+SITE = "cluster.site"
+
+
+@dataclass(frozen=True)
+class ResolvedHost:
+    name: str
+    spec: Host
+    server: ServerModel
+    scalable_unit: str
+    node_power_kw: float
+
+    @property
+    def gpus(self) -> int:
+        return self.server.gpu_count
+
+
+@dataclass(frozen=True)
+class ResolvedSite:
+    spec: Site
+    hosts: dict[str, ResolvedHost]
+
+    def rack_load_kw(self, rack: str) -> float:
+        return sum(h.node_power_kw for h in self.hosts.values() if h.spec.rack == rack)
+
+    def rack_load(self, rack: str) -> RackLoad:
+        r = self.spec.racks[rack]
+        feeds = (Feed(f"{rack}-a", "A", capacity_kw=r.feeds.a_kw), Feed(f"{rack}-b", "B", capacity_kw=r.feeds.b_kw))
+        return RackLoad(rack, self.rack_load_kw(rack), feeds, budget_kw=r.cooling_kw)
+
+    @property
+    def it_kw(self) -> float:
+        return sum(h.node_power_kw for h in self.hosts.values())
+
+    @property
+    def facility_kw(self) -> float:
+        return self.spec.power.pue * self.it_kw
+
+    def pools(self) -> dict[str, list[ResolvedHost]]:
+        out: dict[str, list[ResolvedHost]] = defaultdict(list)
+        for host in self.hosts.values():
+            out[host.spec.pool].append(host)
+        return dict(out)
+
+    def gpus_by_model(self, orchestrator: str = "kubernetes") -> dict[str, tuple[int, int]]:
+        """GPU model -> (GPUs on hosts of that orchestrator, GPUs per host)."""
+        out: dict[str, tuple[int, int]] = {}
+        for h in self.hosts.values():
+            if h.spec.orchestrator != orchestrator or h.gpus == 0:
+                continue
+            total, _ = out.get(h.server.gpu_model, (0, h.gpus))
+            out[h.server.gpu_model] = (total + h.gpus, h.gpus)
+        return out
+
+
+def check_site(spec: ClusterSpec, catalog: Catalog) -> tuple[ResolvedSite | None, list[SpecIssue]]:
+    site = spec.site
+    if site is None:
+        return None, []
+    issues: list[SpecIssue] = []
+    placement_site = getattr(spec.placement, "site", None)
+    if placement_site is not None and placement_site != site.name:
+        issues.append(
+            SpecIssue(
+                "cluster.placement.site",
+                f"{placement_site} is not the site declared ({site.name})",
+                f"use site: {site.name}, or rename site.name",
+            )
+        )
+    hosts, host_issues = _resolve_hosts(site, catalog)
+    issues += host_issues
+    issues += _check_u_positions(site, hosts)
+    issues += _check_addresses(site)
+    issues += _check_hcas(site, hosts)
+    issues += _check_leaf_ports(site, hosts)
+    resolved = ResolvedSite(site, hosts)
+    issues += _check_feeds(resolved)
+    issues += _check_pools(spec, resolved)
+    if site.kubernetes is None:
+        for name, host in site.hosts.items():
+            if host.orchestrator == "kubernetes":
+                issues.append(
+                    SpecIssue(
+                        f"{SITE}.hosts[{name}].orchestrator",
+                        "orchestrator kubernetes needs site.kubernetes",
+                        "add site.kubernetes (api_server), or use orchestrator: slurm / none",
+                    )
+                )
+    if site.fabric is not None and spec.kubernetes is not None:
+        teams = set(spec.kubernetes.platform.teams)
+        for tenant in site.fabric.partitions:
+            if teams and tenant not in teams:
+                issues.append(
+                    SpecIssue(
+                        f"{SITE}.fabric.partitions[{tenant}]",
+                        f"{tenant} is not a team",
+                        f"key partitions by team: {', '.join(sorted(teams))}",
+                    )
+                )
+    return resolved, issues  # partial on problems: later checks (quotas) still see the hosts that resolved
+
+
+def _resolve_hosts(site: Site, catalog: Catalog) -> tuple[dict[str, ResolvedHost], list[SpecIssue]]:
+    issues: list[SpecIssue] = []
+    hosts: dict[str, ResolvedHost] = {}
+    for name, host in site.hosts.items():
+        path = f"{SITE}.hosts[{name}]"
+        rack = site.racks.get(host.rack)
+        if rack is None:
+            issues.append(
+                SpecIssue(f"{path}.rack", f"no rack named {host.rack!r}", f"use one of {', '.join(site.racks)}")
+            )
+        try:
+            server = catalog.server(host.model)
+        except CatalogError as exc:
+            issues.append(SpecIssue(f"{path}.model", str(exc).strip("'\""), "use a server model from the catalog"))
+            continue
+        if rack is not None:
+            hosts[name] = ResolvedHost(name, host, server, rack.scalable_unit, catalog.node_power_kw(host.model))
+    return hosts, issues
+
+
+def _check_u_positions(site: Site, hosts: dict[str, ResolvedHost]) -> list[SpecIssue]:
+    issues: list[SpecIssue] = []
+    occupied: dict[str, dict[int, str]] = defaultdict(dict)
+    for name, host in sorted(hosts.items(), key=lambda item: (item[1].spec.rack, item[1].spec.u_position)):
+        path = f"{SITE}.hosts[{name}]"
+        height = host.spec.u_height or host.server.rack_units
+        if height is None:
+            issues.append(
+                SpecIssue(f"{path}.u_height", f"the catalog has no height for {host.spec.model}", "set u_height")
+            )
+            continue
+        rack = site.racks[host.spec.rack]
+        top = host.spec.u_position + height - 1
+        if top > rack.units:
+            issues.append(
+                SpecIssue(
+                    f"{path}.u_position",
+                    f"U{host.spec.u_position}-U{top} runs past the top of rack {host.spec.rack} ({rack.units}U)",
+                    f"mount it at U{rack.units - height + 1} or lower",
+                )
+            )
+        taken = occupied[host.spec.rack]
+        clash = sorted({taken[u] for u in range(host.spec.u_position, top + 1) if u in taken})
+        if clash:
+            issues.append(
+                SpecIssue(
+                    f"{path}.u_position",
+                    f"U{host.spec.u_position}-U{top} overlaps {', '.join(clash)} in rack {host.spec.rack}",
+                    "give each host its own rack units",
+                )
+            )
+        for u in range(host.spec.u_position, top + 1):
+            taken.setdefault(u, name)
+    return issues
+
+
+def _check_addresses(site: Site) -> list[SpecIssue]:
+    issues: list[SpecIssue] = []
+    nets = [ipaddress.ip_network(c) for c in site.cidrs]
+    seen: dict[str, str] = {}
+    for name, host in site.hosts.items():
+        path = f"{SITE}.hosts[{name}]"
+        for field, address in (("management_ip", host.management_ip), ("bmc_address", host.bmc_address)):
+            if address in seen:
+                issues.append(
+                    SpecIssue(
+                        f"{path}.{field}",
+                        f"{address} is already {seen[address]}'s",
+                        "give every host and BMC its own address",
+                    )
+                )
+            seen.setdefault(address, f"{name}.{field}")
+        if not any(ipaddress.ip_address(host.management_ip) in net for net in nets):
+            issues.append(
+                SpecIssue(
+                    f"{path}.management_ip",
+                    f"{host.management_ip} is in none of site.cidrs",
+                    f"use an address in {', '.join(site.cidrs)} or add its range to site.cidrs",
+                )
+            )
+    return issues
+
+
+def _check_hcas(site: Site, hosts: dict[str, ResolvedHost]) -> list[SpecIssue]:
+    issues: list[SpecIssue] = []
+    fabric = site.fabric
+    for name, host in hosts.items():
+        path = f"{SITE}.hosts[{name}].hcas"
+        hcas = host.spec.hcas
+        if fabric is None:
+            if hcas:
+                issues.append(
+                    SpecIssue(path, "HCAs listed but the site has no fabric", "add site.fabric or remove them")
+                )
+            continue
+        if not hcas and host.spec.role != "training":
+            continue  # a login or services host off the compute fabric
+        rails = sorted(hcas.values())
+        if rails != list(range(fabric.rails)):
+            missing = sorted(set(range(fabric.rails)) - set(rails))
+            doubled = sorted({r for r in rails if rails.count(r) > 1})
+            beyond = sorted({r for r in rails if r >= fabric.rails})
+            detail = "; ".join(
+                part
+                for part in (
+                    f"no HCA on rail(s) {', '.join(map(str, missing))}" if missing else "",
+                    f"rail(s) {', '.join(map(str, doubled))} taken twice" if doubled else "",
+                    f"rail(s) {', '.join(map(str, beyond))} beyond the fabric's {fabric.rails}" if beyond else "",
+                )
+                if part
+            )
+            issues.append(
+                SpecIssue(
+                    path,
+                    f"{len(hcas)} HCA(s) do not match the fabric's {fabric.rails} rails ({detail})",
+                    f"cable one HCA per rail 0..{fabric.rails - 1}",
+                )
+            )
+        if host.server.hca_count and fabric.rails > host.server.hca_count:
+            issues.append(
+                SpecIssue(
+                    path,
+                    f"{host.spec.model} has {host.server.hca_count} compute HCAs; the fabric has {fabric.rails} rails",
+                    f"use at most {host.server.hca_count} rails",
+                )
+            )
+    return issues
+
+
+def _check_leaf_ports(site: Site, hosts: dict[str, ResolvedHost]) -> list[SpecIssue]:
+    """Rail-optimized: each SU has one leaf per rail, and every fabric host of the SU takes one
+    downlink port on each of them; leaves' uplinks land on the spines."""
+    fabric = site.fabric
+    if fabric is None:
+        return []
+    issues: list[SpecIssue] = []
+    if fabric.uplinks >= fabric.leaf_ports:
+        return [
+            SpecIssue(
+                f"{SITE}.fabric.leaf_uplinks",
+                f"{fabric.uplinks} uplinks leave no host ports on a {fabric.leaf_ports}-port leaf",
+                f"use fewer than {fabric.leaf_ports}",
+            )
+        ]
+    per_su: dict[str, int] = defaultdict(int)
+    for host in hosts.values():
+        if host.spec.hcas:
+            per_su[host.scalable_unit] += 1
+    for su, count in sorted(per_su.items()):
+        if count > fabric.downlinks:
+            issues.append(
+                SpecIssue(
+                    f"{SITE}.fabric.leaf_ports",
+                    f"scalable unit {su}: {count} hosts x {fabric.rails} rails need "
+                    f"{count} host ports on each of its {fabric.rails} rail leaves; a leaf has {fabric.downlinks} "
+                    f"({fabric.leaf_ports} ports, {fabric.uplinks} uplinks), short {count - fabric.downlinks}",
+                    "move racks to another scalable unit, or use larger leaves",
+                )
+            )
+    leaves = len(per_su) * fabric.rails
+    if len(per_su) > 1 and leaves * fabric.uplinks > fabric.spines * fabric.spine_ports:
+        need = -(-leaves * fabric.uplinks // fabric.spine_ports)
+        issues.append(
+            SpecIssue(
+                f"{SITE}.fabric.spines",
+                f"{leaves} leaves x {fabric.uplinks} uplinks need "
+                f"{leaves * fabric.uplinks} spine ports; {fabric.spines} spines have "
+                f"{fabric.spines * fabric.spine_ports}",
+                f"use at least {need} spines",
+            )
+        )
+    return issues
+
+
+def _check_feeds(site: ResolvedSite) -> list[SpecIssue]:
+    issues: list[SpecIssue] = []
+    for rack_name, rack in site.spec.racks.items():
+        load = site.rack_load(rack_name)
+        path = f"{SITE}.racks[{rack_name}]"
+        for side, room in feed_headroom(load).items():
+            if not room.ok:
+                both = sum(f.continuous_kw() for f in load.feeds)
+                issues.append(
+                    SpecIssue(
+                        f"{path}.feeds.{side.lower()}_kw",
+                        f"side {side} alone carries {room.load_kw:,.1f} kW against {room.limit_kw:,.1f} kW "
+                        f"continuous ({CONTINUOUS_DERATE:.0%} of rating)"
+                        + (
+                            f"; A+B together ({both:,.1f} kW) would carry it, which is no redundancy under N+N"
+                            if both >= room.load_kw
+                            else ""
+                        ),
+                        f"move hosts to another rack, or feed side {side} with at least "
+                        f"{room.load_kw / CONTINUOUS_DERATE:,.1f} kW rated",
+                    )
+                )
+        if load.load_kw > rack.cooling_kw:
+            issues.append(
+                SpecIssue(
+                    f"{path}.cooling_kw",
+                    f"hosts draw {load.load_kw:,.1f} kW; the rack's cooling removes {rack.cooling_kw:,.1f} kW",
+                    "move hosts or add cooling",
+                )
+            )
+    return issues
+
+
+def _check_pools(spec: ClusterSpec, site: ResolvedSite) -> list[SpecIssue]:
+    issues: list[SpecIssue] = []
+    for pool, hosts in site.pools().items():
+        first = hosts[0]
+        for host in hosts[1:]:
+            if (host.spec.model, host.spec.role) != (first.spec.model, first.spec.role):
+                issues.append(
+                    SpecIssue(
+                        f"{SITE}.hosts[{host.name}].pool",
+                        f"pool {pool} mixes {first.spec.model} "
+                        f"{first.spec.role} ({first.name}) with {host.spec.model} {host.spec.role}",
+                        "give each server model and role its own pool",
+                    )
+                )
+        if pool in spec.node_groups:
+            issues.append(
+                SpecIssue(
+                    f"{SITE}.hosts[{first.name}].pool",
+                    f"{pool} is also a cloud node group",
+                    "give site pools and node groups distinct names",
+                )
+            )
+    return issues
+
+
+def check_hybrid(spec: ClusterSpec, site: ResolvedSite | None) -> list[SpecIssue]:
+    """Site vs VPC addresses, object sync ends, and burst groups that the site's queues can borrow."""
+    issues: list[SpecIssue] = []
+    hybrid = spec.hybrid
+    if spec.site is not None and spec.network is not None:
+        vpc = ipaddress.ip_network(spec.network.cidr)
+        for i, cidr in enumerate(spec.site.cidrs):
+            if ipaddress.ip_network(cidr).overlaps(vpc):
+                issues.append(
+                    SpecIssue(
+                        f"{SITE}.cidrs[{i}]",
+                        f"{cidr} overlaps the VPC {vpc}",
+                        "give the VPC and the site disjoint ranges: routes cannot tell them apart",
+                    )
+                )
+    if hybrid is not None and hybrid.object_sync is not None:
+        sync = hybrid.object_sync
+        store = spec.site.storage.object_store if spec.site else None
+        if store is None or sync.site_bucket not in store.buckets:
+            known = ", ".join(store.buckets) if store else "no site object store"
+            issues.append(
+                SpecIssue(
+                    "cluster.hybrid.object_sync.site_bucket",
+                    f"no site bucket {sync.site_bucket!r}",
+                    f"use one of: {known}",
+                )
+            )
+        if sync.cloud_store not in spec.storage.object_stores:
+            issues.append(
+                SpecIssue(
+                    "cluster.hybrid.object_sync.cloud_store",
+                    f"no object store {sync.cloud_store!r}",
+                    f"use one of {', '.join(spec.storage.object_stores) or '(none declared)'}",
+                )
+            )
+    site_models = set(site.gpus_by_model()) if site else set()
+    for name, group in spec.node_groups.items():
+        path = f"cluster.node_groups[{name}].orchestrator"
+        if group.orchestrator == "eks":
+            issues.append(
+                SpecIssue(
+                    path,
+                    "burst groups join the site's scheduler, not an EKS cluster",
+                    "use orchestrator: kubernetes (joins site.kubernetes), slurm or none",
+                )
+            )
+        if group.orchestrator == "kubernetes" and spec.site is not None and spec.site.kubernetes is None:
+            issues.append(
+                SpecIssue(
+                    path,
+                    "orchestrator kubernetes needs site.kubernetes to join",
+                    "add site.kubernetes, or use orchestrator: slurm / none",
+                )
+            )
+    return issues + _burst_models(spec, site_models)
+
+
+def _burst_models(spec: ClusterSpec, site_models: set[str]) -> list[SpecIssue]:
+    """Kueue lends within a flavor: burst GPUs of a model the site lacks could never be borrowed."""
+    from components.catalog import load_catalog
+
+    catalog = load_catalog(spec.catalog or None)
+    issues = []
+    for name, group in spec.node_groups.items():
+        if group.orchestrator != "kubernetes" or not catalog.has_instance_type(group.instance_type):
+            continue
+        model = catalog.instance_type(group.instance_type).gpu_model
+        if model and site_models and model not in site_models:
+            issues.append(
+                SpecIssue(
+                    f"cluster.node_groups[{name}].instance_type",
+                    f"burst GPUs are {model}; the site's Kubernetes hosts have {', '.join(sorted(site_models))}",
+                    "burst with the site's GPU model: teams borrow within one Kueue flavor",
+                )
+            )
+    return issues

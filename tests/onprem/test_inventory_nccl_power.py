@@ -1,0 +1,80 @@
+"""Inventory and NCCL values for InfiniBand hosts (through gpuforge/nccl.py, the one derivation),
+and the power pack reading racks, feeds and the site off a real plan."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gpuforge.inventory import build_inventory
+from gpuforge.nccl import NcclInputs, nccl_env
+from gpuforge.plan import Plan
+from gpuforge.policy_check import to_rule_resources
+from policies.rules import REGISTRY, RuleContext, Stack
+
+HCAS = [f"mlx5_{i}" for i in range(8)]
+
+
+def test_inventory_hosts_carry_address_bmc_rack_and_rails(lab: Plan) -> None:
+    inventory = build_inventory("onprem-lab", outputs=lab.outputs)
+    train = inventory["all"]["children"]["ng_train"]
+    assert "ng_train" in inventory["all"]["children"]["gpu_nodes"]["children"]
+    assert set(train["hosts"]) == {f"dgx-{x}0{i}" for x in "ab" for i in range(1, 5)}
+    b02 = train["hosts"]["dgx-b02"]
+    assert b02["ansible_host"] == "10.64.1.16" and b02["gpuforge_bmc_address"] == "10.64.0.16"
+    assert b02["gpuforge_rack"] == "r02" and b02["gpuforge_scalable_unit"] == "su1"
+    assert b02["gpuforge_ib_hcas_by_rail"] == {str(i): f"mlx5_{i}" for i in range(8)}
+    assert b02["nccl_tuning_ib_hcas"] == HCAS
+    group = train["vars"]
+    assert group["rdma_fabric"] == "infiniband" and group["nccl_tuning_rail_optimized"] is True
+    assert group["nccl_tuning_sharp"] is True and group["gpuforge_gpus_per_node"] == 8
+
+
+def test_nccl_values_per_rail_on_a_rail_optimized_fabric(lab: Plan) -> None:
+    train = build_inventory("onprem-lab", outputs=lab.outputs)["all"]["children"]["ng_train"]
+    host, group = train["hosts"]["dgx-a03"], train["vars"]
+    env = nccl_env(
+        NcclInputs(
+            fabric=group["nccl_tuning_fabric"],
+            nccl_version=group["nccl_tuning_nccl_version"],
+            ib_hcas=tuple(host["nccl_tuning_ib_hcas"]),  # the host var wins over the group's, as in Ansible
+            rail_optimized=group["nccl_tuning_rail_optimized"],
+            sharp=group["nccl_tuning_sharp"],
+        )
+    )
+    assert env["NCCL_IB_HCA"] == "=" + ",".join(HCAS)  # exactly these, in rail order
+    assert env["NCCL_CROSS_NIC"] == "0"
+    assert env["NCCL_COLLNET_ENABLE"] == "1"
+
+
+def test_hca_order_follows_rails_not_names(lab: Plan) -> None:
+    site = lab.resolved.site
+    assert site is not None
+    host = site.hosts["dgx-a01"].spec.model_copy(update={"hcas": {"mlx5_1": 0, "mlx5_0": 1}})
+    assert host.hcas_by_rail() == ["mlx5_1", "mlx5_0"]
+
+
+def _violations(plan: Plan, rule: str, **changes: dict[str, float]) -> list[str]:
+    resources = to_rule_resources(plan.resources)
+    patched = [replace(r, inputs={**r.inputs, **changes[r.name]}) if r.name in changes else r for r in resources]
+    ctx = RuleContext("prod", {k: p.default for k, p in REGISTRY[rule].params.items()})
+    return [v.urn.split("::")[-1] for v in REGISTRY[rule].run(patched, ctx)]
+
+
+def test_power_pack_reads_racks_feeds_and_site(lab: Plan) -> None:
+    assert _violations(lab, "power-rack-feed-redundancy") == []
+    assert _violations(lab, "power-cluster-budget") == []
+    # One more DGX H100 in r01: 51 kW fits A+B (92 kW continuous) but not one side (46 kW).
+    over = _violations(lab, "power-rack-feed-redundancy", **{"forge-lab-lab-east-r01": {"loadKw": 51.0}})
+    assert over == ["forge-lab-lab-east-r01", "forge-lab-lab-east-r01"]  # side A and side B
+    # The site at PUE 1.9: 1.9 x 81.6 = 155 kW against 150.
+    tight = _violations(lab, "power-cluster-budget", **{"forge-lab-lab-east": {"pue": 1.9}})
+    assert tight == ["forge-lab-lab-east"]
+
+
+def test_site_report_in_plan_json(lab: Plan) -> None:
+    power = lab.to_json()["power"]
+    assert power["sites"]["lab-east"]["budget"]["limitKw"] == 150
+    assert power["racks"]["r02"]["B"]["limitKw"] == pytest.approx(46.0)
+    assert Stack(to_rule_resources(lab.resources)).cluster() is not None

@@ -1,0 +1,106 @@
+"""The onprem-lab plan: components per rack and host carrying the inventory, node labels and
+taints per host, the GPU platform on the site's cluster, power per rack and site, the summary;
+every Kubernetes object validated like tests/k8s does."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from onprem_k8s import validate_all
+
+from gpuforge.plan import Plan
+from gpuforge.report import markdown_plan
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_placement_and_summary(lab: Plan) -> None:
+    assert lab.placement == "onprem" and lab.outputs["cluster"]["placement"] == "onprem"
+    s = lab.summary
+    assert (s.nodes, s.gpus, s.efa_interfaces) == (8, 64, 0)
+    assert s.power_kw == pytest.approx(1.35 * 8 * 10.2, abs=0.01)
+    assert s.power_budget_kw == 150
+    assert not [r for r in lab.resources if r.type.startswith("aws:") or r.type.startswith("gpuforge:aws:")]
+
+
+def test_rack_and_host_components_carry_the_inventory(lab: Plan) -> None:
+    racks = {r.inputs["rack"]: r for r in lab.by_type("gpuforge:onprem:Rack")}
+    hosts = {r.inputs["host"]: r for r in lab.by_type("gpuforge:onprem:Host")}
+    site = lab.by_type("gpuforge:onprem:Site")[0]
+    assert set(racks) == {"r01", "r02"} and len(hosts) == 8
+    assert racks["r01"].inputs["loadKw"] == pytest.approx(40.8)
+    assert racks["r01"].inputs["feeds"] == [
+        {"name": "r01-a", "side": "A", "capacityKw": 57.5},
+        {"name": "r01-b", "side": "B", "capacityKw": 57.5},
+    ]
+    a01 = hosts["dgx-a01"]
+    assert a01.parent == racks["r01"].urn and racks["r01"].parent == site.urn
+    assert a01.inputs["managementIp"] == "10.64.1.11" and a01.inputs["bmcAddress"] == "10.64.0.11"
+    assert a01.inputs["uPosition"] == 3 and a01.inputs["uHeight"] == 8
+    assert a01.inputs["hcas"] == {str(i): f"mlx5_{i}" for i in range(8)}
+    assert a01.outputs["inventory"]["scalableUnit"] == "su1"
+    assert site.inputs["fabric"]["leavesPerScalableUnit"] == 8 and site.inputs["fabric"]["sharp"] is True
+
+
+def test_node_labels_and_taints_per_host(lab: Plan) -> None:
+    patches = {r.inputs["metadata"]["name"]: r.inputs for r in lab.by_type("kubernetes:core/v1:NodePatch")}
+    assert len(patches) == 8
+    labels = patches["dgx-b03"]["metadata"]["labels"]
+    assert labels["gpuforge.dev/rack"] == "r02" and labels["gpuforge.dev/scalable-unit"] == "su1"
+    assert labels["gpuforge.dev/gpu-model"] == "H100" and labels["gpuforge.dev/node-group"] == "train"
+    assert labels["gpuforge.dev/rails"] == "8" and labels["gpuforge.dev/rail-3"] == "mlx5_3"
+    assert labels["gpuforge.dev/location"] == "onprem"
+    assert patches["dgx-b03"]["spec"]["taints"] == [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    ]
+
+
+def test_same_k8s_platform_runs_on_the_site_provider(lab: Plan) -> None:
+    platform = lab.by_type("gpuforge:k8s:GpuPlatform")
+    assert len(platform) == 1 and platform[0].inputs["fabric"] == "infiniband"
+    provider = [r for r in lab.resources if r.type == "pulumi:providers:kubernetes"]
+    assert len(provider) == 1
+    cqs = {
+        r.inputs["metadata"]["name"]: r.inputs["spec"]
+        for r in lab.by_type("kubernetes:kueue.x-k8s.io/v1beta1:ClusterQueue")
+    }
+    gpus = {f["name"]: f["resources"] for f in cqs["vision"]["resourceGroups"][0]["flavors"]}["gpu-h100"]
+    assert {"name": "nvidia.com/gpu", "nominalQuota": 32} in gpus
+    assert {"name": "cpu", "nominalQuota": 4 * 224} in gpus  # whole DGX H100 nodes from the catalog
+
+
+def test_every_kubernetes_object_is_valid(lab: Plan) -> None:
+    kinds = validate_all(lab)
+    assert kinds["Node"] == 8 and kinds["ClusterQueue"] == 2 and kinds["NicClusterPolicy"] == 1
+
+
+def test_power_per_rack_and_site_in_the_report(lab: Plan) -> None:
+    assert lab.policy is not None
+    power = lab.policy.power
+    assert power.racks["r01"]["A"].limit_kw == pytest.approx(57.5 * 0.8)
+    assert power.racks["r01"]["budget"].limit_kw == 50
+    assert power.sites["lab-east"].budget.load_kw == pytest.approx(1.35 * 81.6)
+    assert not lab.policy.findings
+    text = markdown_plan(lab)
+    assert "(onprem)" in text and "site lab-east budget: 110.2 kW of 150.0 kW" in text and "rack r02 B" in text
+
+
+def _imports(package: Path) -> set[str]:
+    names: set[str] = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names.add(node.module)
+            elif isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+    return names
+
+
+def test_placements_never_import_each_other() -> None:
+    components = ROOT / "components"
+    assert not {m for m in _imports(components / "aws") if m.startswith(("components.onprem", "components.hybrid"))}
+    assert not {m for m in _imports(components / "onprem") if m.startswith(("components.aws", "components.hybrid"))}
+    hybrid = _imports(components / "hybrid")
+    assert "components.aws" in hybrid and "components.onprem" in hybrid  # hybrid composes both
