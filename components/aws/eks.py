@@ -25,6 +25,8 @@ import pulumi_kubernetes as k8s
 
 from components.spec.models import KubernetesSpec
 
+from .iam import assume_role_policy
+
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 CLUSTER_POLICY = "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"
 ACCESS_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/{policy}"
@@ -68,18 +70,7 @@ class EksCluster(pulumi.ComponentResource):
 
         role = aws.iam.Role(
             f"{name}-role",
-            assume_role_policy=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"Service": "eks.amazonaws.com"},
-                            "Action": ["sts:AssumeRole", "sts:TagSession"],
-                        }
-                    ],
-                }
-            ),
+            assume_role_policy=assume_role_policy("eks.amazonaws.com", ("sts:AssumeRole", "sts:TagSession")),
             opts=child,
         )
         cluster_policy = aws.iam.RolePolicyAttachment(

@@ -16,6 +16,8 @@ import pulumi_aws as aws
 
 from components.spec.models import TIERS, Network, Tier
 
+from .iam import assume_role_policy
+
 LUSTRE_PORTS = ((988, 988), (1018, 1023))  # LNet and the Lustre client's privileged ports
 
 
@@ -148,18 +150,7 @@ class SegmentedNetwork(pulumi.ComponentResource):
         )
         role = aws.iam.Role(
             f"{name}-flow-logs-role",
-            assume_role_policy=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"Service": "vpc-flow-logs.amazonaws.com"},
-                            "Action": "sts:AssumeRole",
-                        }
-                    ],
-                }
-            ),
+            assume_role_policy=assume_role_policy("vpc-flow-logs.amazonaws.com"),
             opts=child,
         )
         aws.iam.RolePolicy(

@@ -22,6 +22,7 @@ from components.spec import ResolvedNodeGroup
 from components.templates import render
 
 from .efa import efa_layout
+from .iam import assume_role_policy
 
 NODE_FACTS = ("nodeGroup", "role", "instanceType", "gpuModel", "gpusPerNode", "fabric", "efaInterfacesPerNode")
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
@@ -278,14 +279,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
     ) -> tuple[aws.iam.Role, aws.iam.InstanceProfile | None]:
         role = aws.iam.Role(
             f"{name}-role",
-            assume_role_policy=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
-                    ],
-                }
-            ),
+            assume_role_policy=assume_role_policy("ec2.amazonaws.com"),
             opts=child,
         )
         aws.iam.RolePolicyAttachment(f"{name}-ssm", role=role.name, policy_arn=SSM_CORE_POLICY, opts=child)

@@ -16,6 +16,8 @@ from components.spec.models import FsxLustre
 from components.spec.models import ObjectStore as ObjectStoreSpec
 from components.spec.sizing import LustreSizing
 
+from .iam import assume_role_policy
+
 
 def stateful(opts: pulumi.ResourceOptions, protected: bool) -> pulumi.ResourceOptions:
     """Options for data-holding resources: protected and retained on delete in production."""
@@ -258,14 +260,7 @@ class ObjectStore(pulumi.ComponentResource):
     ) -> None:
         role = aws.iam.Role(
             f"{name}-replication-role",
-            assume_role_policy=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {"Effect": "Allow", "Principal": {"Service": "s3.amazonaws.com"}, "Action": "sts:AssumeRole"}
-                    ],
-                }
-            ),
+            assume_role_policy=assume_role_policy("s3.amazonaws.com"),
             opts=child,
         )
         aws.iam.RolePolicy(

@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 import pulumi
 import pulumi_aws as aws
 
+from components.aws.iam import assume_role_policy
 from components.spec.site import ObjectSync as ObjectSyncSpec
 
 ACCESS_KEY = "siteS3AccessKey"
@@ -56,18 +57,7 @@ class ObjectSync(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         role = aws.iam.Role(
             f"{name}-role",
-            assume_role_policy=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"Service": "datasync.amazonaws.com"},
-                            "Action": "sts:AssumeRole",
-                        }
-                    ],
-                }
-            ),
+            assume_role_policy=assume_role_policy("datasync.amazonaws.com"),
             opts=child,
         )
         policy = aws.iam.RolePolicy(
