@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-from functools import cache
-
 import pytest
 
-from gpuforge.plan import Plan, plan_stack
-
-
-@cache
-def planned(stack: str) -> Plan:
-    return plan_stack(stack)
+from gpuforge.plan import Plan
+from tests.support import planned
 
 
 @pytest.fixture

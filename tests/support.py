@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import os
+from functools import cache
 
 import pytest
+
+from gpuforge.plan import Plan, plan_stack
+
+
+@cache
+def planned(stack: str) -> Plan:
+    """A stack's offline plan, evaluated once per test session (a plan is a pure function of the stack file)."""
+    return plan_stack(stack)
 
 
 def skip_unless_ci(missing: bool, reason: str) -> pytest.MarkDecorator:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from gpuforge.plan import Plan, plan_stack
+from gpuforge.plan import Plan
+from tests.support import planned
 
 
 @pytest.fixture(scope="session")
 def staging() -> Plan:
-    return plan_stack("staging")
+    return planned("staging")
 
 
 @pytest.fixture(scope="session")
 def prod() -> Plan:
-    return plan_stack("prod")
+    return planned("prod")

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from gpuforge.plan import Plan, plan_stack
+from gpuforge.plan import Plan
+from tests.support import planned
 
 
 @pytest.fixture(scope="session")
 def lab() -> Plan:
-    return plan_stack("onprem-lab")
+    return planned("onprem-lab")
 
 
 @pytest.fixture(scope="session")
 def hybrid() -> Plan:
-    return plan_stack("hybrid")
+    return planned("hybrid")
