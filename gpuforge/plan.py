@@ -197,7 +197,19 @@ def _plain(value: Any) -> Any:
         return value
     if isinstance(value, Unknown):
         return COMPUTED
+    if isinstance(value, pulumi.asset.AssetArchive):
+        return {"assetArchive": {str(k): _plain(v) for k, v in sorted(value.assets.items())}}
+    if isinstance(value, pulumi.FileAsset | pulumi.FileArchive):
+        return {type(value).__name__[0].lower() + type(value).__name__[1:]: _project_path(value.path)}
     return str(value)
+
+
+def _project_path(path: str) -> str:
+    """Asset paths relative to the project, so plans compare across checkouts."""
+    try:
+        return Path(path).relative_to(PROJECT_ROOT).as_posix()
+    except ValueError:
+        return path
 
 
 def _offline_runtime(monitor: _RecordingMonitor, stack: str) -> None:

@@ -122,7 +122,7 @@ def gpu_launch_template(
     spec = group.spec
     return aws.ec2.LaunchTemplate(
         f"{name}-lt",
-        image_id=None if eks else spec.image.image_id,
+        image_id=None if eks else group.image_id,
         instance_type=spec.instance_type,
         update_default_version=True,
         # IMDSv2 only, hop limit 1: a pod's traffic crosses one more hop (its network namespace),

@@ -12,6 +12,7 @@ from components.spec import ResolvedSpec
 from components.spec.models import Tier
 
 from .eks import EksCluster, EksClusterArgs
+from .image_pipeline import ImagePipeline, ImagePipelineArgs
 from .network import SegmentedNetwork, SegmentedNetworkArgs
 from .node_group import EksAttachment, GpuNodeGroup, GpuNodeGroupArgs, LustreMount, node_group_props
 from .storage import ClusterKey, LustreFileSystem, LustreFileSystemArgs, ObjectStore, ObjectStoreArgs
@@ -140,6 +141,8 @@ def build_aws_network_and_cluster(
             opts=child,
         )
 
+    image_pipeline = _image_pipeline(name, resolved, network, key.arn, tags, child)
+
     platform: GpuPlatform | None = None
     if eks is not None and kube is not None:
         platform = GpuPlatform(
@@ -161,8 +164,15 @@ def build_aws_network_and_cluster(
             "oidcProviderArn": eks.oidc_provider_arn,
             "teamNamespaces": platform.namespaces if platform else {},
         }
+    pipeline_outputs: dict[str, Any] = {}
+    if image_pipeline is not None:
+        pipeline_outputs["imagePipeline"] = {
+            "pipelineArn": image_pipeline.pipeline_arn,
+            "ssmParameter": image_pipeline.parameter_name,
+        }
     outputs = {
         **kubernetes_outputs,
+        **pipeline_outputs,
         "cluster": {"name": spec.name, "environment": spec.environment, "placement": "aws", "region": region},
         "kmsKeyArn": key.arn,
         "network": {
@@ -196,6 +206,40 @@ def build_aws_network_and_cluster(
     return outputs, network
 
 
+def _image_pipeline(
+    name: str,
+    resolved: ResolvedSpec,
+    network: SegmentedNetwork,
+    kms_key_arn: pulumi.Output[str],
+    tags: dict[str, str],
+    child: pulumi.ResourceOptions,
+) -> ImagePipeline | None:
+    """The Image Builder pipeline, only when the spec has image_pipeline: its build instance in the
+    compute tier, baking for the fabric of the groups that launch from it (all groups if none does yet)."""
+    spec = resolved.spec
+    if spec.image_pipeline is None or resolved.image_build_az is None or spec.region is None:
+        return None
+    users = [g for g in resolved.node_groups.values() if g.image_parameter] or list(resolved.node_groups.values())
+    return ImagePipeline(
+        f"{name}-image",
+        ImagePipelineArgs(
+            spec=spec.image_pipeline,
+            cluster=spec.name,
+            region=spec.region,
+            parameter_name=spec.image_pipeline.parameter_for(spec.name),
+            software=spec.software,
+            subnet_id=network.subnet_ids["compute"][resolved.image_build_az],
+            security_group_ids=[network.security_group_ids["compute"]],
+            kms_key_arn=kms_key_arn,
+            fabric="efa" if any(g.efa_interfaces for g in users) else "none",
+            nvswitch=any(g.instance.nvswitch for g in users),
+            protected=spec.protected,
+            tags=tags,
+        ),
+        opts=child,
+    )
+
+
 def _gpu_pools(resolved: ResolvedSpec) -> list[GpuPool]:
     """Active Kubernetes GPU nodes per GPU model, for the platform's Kueue quotas."""
     pools: dict[str, GpuPool] = {}
@@ -215,9 +259,9 @@ def _gpu_pools(resolved: ResolvedSpec) -> list[GpuPool]:
     return [pools[m] for m in sorted(pools)]
 
 
-def _fsx_storage_class(resolved: ResolvedSpec, network: SegmentedNetwork, kms_key_arn: pulumi.Output[str]) -> (
-    ParallelFsClass | None
-):
+def _fsx_storage_class(
+    resolved: ResolvedSpec, network: SegmentedNetwork, kms_key_arn: pulumi.Output[str]
+) -> ParallelFsClass | None:
     """FSx for Lustre through its CSI driver: new volumes land in the storage tier of the
     cluster file system's AZ, encrypted with the cluster key."""
     fs = resolved.spec.storage.parallel_fs

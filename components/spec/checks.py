@@ -33,10 +33,18 @@ class ResolvedNodeGroup:
     azs: tuple[str, ...]  # where its instances may launch
     efa_interfaces: int  # per node; 0 without EFA
     node_power_kw: float
+    image_parameter: str | None = None  # the image pipeline's SSM parameter, for image: {pipeline: true}
 
     @property
     def gpus_per_node(self) -> int:
         return self.instance.gpu_count
+
+    @property
+    def image_id(self) -> str:
+        """The launch template's image id: the pipeline's parameter, or what the spec's image names."""
+        if self.image_parameter is not None:
+            return f"resolve:ssm:{self.image_parameter}"
+        return self.spec.image.image_id
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,7 @@ class ResolvedSpec:
     lustre_az: str | None
     pue: float
     site: ResolvedSite | None = None  # onprem and hybrid placements
+    image_build_az: str | None = None  # where the image pipeline's build instance runs (compute tier)
 
     @property
     def training_gpus(self) -> int:
@@ -111,13 +120,15 @@ def resolve(data: Any, source: str = "") -> ResolvedSpec:
         lustre_az = fs.availability_zone or _first_pinned_az(spec) or sorted(spec.network.availability_zones)[0]
     issues += _check_object_stores(spec, catalog)
     issues += _check_kubernetes(spec, groups, site)
+    image_build_az, pipeline_issues = _check_image_pipeline(spec, catalog)
+    issues += pipeline_issues
 
     if issues:
         raise SpecError(issues, source)
     pue = spec.power.pue if spec.power.pue is not None else catalog.pue_default
     if spec.placement.kind == "onprem" and spec.site is not None and spec.power.pue is None:
         pue = spec.site.power.pue
-    return ResolvedSpec(spec, catalog, subnets, groups, lustre, lustre_az, pue, site)
+    return ResolvedSpec(spec, catalog, subnets, groups, lustre, lustre_az, pue, site, image_build_az=image_build_az)
 
 
 def _known_regions(catalog: Catalog) -> set[str]:
@@ -285,7 +296,11 @@ def _resolve_group(
         )
     if issues:
         return None, issues
-    return ResolvedNodeGroup(name, group, instance, azs, efa, catalog.node_power_kw(group.instance_type)), []
+    image_parameter = (
+        spec.image_pipeline.parameter_for(spec.name) if group.image.pipeline and spec.image_pipeline else None
+    )
+    power = catalog.node_power_kw(group.instance_type)
+    return ResolvedNodeGroup(name, group, instance, azs, efa, power, image_parameter=image_parameter), []
 
 
 def _first_pinned_az(spec: ClusterSpec) -> str | None:
@@ -440,7 +455,7 @@ def _check_kubernetes(
                     "add a kubernetes: section (version, endpoint, platform), or use orchestrator: none",
                 )
             )
-        if group.image.ami_id or group.image.ssm_parameter:
+        if group.image.ami_id or group.image.ssm_parameter or group.image.pipeline:
             issues.append(
                 SpecIssue(
                     f"{path}.image",
@@ -509,3 +524,72 @@ def _check_kubernetes(
                 )
             )
     return issues
+
+
+def _check_image_pipeline(spec: ClusterSpec, catalog: Catalog) -> tuple[str | None, list[SpecIssue]]:
+    """References to the pipeline, and the pipeline's build instance against the catalog and the network.
+    Returns the AZ of the build instance (the first network AZ, sorted, that offers its type)."""
+    issues = [
+        SpecIssue(
+            f"cluster.node_groups[{name}].image.pipeline",
+            "the group's image references the image pipeline, but the cluster has no image_pipeline section",
+            "add image_pipeline: {} (bakes playbooks/bake-image.yml on Ubuntu 22.04), or set ami_id / ssm_parameter",
+        )
+        for name, group in spec.node_groups.items()
+        if group.image.pipeline and spec.image_pipeline is None
+    ]
+    pipeline = spec.image_pipeline
+    if pipeline is None:
+        return None, issues
+    path = "cluster.image_pipeline"
+    if spec.placement.kind != "aws" or spec.network is None:
+        return None, [
+            *issues,
+            SpecIssue(path, "the image pipeline is EC2 Image Builder: it needs aws placement and a network",
+                      "remove image_pipeline, or bake with gpuforge bake --target rootfs:PATH"),
+        ]
+    region = spec.region or ""
+    offered: tuple[str, ...] | list[str] = ()
+    try:
+        instance = catalog.instance_type(pipeline.build_instance_type)
+        offered = instance.azs_offering(region)
+    except CatalogError as exc:
+        instance = None
+        issues.append(SpecIssue(f"{path}.build_instance_type", str(exc).strip("'\""), "use a type from the catalog"))
+    build_azs = [az for az in sorted(spec.network.availability_zones) if az in offered]
+    if instance is not None and not offered:
+        elsewhere = ", ".join(instance.regions()) or "nowhere in the catalog"
+        issues.append(
+            SpecIssue(
+                f"{path}.build_instance_type",
+                f"{pipeline.build_instance_type} is not offered in {region}; offered in: {elsewhere}",
+                "pick a build instance type offered in the cluster's region",
+            )
+        )
+    elif instance is not None and not build_azs:
+        issues.append(
+            SpecIssue(
+                f"{path}.build_instance_type",
+                f"{pipeline.build_instance_type} is offered in none of the network's AZs",
+                f"pick another type, or add one of {', '.join(offered)} to network.availability_zones",
+            )
+        )
+    dcgm = ("dcgm_exporter_binary_url", "dcgm_exporter_binary_checksum")
+    if pipeline.extra_vars.get("dcgm_exporter_enabled", True) and not all(pipeline.extra_vars.get(v) for v in dcgm):
+        issues.append(
+            SpecIssue(
+                f"{path}.extra_vars",
+                "the dcgm_exporter role needs a published binary (NVIDIA ships none) and would fail the bake",
+                "set dcgm_exporter_binary_url and dcgm_exporter_binary_checksum, or dcgm_exporter_enabled: false",
+            )
+        )
+    if spec.network.nat == "none":
+        issues.append(
+            SpecIssue(
+                path,
+                "the build instance installs packages (apt, NVIDIA's and AWS's repositories, PyPI) through NAT, "
+                "and network.nat is none",
+                "set network.nat: single (or per_az)",
+            )
+        )
+    return (build_azs[0] if build_azs and not issues else None), issues

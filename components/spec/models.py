@@ -188,15 +188,23 @@ class Image(SpecModel):
         description="An SSM parameter holding the AMI id, resolved at launch. Default: the AWS Deep Learning "
         "Base OSS NVIDIA driver AMI for Ubuntu 22.04, when ami_id is not set.",
     )
+    pipeline: bool = Field(
+        default=False,
+        description="Use the AMI the cluster's image_pipeline bakes (resolve:ssm:<image_pipeline.ssm_parameter> "
+        "at launch). Needs the image_pipeline section.",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> Image:
-        if self.ami_id and self.ssm_parameter:
-            raise ValueError("set either ami_id or ssm_parameter, not both")
+        if sum((bool(self.ami_id), bool(self.ssm_parameter), self.pipeline)) > 1:
+            raise ValueError("set one of ami_id, ssm_parameter or pipeline: true, not several")
         return self
 
     @property
     def image_id(self) -> str:
+        """The launch template's image id; a pipeline image resolves through ResolvedNodeGroup.image_id."""
+        if self.pipeline:
+            raise ValueError("a pipeline image needs the cluster's parameter: use ResolvedNodeGroup.image_id")
         return self.ami_id or f"resolve:ssm:{self.ssm_parameter or DLAMI_SSM}"
 
 
@@ -356,6 +364,58 @@ class Software(SpecModel):
     efa_installer_version: str = Field(default="1.43.1", description="EFA installer version (EFA).")
 
 
+# --- image pipeline ----------------------------------------------------------------------
+
+# Canonical's public SSM parameter for the current Ubuntu 22.04 LTS amd64 AMI (22.04 AMIs are
+# published under ebs-gp2; 24.04 and later under ebs-gp3).
+UBUNTU_2204_SSM = "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id"
+SSM_PARAMETER_PATTERN = r"^/[A-Za-z0-9_.\-/]{1,1000}$"
+
+
+class ImagePipelineSpec(SpecModel):
+    parent_image_ssm_parameter: str = Field(
+        default=UBUNTU_2204_SSM,
+        pattern=SSM_PARAMETER_PATTERN,
+        description="SSM parameter holding the parent AMI id the bake starts from. Default: Canonical's "
+        "Ubuntu 22.04 LTS amd64 parameter.",
+    )
+    build_instance_type: str = Field(
+        default="c7i.4xlarge",
+        description="EC2 instance type that runs the bake (no GPU needed: the driver is built with DKMS); "
+        "must be in the catalog and offered in the cluster's region.",
+    )
+    root_volume_gib: int = Field(
+        default=100, ge=20, le=16384, description="Root volume of the baked AMI in GiB (encrypted, cluster key)."
+    )
+    schedule: str | None = Field(
+        default=None,
+        pattern=r"^cron\((\S+\s+){5}\S+\)$",
+        description="Image Builder cron expression (six fields, UTC), e.g. cron(0 4 ? * SUN *); the pipeline "
+        "then rebuilds when the parent image or the playbooks changed. None: build on demand only.",
+    )
+    ssm_parameter: str | None = Field(
+        default=None,
+        pattern=SSM_PARAMETER_PATTERN,
+        description="SSM parameter the pipeline writes the baked AMI id to; node groups with image: "
+        "{pipeline: true} launch from it. Default: /gpuforge/<cluster>/gpu-node-ami.",
+    )
+    extra_vars: dict[str, str | int | float | bool] = Field(
+        default_factory=dict,
+        description="Extra Ansible variables for bake-image.yml (e.g. dcgm_exporter_binary_url); they override "
+        "the ones derived from the spec.",
+    )
+
+    @field_validator("ssm_parameter")
+    @classmethod
+    def _not_reserved(cls, value: str | None) -> str | None:
+        if value is not None and value.lower().split("/")[1].startswith(("aws", "ssm")):
+            raise ValueError(f"{value}: names under /aws and /ssm are reserved; use e.g. /gpuforge/<cluster>/...")
+        return value
+
+    def parameter_for(self, cluster: str) -> str:
+        return self.ssm_parameter or f"/gpuforge/{cluster}/gpu-node-ami"
+
+
 # --- kubernetes --------------------------------------------------------------------------
 
 KubernetesVersion = Literal["1.31", "1.32", "1.33"]
@@ -508,6 +568,11 @@ class ClusterSpec(SpecModel):
     kubernetes: KubernetesSpec | None = Field(
         default=None,
         description="Kubernetes control plane and GPU platform, for node groups with orchestrator: eks.",
+    )
+    image_pipeline: ImagePipelineSpec | None = Field(
+        default=None,
+        description="EC2 Image Builder pipeline that runs playbooks/bake-image.yml and publishes the AMI id to "
+        "an SSM parameter (aws placement); node groups use it with image: {pipeline: true}.",
     )
     catalog: dict[str, Any] = Field(
         default_factory=dict,
