@@ -8,7 +8,6 @@ listing all of them.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -421,10 +420,6 @@ def _check_object_stores(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]
                 )
             )
     return issues
-
-
-def vpc_overlaps(a: str, b: str) -> bool:
-    return ipaddress.ip_network(a).overlaps(ipaddress.ip_network(b))
 
 
 def _check_kubernetes(
