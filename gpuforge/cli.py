@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from components.spec import SpecError
 from gpuforge import nodes_cli, review_cli
+from gpuforge.console import err, out
 
 app = typer.Typer(
     help="Infrastructure as code for AI training clusters.\n\n"
@@ -26,8 +26,6 @@ app = typer.Typer(
     rich_markup_mode="markdown",
     pretty_exceptions_show_locals=False,
 )
-out = Console()
-err = Console(stderr=True)
 
 StackArg = Annotated[
     str, typer.Argument(help="A stack name in stacks/ (dev, prod, ...) or a path to a stack file.", show_default=False)

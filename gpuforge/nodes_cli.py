@@ -9,16 +9,13 @@ from typing import Annotated, Literal
 
 import typer
 import yaml
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from components.spec import SpecError
 from gpuforge.bake import PlaybookResult
 from gpuforge.check import ALL_CHECKS, DrainMethod
-
-out = Console()
-err = Console(stderr=True)
+from gpuforge.console import err, out
 
 StackArg = Annotated[str, typer.Argument(help="A stack name in stacks/ (dev, prod, ...).", show_default=False)]
 TargetOpt = Annotated[
