@@ -25,12 +25,11 @@ import pulumi_kubernetes as k8s
 
 from components.spec.models import KubernetesSpec
 
-from .iam import assume_role_policy
+from .iam import STS_AUDIENCE, assume_role_policy
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 CLUSTER_POLICY = "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"
 ACCESS_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/{policy}"
-STS_AUDIENCE = "sts.amazonaws.com"
 
 
 @dataclass(frozen=True)
@@ -60,6 +59,7 @@ class EksCluster(pulumi.ComponentResource):
     endpoint: pulumi.Output[str]
     cluster_security_group_id: pulumi.Output[str]
     oidc_provider_arn: pulumi.Output[str]
+    oidc_issuer: pulumi.Output[str]  # the provider URL; service-account trust policies key on it
     kubeconfig: pulumi.Output[str]
     provider: k8s.Provider
 
@@ -169,6 +169,7 @@ class EksCluster(pulumi.ComponentResource):
         self.endpoint = cluster.endpoint
         self.cluster_security_group_id = cluster.vpc_config.apply(lambda vpc: vpc.cluster_security_group_id or "")
         self.oidc_provider_arn = oidc.arn
+        self.oidc_issuer = oidc.url
         self.kubeconfig = pulumi.Output.all(cluster.name, cluster.endpoint, cluster.certificate_authority).apply(
             lambda values: kubeconfig(values[0], values[1], _ca_data(values[2]), args.region)
         )

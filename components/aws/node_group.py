@@ -22,7 +22,7 @@ from components.spec import ResolvedNodeGroup
 from components.templates import render
 
 from .efa import efa_layout
-from .iam import assume_role_policy
+from .iam import assume_role_policy, bucket_access_policy
 
 NODE_FACTS = ("nodeGroup", "role", "instanceType", "gpuModel", "gpusPerNode", "fabric", "efaInterfacesPerNode")
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
@@ -291,7 +291,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
                     pulumi.Output.all(*args.read_bucket_arns),
                     pulumi.Output.all(*args.write_bucket_arns),
                     args.kms_key_arn,
-                ).apply(lambda values: json.dumps(_bucket_policy(values[0], values[1], values[2]))),
+                ).apply(lambda values: json.dumps(bucket_access_policy(values[0], values[1], values[2]))),
                 opts=child,
             )
         if args.eks is not None:
@@ -399,23 +399,3 @@ def _mime_multipart(cloud_config: str) -> str:
         f'--{boundary}\nContent-Type: text/cloud-config; charset="us-ascii"\n\n'
         f"{cloud_config.rstrip()}\n\n--{boundary}--\n"
     )
-
-
-def _bucket_policy(read: list[str], write: list[str], kms_key_arn: str) -> dict[str, Any]:
-    """Least privilege: list and read the data buckets, also write the checkpoint/artifact ones,
-    and use the cluster key that encrypts them."""
-    everything = read + write
-    statements: list[dict[str, Any]] = [
-        {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": everything},
-        {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": [f"{a}/*" for a in everything]},
-        {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": [kms_key_arn]},
-    ]
-    if write:
-        statements.append(
-            {
-                "Effect": "Allow",
-                "Action": ["s3:PutObject", "s3:AbortMultipartUpload"],
-                "Resource": [f"{a}/*" for a in write],
-            }
-        )
-    return {"Version": "2012-10-17", "Statement": statements}

@@ -13,6 +13,7 @@ from components.spec.models import Tier
 
 from .eks import EksCluster, EksClusterArgs
 from .image_pipeline import ImagePipeline, ImagePipelineArgs
+from .irsa import ROLE_ARN_ANNOTATION, ServiceAccount, ServiceAccountRoles, ServiceAccountRolesArgs
 from .network import SegmentedNetwork, SegmentedNetworkArgs
 from .node_group import EksAttachment, GpuNodeGroup, GpuNodeGroupArgs, LustreMount, node_group_props
 from .storage import ClusterKey, LustreFileSystem, LustreFileSystemArgs, ObjectStore, ObjectStoreArgs
@@ -144,7 +145,27 @@ def build_aws_network_and_cluster(
     image_pipeline = _image_pipeline(name, resolved, network, key.arn, tags, child)
 
     platform: GpuPlatform | None = None
+    roles: ServiceAccountRoles | None = None
     if eks is not None and kube is not None:
+        teams = kube.platform.teams
+        if teams:
+            # Training pods reach the buckets through their team's role, never the node role.
+            roles = ServiceAccountRoles(
+                f"{name}-irsa",
+                ServiceAccountRolesArgs(
+                    oidc_provider_arn=eks.oidc_provider_arn,
+                    oidc_issuer=eks.oidc_issuer,
+                    service_accounts={
+                        team: ServiceAccount(t.namespace_for(team), kube.platform.service_account)
+                        for team, t in teams.items()
+                    },
+                    kms_key_arn=key.arn,
+                    read_bucket_arns=bucket_arns(READ_PURPOSES),
+                    write_bucket_arns=bucket_arns(WRITE_PURPOSES),
+                    tags=tags,
+                ),
+                opts=child,
+            )
         platform = GpuPlatform(
             f"{name}-platform",
             GpuPlatformArgs(
@@ -152,6 +173,9 @@ def build_aws_network_and_cluster(
                 fabric="efa" if any(g.efa_interfaces for g in resolved.kubernetes_node_groups.values()) else "none",
                 pools=_gpu_pools(resolved),
                 parallel_fs=_fsx_storage_class(resolved, network, key.arn) if lustre else None,
+                service_account_annotations=(
+                    {team: {ROLE_ARN_ANNOTATION: arn} for team, arn in roles.role_arns.items()} if roles else {}
+                ),
             ),
             opts=pulumi.ResourceOptions(parent=parent, providers={"kubernetes": eks.provider}),
         )
@@ -163,6 +187,7 @@ def build_aws_network_and_cluster(
             "endpoint": eks.endpoint,
             "oidcProviderArn": eks.oidc_provider_arn,
             "teamNamespaces": platform.namespaces if platform else {},
+            "serviceAccountRoles": roles.role_arns if roles else {},
         }
     pipeline_outputs: dict[str, Any] = {}
     if image_pipeline is not None:

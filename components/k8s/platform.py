@@ -10,9 +10,11 @@ on-premises cluster's kubeconfig): the same code for every placement.
 - a storage class for the parallel file system (the placement says which CSI driver);
 - Kueue: a ResourceFlavor per GPU model, a ClusterQueue and LocalQueue per team with whole-node
   quotas (GPUs with the CPU, memory and fabric devices of their nodes), so multi-node jobs are
-  admitted whole or not at all;
-- a namespace per team, NetworkPolicies that keep training pods away from management services,
-  and PriorityClasses.
+  admitted whole or not at all; waitForPodsReady in its manager configuration, so a job whose
+  pods do not all start in time is evicted, frees its quota and is requeued with backoff;
+- a namespace per team with a service account for training pods (annotated by the placement:
+  on EKS with the team's IAM role), NetworkPolicies that keep training pods away from
+  management services, and PriorityClasses.
 
 Chart versions come from the catalog (components/catalog/data/charts.yaml). Helm charts are
 `helm.v3.Release` resources (one resource each, values as inputs); everything else is a typed
@@ -27,9 +29,10 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+import yaml
 
 from components.catalog.charts import ChartPin, Charts, load_charts
-from components.spec.models import Fabric, Platform
+from components.spec.models import Fabric, Platform, PodsReady
 
 from .labels import NODE_LABEL_GPU_MODEL, TEAM_LABEL
 
@@ -80,6 +83,9 @@ class GpuPlatformArgs:
     fabric: Fabric
     pools: list[GpuPool]
     parallel_fs: ParallelFsClass | None = None
+    # team -> annotations of its training service account, from the placement (on EKS the IAM
+    # role for service accounts); a team not listed gets a plain service account.
+    service_account_annotations: dict[str, dict[str, pulumi.Input[str]]] = field(default_factory=dict)
     charts: Charts = field(default_factory=load_charts)
 
 
@@ -117,8 +123,73 @@ def network_operator_values() -> dict[str, Any]:
     return {"nfd": {"enabled": False}}
 
 
-def kueue_values() -> dict[str, Any]:
-    return {"enablePrometheus": False}
+# Jobs Kueue manages: the training job kinds of the chart's default configuration. The pod,
+# deployment and statefulset integrations are left out: training arrives as jobs.
+KUEUE_FRAMEWORKS = (
+    "batch/job",
+    "kubeflow.org/mpijob",
+    "ray.io/rayjob",
+    "ray.io/raycluster",
+    "jobset.x-k8s.io/jobset",
+    "kubeflow.org/paddlejob",
+    "kubeflow.org/pytorchjob",
+    "kubeflow.org/tfjob",
+    "kubeflow.org/xgboostjob",
+    "kubeflow.org/jaxjob",
+    "workload.codeflare.dev/appwrapper",
+)
+
+
+def kueue_manager_config(pods_ready: PodsReady, namespace: str) -> dict[str, Any]:
+    """Kueue's Configuration (config.kueue.x-k8s.io/v1beta1, Kueue 0.14): the chart's defaults
+    (kubernetes-sigs/kueue config/components/manager/controller_manager_config.yaml) plus
+    waitForPodsReady, Kueue's all-or-nothing admission for multi-node jobs."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta1",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "controller": {
+            "groupKindConcurrency": {
+                "Job.batch": 5,
+                "Pod": 5,
+                "Workload.kueue.x-k8s.io": 5,
+                "LocalQueue.kueue.x-k8s.io": 1,
+                "Cohort.kueue.x-k8s.io": 1,
+                "ClusterQueue.kueue.x-k8s.io": 1,
+                "ResourceFlavor.kueue.x-k8s.io": 1,
+            }
+        },
+        "clientConnection": {"qps": 50, "burst": 100},
+        "waitForPodsReady": {
+            "enable": True,
+            "timeout": f"{pods_ready.timeout_minutes}m",
+            "blockAdmission": pods_ready.block_admission,
+            "requeuingStrategy": {
+                # Backoff counts from the eviction, not from the job's creation.
+                "timestamp": "Eviction",
+                "backoffLimitCount": pods_ready.requeue_limit,  # null: requeue forever
+                "backoffBaseSeconds": pods_ready.requeue_backoff_base_seconds,
+                "backoffMaxSeconds": pods_ready.requeue_backoff_max_seconds,
+            },
+        },
+        "managedJobsNamespaceSelector": {
+            "matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", namespace]}
+            ]
+        },
+        "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+    }
+
+
+def kueue_values(pods_ready: PodsReady, namespace: str) -> dict[str, Any]:
+    # Chart 0.14 takes the manager configuration as one YAML string that replaces the chart's
+    # default whole (the structured managerConfig.config merge came in later charts), so the
+    # string carries the defaults too.
+    config = yaml.safe_dump(kueue_manager_config(pods_ready, namespace), sort_keys=False)
+    return {"enablePrometheus": False, "managerConfig": {"controllerManagerConfigYaml": config}}
 
 
 def rdma_shared_device_plugin_config() -> str:
@@ -279,7 +350,8 @@ class GpuPlatform(pulumi.ComponentResource):
                 opts=child,
             )
 
-        self.namespaces = self._teams(name, args, release("kueue", kueue_values(), privileged=False), child)
+        kueue = release("kueue", kueue_values(platform.pods_ready, charts.chart("kueue").namespace), privileged=False)
+        self.namespaces = self._teams(name, args, kueue, child)
         self.register_outputs({"namespaces": self.namespaces})
 
     def _teams(
@@ -322,6 +394,16 @@ class GpuPlatform(pulumi.ComponentResource):
             )
             in_ns = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[ns]))
             self._network_policies(name, team, ns_name, in_ns)
+            k8s.core.v1.ServiceAccount(
+                f"{name}-sa-{team}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=platform.service_account,
+                    namespace=ns_name,
+                    labels={TEAM_LABEL: team, "app.kubernetes.io/managed-by": "gpuforge"},
+                    annotations=args.service_account_annotations.get(team) or None,
+                ),
+                opts=in_ns,
+            )
             k8s.apiextensions.CustomResource(
                 f"{name}-cq-{team}",
                 api_version=kueue_api,

@@ -472,6 +472,42 @@ class Team(SpecModel):
         return self.namespace or team
 
 
+class PodsReady(SpecModel):
+    """Kueue's all-or-nothing admission (waitForPodsReady): an admitted job must have all its pods
+    running within the timeout, or Kueue evicts it, frees the quota and requeues it with backoff."""
+
+    timeout_minutes: int = Field(
+        default=10,
+        ge=1,
+        le=1440,
+        description="Minutes an admitted job may take to get all its pods ready (image pulls of large training "
+        "images included) before Kueue evicts and requeues it.",
+    )
+    block_admission: bool = Field(
+        default=True,
+        description="Admit one job at a time until its pods are ready, so two half-placed multi-node jobs cannot "
+        "deadlock each other on the same nodes.",
+    )
+    requeue_limit: int | None = Field(
+        default=5,
+        ge=0,
+        description="Requeues after a pods-ready timeout before Kueue deactivates the job; null: requeue forever.",
+    )
+    requeue_backoff_base_seconds: int = Field(
+        default=60, ge=1, description="First requeue backoff, seconds; it grows exponentially from there."
+    )
+    requeue_backoff_max_seconds: int = Field(default=3600, ge=1, description="Longest requeue backoff, seconds.")
+
+    @model_validator(mode="after")
+    def _backoff(self) -> PodsReady:
+        if self.requeue_backoff_max_seconds < self.requeue_backoff_base_seconds:
+            raise ValueError(
+                f"requeue_backoff_max_seconds ({self.requeue_backoff_max_seconds}) is below "
+                f"requeue_backoff_base_seconds ({self.requeue_backoff_base_seconds}); raise the maximum"
+            )
+        return self
+
+
 class Platform(SpecModel):
     gpu_driver: Literal["preinstalled", "operator"] = Field(
         default="preinstalled",
@@ -488,6 +524,15 @@ class Platform(SpecModel):
     )
     parallel_fs_storage_class: bool = Field(
         default=True, description="Declare a storage class for the parallel file system (FSx CSI on AWS)."
+    )
+    service_account: Name = Field(
+        default="training",
+        description="Service account created in every team namespace for training pods. On EKS it carries the "
+        "team's IAM role (IRSA: the cluster's buckets and key, no node credentials).",
+    )
+    pods_ready: PodsReady = Field(
+        default_factory=PodsReady,
+        description="Kueue waitForPodsReady: multi-node jobs run whole or are evicted and requeued.",
     )
 
     @model_validator(mode="after")

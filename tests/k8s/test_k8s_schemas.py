@@ -44,7 +44,7 @@ def test_every_builtin_object_passes_the_kubernetes_schema(staging: Plan) -> Non
     version = staging.resolved.spec.kubernetes.version if staging.resolved.spec.kubernetes else ""
     builtin = [m for m in objects(staging) if not is_crd(m)]
     kinds = {m["kind"] for m in builtin}
-    assert kinds == {"Namespace", "NetworkPolicy", "StorageClass", "PriorityClass"}
+    assert kinds == {"Namespace", "NetworkPolicy", "StorageClass", "PriorityClass", "ServiceAccount"}
     for obj in builtin:
         kubernetes_validate.validate(obj, f"{version}.0", strict=True)
 
@@ -83,5 +83,6 @@ def test_kueue_values_match_the_charts_values_schema(staging: Plan) -> None:
     schema = json.loads((FIXTURES / "kueue-values.schema.json").read_text())
     (kueue,) = [r for r in staging.by_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kueue"]
     jsonschema.validate(kueue.inputs["values"], schema)
+    assert "waitForPodsReady:" in kueue.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"managerConfig": {"controllerManagerConfigYaml": 1}}, schema)

@@ -71,9 +71,19 @@ def test_same_k8s_platform_runs_on_the_site_provider(lab: Plan) -> None:
     assert {"name": "cpu", "nominalQuota": 4 * 224} in gpus  # whole DGX H100 nodes from the catalog
 
 
+def test_team_service_accounts_without_aws_annotation(lab: Plan) -> None:
+    accounts = {r.inputs["metadata"]["namespace"]: r.inputs for r in lab.by_type("kubernetes:core/v1:ServiceAccount")}
+    assert set(accounts) == set(lab.outputs["kubernetes"]["teamNamespaces"].values()) == {"llm", "vision"}
+    for sa in accounts.values():
+        assert sa["metadata"]["name"] == "training"
+        assert "annotations" not in sa["metadata"]  # no IRSA on a site: the placement passes none
+    assert not lab.by_type("gpuforge:aws:ServiceAccountRoles")
+
+
 def test_every_kubernetes_object_is_valid(lab: Plan) -> None:
     kinds = validate_all(lab)
     assert kinds["Node"] == 8 and kinds["ClusterQueue"] == 2 and kinds["NicClusterPolicy"] == 1
+    assert kinds["ServiceAccount"] == 2
 
 
 def test_power_per_rack_and_site_in_the_report(lab: Plan) -> None:

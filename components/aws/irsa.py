@@ -1,0 +1,81 @@
+"""ServiceAccountRoles: one IAM role per team for its training pods on EKS (IAM roles for service
+accounts), so pods reach the cluster's object stores without the node role.
+
+- each role trusts only the cluster's OIDC provider, for exactly
+  `system:serviceaccount:<team namespace>:<service account>` with audience sts.amazonaws.com;
+- each role's one inline policy is the node groups' bucket policy (`bucket_access_policy`): read
+  the data buckets, read and write checkpoints and artifacts, Decrypt/GenerateDataKey on the
+  cluster key; nothing else.
+
+The placement passes `role_arns` to GpuPlatform as the `eks.amazonaws.com/role-arn` annotation of
+each team's ServiceAccount; the EKS pod identity webhook does the rest.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+
+from .iam import bucket_access_policy, service_account_trust_policy
+
+ROLE_ARN_ANNOTATION = "eks.amazonaws.com/role-arn"
+
+
+@dataclass(frozen=True)
+class ServiceAccount:
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class ServiceAccountRolesArgs:
+    oidc_provider_arn: pulumi.Input[str]
+    oidc_issuer: pulumi.Input[str]  # the provider URL (https://oidc.eks.<region>.amazonaws.com/id/...)
+    service_accounts: dict[str, ServiceAccount]  # team -> its namespace and service account
+    kms_key_arn: pulumi.Input[str]
+    read_bucket_arns: list[pulumi.Input[str]] = field(default_factory=list)
+    write_bucket_arns: list[pulumi.Input[str]] = field(default_factory=list)
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class ServiceAccountRoles(pulumi.ComponentResource):
+    role_arns: dict[str, pulumi.Output[str]]  # team -> role ARN
+
+    def __init__(self, name: str, args: ServiceAccountRolesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(
+            "gpuforge:aws:ServiceAccountRoles",
+            name,
+            {"serviceAccounts": {t: f"{sa.namespace}/{sa.name}" for t, sa in args.service_accounts.items()}},
+            opts,
+        )
+        child = pulumi.ResourceOptions(parent=self)
+        buckets = pulumi.Output.all(
+            pulumi.Output.all(*args.read_bucket_arns),
+            pulumi.Output.all(*args.write_bucket_arns),
+            args.kms_key_arn,
+        ).apply(lambda values: json.dumps(bucket_access_policy(values[0], values[1], values[2])))
+
+        self.role_arns = {}
+        for team, sa in sorted(args.service_accounts.items()):
+            role = aws.iam.Role(
+                f"{name}-{team}",
+                description=f"Training pods of team {team}: service account {sa.namespace}/{sa.name}",
+                assume_role_policy=_trust(args.oidc_provider_arn, args.oidc_issuer, sa),
+                tags={**args.tags, "gpuforge:team": team},
+                opts=child,
+            )
+            if args.read_bucket_arns or args.write_bucket_arns:
+                aws.iam.RolePolicy(f"{name}-{team}-buckets", role=role.id, policy=buckets, opts=child)
+            self.role_arns[team] = role.arn
+        self.register_outputs({"roleArns": self.role_arns})
+
+
+def _trust(
+    oidc_provider_arn: pulumi.Input[str], oidc_issuer: pulumi.Input[str], sa: ServiceAccount
+) -> pulumi.Output[str]:
+    return pulumi.Output.all(oidc_provider_arn, oidc_issuer).apply(
+        lambda values: service_account_trust_policy(values[0], values[1], sa.namespace, sa.name)
+    )
