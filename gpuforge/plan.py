@@ -246,7 +246,9 @@ def run_program(
         exported.update(await pulumi.Output.from_input(dict(outputs)).future(with_unknowns=True) or {})
 
     _sync_await(run_pulumi_func(evaluate))
-    return list(monitor.recorded.values()), _plain(exported)
+    # Registrations complete in whatever order the RPCs finish: sort so the same stack always
+    # gives the same plan (stable JSON, reviewable diffs, golden files).
+    return sorted(monitor.recorded.values(), key=lambda r: r.urn), _plain(exported)
 
 
 def plan_stack(stack: str | Path, root: Path = PROJECT_ROOT) -> Plan:
