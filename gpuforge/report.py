@@ -40,19 +40,41 @@ def resource_tree(plan: Plan) -> Tree:
     return tree
 
 
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def summary_rows(plan: Plan) -> list[tuple[str, str]]:
     s = plan.summary
     budget = f" of {s.power_budget_kw:,.0f} kW budget" if s.power_budget_kw else ""
     return [
-        ("resources", f"{s.resources} ({s.node_groups} node groups)"),
+        ("resources", f"{s.resources} ({plural(s.node_groups, 'node group')})"),
         ("nodes", f"{s.nodes} active + {s.spare_nodes} spare"),
         ("GPUs", f"{s.gpus}"),
         ("EFA interfaces", f"{s.efa_interfaces}"),
-        ("parallel file system", f"{s.parallel_fs_tib:,.2f} TiB, {s.parallel_fs_throughput_mbps:,.0f} MB/s"),
+        ("parallel file system", _parallel_fs(plan)),
         ("power (estimate, with PUE)", f"{s.power_kw:,.1f} kW{budget}"),
-        ("monthly cost (on-demand)", "not priced" if s.monthly_cost_usd is None else f"${s.monthly_cost_usd:,.0f}"),
+        ("monthly cost (on-demand)", _cost(plan)),
         *placement_rows(plan),
     ]
+
+
+def _parallel_fs(plan: Plan) -> str:
+    s, site = plan.summary, plan.resolved.site
+    cloud = f"{s.parallel_fs_tib:,.2f} TiB, {s.parallel_fs_throughput_mbps:,.0f} MB/s"
+    mounts = site.spec.storage.mounts if site is not None else {}
+    if not mounts:
+        return cloud
+    on_site = ", ".join(f"{m.kind} {m.mount_point}" for m in mounts.values())
+    return f"site: {on_site}" + (f"; cloud: {cloud}" if s.parallel_fs_tib else "")
+
+
+def _cost(plan: Plan) -> str:
+    total = plan.summary.monthly_cost_usd
+    if total is None:
+        return "not priced"
+    # Site hardware is owned, not rented: only the cloud side has a price list.
+    return f"${total:,.0f}" + (" (cloud resources only; site hosts not priced)" if plan.placement != "aws" else "")
 
 
 def placement_rows(plan: Plan) -> list[tuple[str, str]]:
@@ -61,13 +83,19 @@ def placement_rows(plan: Plan) -> list[tuple[str, str]]:
     if site is None:
         return []
     spec = site.spec
-    rows = [("placement", plan.placement), ("site", f"{spec.name}: {len(spec.racks)} racks, {len(site.hosts)} hosts")]
+    rows = [
+        ("placement", plan.placement),
+        ("site", f"{spec.name}: {plural(len(spec.racks), 'rack')}, {plural(len(site.hosts), 'host')}"),
+    ]
     if spec.fabric is not None:
         f = spec.fabric
         sus = len({r.scalable_unit for r in spec.racks.values()})
         rows.append(
-            ("fabric", f"{f.kind} {f.topology.replace('_', '-')}, {f.rails} rails x {f.rate_gbps} Gb/s, "
-             f"{sus} SU x {f.rails} leaves, {f.spines} spines, SHARP {'on' if f.sharp else 'off'}")
+            (
+                "fabric",
+                f"{f.kind} {f.topology.replace('_', '-')}, {f.rails} rails x {f.rate_gbps} Gb/s, "
+                f"{sus} SU x {f.rails} leaves, {f.spines} spines, SHARP {'on' if f.sharp else 'off'}",
+            )
         )
     link = (plan.outputs.get("hybrid") or {}).get("link")
     if link:

@@ -90,3 +90,11 @@ def test_validate_reports_spec_and_policy_problems_together(tmp_path: Path) -> N
     assert result.exit_code == 2
     assert "cluster.node_groups[train].fabric" in result.output
     assert "policy.levels" in result.output
+
+
+def test_onprem_plan_names_site_storage_and_does_not_pretend_to_price_hosts() -> None:
+    result = runner.invoke(app, ["plan", "onprem-lab", "--no-tree"])
+    assert result.exit_code == 0, result.output
+    assert "site: lustre /lustre" in result.output
+    assert "site hosts not priced" in result.output
+    assert "1 node group)" in result.output
