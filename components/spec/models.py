@@ -16,6 +16,14 @@ NAME_PATTERN = r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$"
 MAX_NODES_PER_GROUP = 4096  # beyond one EC2 Auto Scaling group's practical size; split the group
 
 
+def parse_cidr(value: str, example: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    """A CIDR block, or a ValueError that shows the form to write."""
+    try:
+        return ipaddress.ip_network(value)
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not a CIDR block; write it like {example}") from exc
+
+
 class SpecModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -79,9 +87,9 @@ class SubnetTier(SpecModel):
     def _cidrs_parse(cls, value: dict[str, str] | None) -> dict[str, str] | None:
         for az, cidr in (value or {}).items():
             try:
-                ipaddress.ip_network(cidr)
+                parse_cidr(cidr, example="10.0.0.0/20")
             except ValueError as exc:
-                raise ValueError(f"{az}: {cidr!r} is not a CIDR block ({exc}); write it like 10.0.0.0/20") from exc
+                raise ValueError(f"{az}: {exc}") from None
         return value
 
 
@@ -93,10 +101,7 @@ class IngressRule(SpecModel):
     @field_validator("cidr")
     @classmethod
     def _cidr_parse(cls, value: str) -> str:
-        try:
-            ipaddress.ip_network(value)
-        except ValueError as exc:
-            raise ValueError(f"{value!r} is not a CIDR block; write it like 203.0.113.0/24") from exc
+        parse_cidr(value, example="203.0.113.0/24")
         return value
 
 
@@ -126,10 +131,7 @@ class Network(SpecModel):
     @field_validator("cidr")
     @classmethod
     def _vpc_cidr(cls, value: str) -> str:
-        try:
-            net = ipaddress.ip_network(value)
-        except ValueError as exc:
-            raise ValueError(f"{value!r} is not a CIDR block; write it like 10.20.0.0/16") from exc
+        net = parse_cidr(value, example="10.20.0.0/16")
         if not 16 <= net.prefixlen <= 24:
             raise ValueError(f"{value} has prefix /{net.prefixlen}; AWS VPCs take /16 to /24")
         return value
@@ -572,10 +574,7 @@ class KubernetesSpec(SpecModel):
     @classmethod
     def _cidrs(cls, value: list[str]) -> list[str]:
         for cidr in value:
-            try:
-                net = ipaddress.ip_network(cidr)
-            except ValueError as exc:
-                raise ValueError(f"{cidr!r} is not a CIDR block; write it like 203.0.113.0/24") from exc
+            net = parse_cidr(cidr, example="203.0.113.0/24")
             if net.prefixlen == 0:
                 raise ValueError(f"{cidr} opens the API server to the whole internet; list your own ranges")
         return value

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .models import Name, NodeRole, SpecModel
+from .models import Name, NodeRole, SpecModel, parse_cidr
 
 HostName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{0,61}[a-z0-9]$")]
 SiteOrchestrator = Literal["kubernetes", "slurm", "none"]
@@ -27,14 +27,6 @@ def _ip(value: str, what: str) -> str:
         ipaddress.ip_address(value)
     except ValueError as exc:
         raise ValueError(f"{value!r} is not an IP address; write the {what} like 10.10.0.11") from exc
-    return value
-
-
-def _cidr(value: str) -> str:
-    try:
-        ipaddress.ip_network(value)
-    except ValueError as exc:
-        raise ValueError(f"{value!r} is not a CIDR block; write it like 10.64.0.0/16") from exc
     return value
 
 
@@ -285,7 +277,9 @@ class Site(SpecModel):
     @field_validator("cidrs")
     @classmethod
     def _cidrs(cls, value: list[str]) -> list[str]:
-        return [_cidr(v) for v in value]
+        for cidr in value:
+            parse_cidr(cidr, example="10.64.0.0/16")
+        return value
 
 
 # --- hybrid ------------------------------------------------------------------------------------
