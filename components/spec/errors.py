@@ -67,7 +67,8 @@ def field_path(loc: Iterable[int | str], data: object) -> str:
     path = ROOT
     parent_field: str | int | None = None
     for part in loc:
-        if isinstance(data, dict) and part not in data and _is_union_tag(part, data):
+        # pydantic marks an invalid map key as a trailing "[key]": the key itself is the field.
+        if part == "[key]" or (isinstance(data, dict) and part not in data and _is_union_tag(part, data)):
             continue
         keyed = parent_field in MAP_FIELDS or isinstance(part, int)
         path += f"[{part}]" if keyed else f".{part}"
