@@ -78,7 +78,7 @@ def _time(fn: Any) -> list[float]:
 
 
 def worker_plan(stack: Path) -> dict[str, Any]:
-    from gpuforge.plan import plan_stack
+    from gpuforge.plan.engine import plan_stack
 
     captured: dict[str, Any] = {}
 
@@ -125,7 +125,7 @@ def worker_floor(resources_file: Path) -> dict[str, Any]:
     from pulumi.runtime.stack import run_pulumi_func
     from pulumi.runtime.sync_await import _sync_await
 
-    from gpuforge.plan import _offline_runtime, _RecordingMonitor
+    from gpuforge.plan.engine import _offline_runtime, _RecordingMonitor
 
     registrations = json.loads(resources_file.read_text())
 

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from gpuforge.plan.stacks import PROJECT_ROOT
+
 INSTALL_URL = "https://www.pulumi.com/docs/install/"
 
 

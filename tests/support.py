@@ -7,7 +7,8 @@ from functools import cache
 
 import pytest
 
-from gpuforge.plan import Plan, plan_stack
+from gpuforge.plan.engine import plan_stack
+from gpuforge.plan.model import Plan
 
 
 @cache

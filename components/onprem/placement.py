@@ -1,7 +1,7 @@
 """Compose the on-premises components for one site and return the stack outputs.
 
 The outputs follow the AWS placement's shape where a consumer reads both: `nodeGroups` (one per
-host pool, with its hosts and their per-host inventory) feeds gpuforge/inventory.py, `site` the
+host pool, with its hosts and their per-host inventory) feeds gpuforge/nodes/inventory.py, `site` the
 plan and the power rules."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def site_kubeconfig(site: ResolvedSite) -> pulumi.Output[str] | None:
 
 
 def pool_outputs(site: ResolvedSite) -> dict[str, Any]:
-    """Per host pool: what gpuforge/inventory.py reads (role, fabric, GPUs, HCAs per rail, hosts)."""
+    """Per host pool: what gpuforge/nodes/inventory.py reads (role, fabric, GPUs, HCAs per rail, hosts)."""
     fabric = site.spec.fabric
     out: dict[str, Any] = {}
     for pool, hosts in sorted(site.pools().items()):

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from gpuforge.diff import PlanDiff, diff_plans, load_triggers, render_markdown
-from gpuforge.plan import plan_stack
+from gpuforge.plan.engine import plan_stack
+from gpuforge.review.diff import PlanDiff, diff_plans, load_triggers, render_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "stacks" / "diff"

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from gpuforge import deploy
 from gpuforge.cli import app
-from gpuforge.diff import load_side
+from gpuforge.review.diff import load_side
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuforge.plan import Plan
+from gpuforge.plan.model import Plan
 from tests.support import planned
 
 

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from components.spec import SpecError, resolve
-from gpuforge.plan import Plan, PlanResource, load_stack
+from gpuforge.plan.model import Plan, PlanResource
+from gpuforge.plan.stacks import load_stack
 
 
 def one(plan: Plan, type_: str, name_suffix: str = "") -> PlanResource:

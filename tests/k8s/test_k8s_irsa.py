@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from components.spec.models import Platform, PodsReady
-from gpuforge.plan import Plan, PlanResource
+from gpuforge.plan.model import Plan, PlanResource
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "k8s"
 ROLE = "aws:iam/role:Role"

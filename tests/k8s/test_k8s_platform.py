@@ -10,7 +10,7 @@ import pytest
 
 from components.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsClass
 from components.spec.models import Platform
-from gpuforge.plan import Plan, PlanResource
+from gpuforge.plan.model import Plan, PlanResource
 
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta1"
 

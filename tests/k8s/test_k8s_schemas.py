@@ -13,7 +13,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 
-from gpuforge.plan import Plan
+from gpuforge.plan.model import Plan
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "k8s"
 CRD_SUBSETS = json.loads((FIXTURES / "crd-subsets.json").read_text())

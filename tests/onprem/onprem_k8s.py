@@ -10,7 +10,7 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 
-from gpuforge.plan import Plan
+from gpuforge.plan.model import Plan
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_SUBSETS = json.loads((ROOT / "tests" / "fixtures" / "k8s" / "crd-subsets.json").read_text())

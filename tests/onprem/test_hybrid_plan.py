@@ -11,8 +11,9 @@ import pytest
 import yaml
 from onprem_k8s import validate_all
 
-from gpuforge.plan import Plan, plan_stack
-from gpuforge.report import markdown_plan
+from gpuforge.plan.engine import plan_stack
+from gpuforge.plan.model import Plan
+from gpuforge.review.report import markdown_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 

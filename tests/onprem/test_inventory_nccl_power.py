@@ -1,4 +1,4 @@
-"""Inventory and NCCL values for InfiniBand hosts (through gpuforge/nccl.py, the one derivation),
+"""Inventory and NCCL values for InfiniBand hosts (through gpuforge/render/nccl.py, the one derivation),
 and the power pack reading racks, feeds and the site off a real plan."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from gpuforge.inventory import build_inventory
-from gpuforge.nccl import NcclInputs, nccl_env
-from gpuforge.plan import Plan
-from gpuforge.policy_check import to_rule_resources
+from gpuforge.nodes.inventory import build_inventory
+from gpuforge.plan.model import Plan
+from gpuforge.plan.policy_check import to_rule_resources
+from gpuforge.render.nccl import NcclInputs, nccl_env
 from policies.rules import REGISTRY, RuleContext, Stack
 
 HCAS = [f"mlx5_{i}" for i in range(8)]

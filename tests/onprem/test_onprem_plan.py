@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from onprem_k8s import validate_all
 
-from gpuforge.plan import Plan
-from gpuforge.report import markdown_plan
+from gpuforge.plan.model import Plan
+from gpuforge.review.report import markdown_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gpuforge.bake import PlaybookResult, rootfs_inventory, run_playbook
+from gpuforge.nodes.bake import PlaybookResult, rootfs_inventory, run_playbook
 from tests.support import skip_or_fail
 
 from . import rootfs

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from gpuforge.nccl import NcclInputs, parse_nccl_conf, render_nccl_env
+from gpuforge.render.nccl import NcclInputs, parse_nccl_conf, render_nccl_env
 
 from .conftest import Baked
 from .profiles import IB_RAILS
@@ -151,8 +151,8 @@ def test_ib_rdma_stack_installed(ib_rootfs: Baked) -> None:
 
 
 def test_healthcheck_names_the_node_without_gpus_and_efa(efa_rootfs: Baked) -> None:
-    from gpuforge.bake import rootfs_inventory
-    from gpuforge.check import run_checks
+    from gpuforge.nodes.bake import rootfs_inventory
+    from gpuforge.nodes.check import run_checks
 
     inventory = rootfs_inventory(efa_rootfs.path, efa_rootfs.host_vars)
     report = run_checks(inventory, checks=("gpu", "xid", "fabric"), drain="slurm")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuforge.health import (
+from gpuforge.nodes.health import (
     NodeExpectations,
     busbw_floor_gbps,
     count_active_nvlinks,

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 import yaml
 
-from gpuforge.bake import parse_target, rootfs_inventory
-from gpuforge.check import _host_vars, drain_commands, expectations_from_vars
-from gpuforge.health import NodeHealth
-from gpuforge.inventory import aws_ec2_inventory, build_inventory, node_group_vars
+from gpuforge.nodes.bake import parse_target, rootfs_inventory
+from gpuforge.nodes.check import _host_vars, drain_commands, expectations_from_vars
+from gpuforge.nodes.health import NodeHealth
+from gpuforge.nodes.inventory import aws_ec2_inventory, build_inventory, node_group_vars
 
 
 @cache
@@ -50,7 +50,7 @@ def test_floor_fraction_is_configurable() -> None:
 
 
 def test_aws_ec2_plugin_config_maps_asgs_to_node_groups() -> None:
-    from gpuforge.plan import plan_stack
+    from gpuforge.plan.engine import plan_stack
 
     outputs = plan_stack("prod").outputs
     config = aws_ec2_inventory("prod", outputs=outputs)

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from gpuforge.nccl import NcclInputs, nccl_env, parse_nccl_conf, render_nccl_env, version_test
+from gpuforge.render.nccl import NcclInputs, nccl_env, parse_nccl_conf, render_nccl_env, version_test
 
 GOLDEN_DIR = Path(__file__).resolve().parent.parent / "golden" / "nccl"
 CASES: dict[str, dict[str, Any]] = yaml.safe_load((GOLDEN_DIR / "cases.yml").read_text())

@@ -1,5 +1,5 @@
 """One template, two renderers: the nccl_tuning role renders every golden case exactly as
-gpuforge.nccl does (and as the golden files say)."""
+gpuforge.render.nccl does (and as the golden files say)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuforge.bake import run_playbook
-from gpuforge.nccl import NcclInputs, render_nccl_env
+from gpuforge.nodes.bake import run_playbook
+from gpuforge.render.nccl import NcclInputs, render_nccl_env
 from tests.support import skip_or_fail
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from gpuforge.cli import app
-from gpuforge.plan import Plan
+from gpuforge.plan.model import Plan
 from policies.rules import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[2]

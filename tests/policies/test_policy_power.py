@@ -16,7 +16,7 @@ from components.power import (
     feed_headroom,
     rack_budget_headroom,
 )
-from gpuforge.plan import Plan
+from gpuforge.plan.model import Plan
 
 
 def test_facility_power_formula() -> None:

@@ -11,7 +11,7 @@ import yaml
 from components.aws import GpuNodeGroup, GpuNodeGroupArgs
 from components.aws.efa import efa_layout
 from components.spec import resolve
-from gpuforge.plan import PROJECT_ROOT
+from gpuforge.plan.stacks import PROJECT_ROOT
 
 
 class Mocks(pulumi.runtime.Mocks):

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from components.spec import SpecError, resolve
-from gpuforge.plan import Plan, PlanResource, plan_stack
+from gpuforge.plan.engine import plan_stack
+from gpuforge.plan.model import Plan, PlanResource
 
 SPEC: dict[str, Any] = {
     "name": "forge-bake",

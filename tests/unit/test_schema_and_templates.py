@@ -9,7 +9,8 @@ from pathlib import Path
 import yaml
 
 from components.spec.schema import render_schema
-from gpuforge.plan import PROJECT_ROOT, Plan
+from gpuforge.plan.model import Plan
+from gpuforge.plan.stacks import PROJECT_ROOT
 
 GOLDEN = Path(__file__).parent.parent / "golden"
 

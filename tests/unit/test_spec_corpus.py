@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from components.spec import SpecError, resolve
-from gpuforge import plan as plan_module
+from gpuforge.plan import engine as plan_module
 
 SPECS = Path(__file__).parent.parent / "fixtures" / "specs"
 VALID = sorted((SPECS / "valid").glob("*.yaml"))

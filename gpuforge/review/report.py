@@ -10,8 +10,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from gpuforge.plan import Plan, PlanResource
-from gpuforge.policy_check import console_policies, markdown_policies
+from gpuforge.plan.model import Plan, PlanResource
+from gpuforge.plan.policy_check import console_policies, markdown_policies
 
 
 def children_by_parent(resources: Iterable[PlanResource]) -> dict[str | None, list[PlanResource]]:

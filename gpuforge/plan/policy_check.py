@@ -1,6 +1,6 @@
 """The policy packs, run offline on a plan: the same rule functions the engine's packs run.
 
-`check_plan` is the one call gpuforge/plan.py makes. Each violation becomes a finding at the
+`check_plan` is the one call gpuforge/plan/engine.py makes. Each violation becomes a finding at the
 level the environment and the stack's gpuforge:policy give it (mandatory, advisory), or
 `waived` while a waiver holds; an expired waiver leaves the violation at its level.
 """
@@ -10,19 +10,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Group
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from gpuforge.plan.model import COMPUTED, PlanResource
 from policies.rules import PACKS, REGISTRY, UNKNOWN, Resource, RuleContext, Stack, rules_for
 from policies.rules.power import PowerReport, power_report
 from policies.settings import Settings, resource_name, settings_from_config
-
-if TYPE_CHECKING:
-    from gpuforge.plan import PlanResource
 
 LEVEL_ORDER = ("mandatory", "advisory", "waived")
 LEVEL_STYLE = {"mandatory": "bold red", "advisory": "yellow", "waived": "dim"}
@@ -62,9 +60,9 @@ class PolicyReport:
         return {"policies": [f.to_json() for f in self.findings], "power": self.power.to_json()}
 
 
-def _with_unknowns(value: Any, computed: str | None) -> Any:
+def _with_unknowns(value: Any, computed: str = COMPUTED) -> Any:
     """The plan's placeholder for values only the engine knows becomes UNKNOWN, as in the engine."""
-    if computed is not None and value == computed:
+    if value == computed:
         return UNKNOWN
     if isinstance(value, dict):
         return {k: _with_unknowns(v, computed) for k, v in value.items()}
@@ -74,15 +72,12 @@ def _with_unknowns(value: Any, computed: str | None) -> Any:
 
 
 def to_rule_resources(resources: Iterable[PlanResource]) -> list[Resource]:
-    from gpuforge import plan
-
-    computed = getattr(plan, "COMPUTED", None)
     return [
         Resource(
             urn=r.urn,
             type=r.type,
             name=r.name,
-            inputs=_with_unknowns(r.inputs, computed),
+            inputs=_with_unknowns(r.inputs),
             parent=r.parent,
             protect=r.protect,
             dependencies={k: tuple(v) for k, v in getattr(r, "dependencies", {}).items()},

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import runpy
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pulumi
-import yaml
 from pulumi.output import Unknown
 from pulumi.runtime import mocks, rpc, settings
 from pulumi.runtime import resource as sdk_resource
@@ -23,108 +22,15 @@ from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from components.spec import ResolvedSpec, SpecError, SpecIssue, resolve
-from gpuforge.cost import CostEstimate, estimate_cost
-from gpuforge.policy_check import PolicyReport, check_plan
-from gpuforge.summary import Summary, summarize
+from components.spec import resolve
+from gpuforge.plan.model import COMPUTED, Plan, PlanResource
+from gpuforge.plan.policy_check import check_plan
+from gpuforge.plan.stacks import PROJECT_ROOT, StackFile, load_stack
+from gpuforge.plan.summary import summarize
+from gpuforge.review.cost import estimate_cost
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "gpuforge"
-CLUSTER_KEY = "gpuforge:cluster"
 MOCK_ACCOUNT = "123456789012"
-COMPUTED = "<computed>"  # a value only the real engine knows
-
-
-@dataclass(frozen=True)
-class StackFile:
-    name: str
-    path: Path
-    config: dict[str, Any]
-
-    @property
-    def cluster(self) -> Any:
-        return self.config.get(CLUSTER_KEY)
-
-
-@dataclass
-class PlanResource:
-    urn: str
-    type: str
-    name: str
-    parent: str | None
-    inputs: dict[str, Any]
-    protect: bool
-    custom: bool
-    retain_on_delete: bool = False
-    outputs: dict[str, Any] = field(default_factory=dict)
-    dependencies: dict[str, list[str]] = field(default_factory=dict)  # input name -> URNs it came from
-
-
-@dataclass
-class Plan:
-    stack: str
-    placement: str
-    resources: list[PlanResource]
-    outputs: dict[str, Any]
-    summary: Summary
-    resolved: ResolvedSpec
-    cost: CostEstimate | None = None
-    policy: PolicyReport | None = None  # gpuforge.policy_check: the packs run on this plan
-
-    def by_type(self, type_: str) -> list[PlanResource]:
-        return [r for r in self.resources if r.type == type_]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "stack": self.stack,
-            "placement": self.placement,
-            "summary": asdict(self.summary),
-            "outputs": self.outputs,
-            "cost": self.cost.to_json() if self.cost else None,
-            **(self.policy.to_json() if self.policy else {}),
-            "resources": [
-                {
-                    "urn": r.urn,
-                    "type": r.type,
-                    "name": r.name,
-                    "parent": r.parent,
-                    "custom": r.custom,
-                    "inputs": r.inputs,
-                    "protect": r.protect,
-                    "retainOnDelete": r.retain_on_delete,
-                }
-                for r in self.resources
-            ],
-        }
-
-
-def find_stack(stack: str | Path, root: Path = PROJECT_ROOT) -> Path:
-    """A stack name found in stacks/ (dev -> stacks/Pulumi.dev.yaml) or a path to a stack file."""
-    candidate = Path(stack)
-    if candidate.suffix in (".yaml", ".yml") and candidate.exists():
-        return candidate
-    named = root / "stacks" / f"Pulumi.{stack}.yaml"
-    if named.exists():
-        return named
-    known = sorted(
-        p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (root / "stacks").glob("Pulumi.*.yaml")
-    )
-    raise SpecError([SpecIssue("stack", f"no stack {str(stack)!r}", f"use one of {', '.join(known)} or a file path")])
-
-
-def load_stack(stack: str | Path, root: Path = PROJECT_ROOT) -> StackFile:
-    path = find_stack(stack, root)
-    try:
-        document = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise SpecError([SpecIssue("stack", f"not valid YAML: {exc}", "fix the YAML syntax")], str(path)) from None
-    config = document.get("config") if isinstance(document, dict) else None
-    if not isinstance(config, dict) or CLUSTER_KEY not in config:
-        raise SpecError(
-            [SpecIssue("config", f"no {CLUSTER_KEY} key", f"put the spec under config: {CLUSTER_KEY}:")], str(path)
-        )
-    name = path.name.removeprefix("Pulumi.").removesuffix(".yaml").removesuffix(".yml")
-    return StackFile(name, path, config)
 
 
 class _Mocks(mocks.Mocks):

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from components.power import GroupLoad, facility_power_kw
-
-if TYPE_CHECKING:
-    from gpuforge.plan import PlanResource
+from gpuforge.plan.model import PlanResource
 
 NODE_GROUP = "gpuforge:aws:GpuNodeGroup"
 LUSTRE = "gpuforge:aws:LustreFileSystem"
@@ -30,7 +28,7 @@ class Summary:
     parallel_fs_throughput_mbps: float
     power_kw: float
     power_budget_kw: float | None
-    monthly_cost_usd: float | None = None  # on-demand estimate (gpuforge.cost); None: not priced
+    monthly_cost_usd: float | None = None  # on-demand estimate (gpuforge.review.cost); None: not priced
 
 
 def group_loads(resources: Iterable[PlanResource]) -> list[GroupLoad]:

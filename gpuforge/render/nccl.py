@@ -18,7 +18,7 @@ from typing import Any, Literal
 import jinja2
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
+TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
 NCCL_TEMPLATE = "nccl/nccl.env.j2"
 
 Fabric = Literal["efa", "infiniband", "roce", "none"]

@@ -15,7 +15,7 @@ import typer
 from rich.markup import escape
 
 from components.spec import SpecError
-from gpuforge import nodes_cli, review_cli
+from gpuforge.cli import nodes, review
 from gpuforge.console import err, out
 
 app = typer.Typer(
@@ -41,7 +41,7 @@ def fail(error: SpecError) -> NoReturn:
 def validate(stack: StackArg) -> None:
     """Validate a stack's cluster spec (models and catalog) and its gpuforge:policy settings. Exit 0 valid, 2 not."""
     from components.spec import resolve
-    from gpuforge.plan import load_stack
+    from gpuforge.plan.stacks import load_stack
     from policies.settings import settings_from_config
 
     try:
@@ -70,8 +70,8 @@ def plan(
     tree: Annotated[bool, typer.Option(help="Print the resource tree.")] = True,
 ) -> None:
     """Plan a stack offline: the real program under Pulumi's mock monitor, no credentials needed."""
-    from gpuforge.plan import plan_stack
-    from gpuforge.report import console_plan, markdown_plan
+    from gpuforge.plan.engine import plan_stack
+    from gpuforge.review.report import console_plan, markdown_plan
 
     try:
         result = plan_stack(stack)
@@ -98,7 +98,7 @@ def policies(
     json_out: Annotated[bool, typer.Option("--json", help="Print the rules as JSON.")] = False,
 ) -> None:
     """List every policy rule: id, pack, default level per environment, and why (docs/policies.md)."""
-    from gpuforge.policy_check import rules_json, rules_table
+    from gpuforge.plan.policy_check import rules_json, rules_table
 
     if json_out:
         sys.stdout.write(json.dumps(rules_json(), indent=2) + "\n")
@@ -120,8 +120,8 @@ def schema(
         output.write_text(text)
 
 
-review_cli.register(app)  # diff, preview, up, destroy, outputs
-nodes_cli.register(app)  # inventory, bake, check
+review.register(app)  # diff, preview, up, destroy, outputs
+nodes.register(app)  # inventory, bake, check
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOKS_DIR = REPO_ROOT / "playbooks"
 
 EventHandler = Callable[[dict[str, Any]], None]
@@ -253,7 +253,7 @@ def bake(
     With ``target="rootfs:PATH"`` the node group's variables (the first group, or *node_group*) are
     applied to the root file system, as an image build for that group does.
     """
-    from gpuforge.inventory import build_inventory, node_group_vars
+    from gpuforge.nodes.inventory import build_inventory, node_group_vars
 
     kind, rootfs = parse_target(target)
     inventory = build_inventory(stack)
@@ -274,7 +274,7 @@ def bake(
         # Offline (no credentials): the groups and their variables are complete, the ASG members unknown;
         # the run then matches no hosts, which still proves the playbooks and variables load.
         return run_playbook("site.yml", inventory, extravars=extravars, check=check, limit=limit, on_event=on_event)
-    from gpuforge.inventory import aws_ec2_inventory
+    from gpuforge.nodes.inventory import aws_ec2_inventory
 
     with tempfile.TemporaryDirectory(prefix="gpuforge-inventory-") as tmp:
         # A directory inventory: the static groups/vars and the aws_ec2 plugin filling ng_<group> with

@@ -13,9 +13,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from components.spec import SpecError
-from gpuforge.bake import PlaybookResult
-from gpuforge.check import ALL_CHECKS, DrainMethod
 from gpuforge.console import err, out
+from gpuforge.nodes.bake import PlaybookResult
+from gpuforge.nodes.check import ALL_CHECKS, DrainMethod
 
 StackArg = Annotated[str, typer.Argument(help="A stack name in stacks/ (dev, prod, ...).", show_default=False)]
 TargetOpt = Annotated[
@@ -52,7 +52,7 @@ def inventory(
 ) -> None:
     """Print the Ansible inventory (YAML) for a stack: groups per node group (ng_*) and role (role_*),
     with fabric, instance type, GPU count and NCCL settings as group vars."""
-    from gpuforge.inventory import aws_ec2_inventory, build_inventory
+    from gpuforge.nodes.inventory import aws_ec2_inventory, build_inventory
 
     if source not in ("auto", "stack", "plan"):
         raise _usage_error(f"--source {source}: use auto, stack or plan")
@@ -93,8 +93,8 @@ def bake(
 ) -> None:
     """Run the playbooks through ansible-runner: site.yml on live nodes, or bake-image.yml into a root
     file system. Progress as tasks run, then ok/changed/failed per host; exit 1 on any failure."""
-    from gpuforge.bake import bake as run_bake
-    from gpuforge.bake import progress_printer
+    from gpuforge.nodes.bake import bake as run_bake
+    from gpuforge.nodes.bake import progress_printer
 
     try:
         result = run_bake(
@@ -121,8 +121,8 @@ def check(
 ) -> None:
     """Health and fabric acceptance: GPUs and driver, DCGM diagnostics, NVLink, XID errors, EFA or
     InfiniBand ports, and nccl-tests bus bandwidth against the catalog's floor. Exit 1 names failing nodes."""
-    from gpuforge.bake import progress_printer
-    from gpuforge.check import check as run_check
+    from gpuforge.nodes.bake import progress_printer
+    from gpuforge.nodes.check import check as run_check
 
     selected = tuple(c.strip() for c in checks.split(",") if c.strip())
     unknown = sorted(set(selected) - set(ALL_CHECKS))

@@ -3,7 +3,7 @@
 Where the facts come from:
 - stack outputs (``nodeGroups``, ``software``, ``parallelFs``, ``cluster``): from the deployed stack
   through the Pulumi Automation API when the Pulumi CLI and the stack exist, otherwise from the offline
-  plan (``gpuforge.plan.plan_stack``), which registers the same outputs;
+  plan (``gpuforge.plan.engine.plan_stack``), which registers the same outputs;
 - hardware facts (NVSwitch, EFA count, NVLinks per GPU, the bus-bandwidth reference): the catalog.
 
 Hosts: AWS node groups are Auto Scaling groups, so their instances are found at run time by Ansible's
@@ -19,7 +19,7 @@ import shutil
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from gpuforge.health import DEFAULT_FLOOR_FRACTION
+from gpuforge.nodes.health import DEFAULT_FLOOR_FRACTION
 
 Source = Literal["auto", "stack", "plan"]
 
@@ -35,7 +35,7 @@ def stack_outputs(stack: str, source: Source = "auto") -> dict[str, Any]:
         try:
             from pulumi import automation
 
-            from gpuforge.plan import PROJECT_ROOT
+            from gpuforge.plan.stacks import PROJECT_ROOT
 
             ws_stack = automation.select_stack(stack_name=stack, work_dir=str(PROJECT_ROOT))
             outputs = {key: value.value for key, value in ws_stack.outputs().items()}
@@ -46,7 +46,7 @@ def stack_outputs(stack: str, source: Source = "auto") -> dict[str, Any]:
                 raise RuntimeError(f"stack {stack}: cannot read its outputs through Pulumi: {exc}") from exc
     elif source == "stack":
         raise RuntimeError("the Pulumi CLI is not installed: use source='plan' for the offline plan's outputs")
-    from gpuforge.plan import plan_stack
+    from gpuforge.plan.engine import plan_stack
 
     return dict(plan_stack(stack).outputs)
 

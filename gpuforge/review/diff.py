@@ -22,9 +22,9 @@ from typing import Any
 
 import yaml
 
-from gpuforge.cost import LUSTRE, NODE_GROUP, OBJECT_STORE, estimate_cost
+from gpuforge.plan.stacks import PROJECT_ROOT
+from gpuforge.review.cost import LUSTRE, NODE_GROUP, OBJECT_STORE, estimate_cost
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 TRIGGERS_FILE = Path(__file__).resolve().parent / "replace_triggers.yaml"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 ASG = "aws:autoscaling/group:Group"
@@ -485,7 +485,10 @@ def _cost_lines(base: Mapping[str, Any] | None, head: Mapping[str, Any] | None) 
 _PLAN_AT_REVISION = (
     "import json, sys\n"
     "from components.spec import SpecError\n"
-    "from gpuforge.plan import plan_stack\n"
+    "try:\n"
+    "    from gpuforge.plan.engine import plan_stack\n"
+    "except ImportError:  # a revision from before gpuforge/ was regrouped by the user's day\n"
+    "    from gpuforge.plan import plan_stack\n"
     "try:\n"
     "    plan = plan_stack(sys.argv[1])\n"
     "except SpecError as error:\n"

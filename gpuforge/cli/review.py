@@ -31,7 +31,7 @@ def diff(
 ) -> None:
     """GPU-aware diff of two plans: resources created/updated/replaced/deleted, GPUs and nodes, nodes
     that roll, power and cost deltas, storage, policy results, and data-loss warnings."""
-    from gpuforge.diff import DiffError, diff_plans, load_side, render_markdown
+    from gpuforge.review.diff import DiffError, diff_plans, load_side, render_markdown
 
     try:
         base_plan, base_label = load_side(base, stack)

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from gpuforge.bake import EventHandler, PlaybookResult, parse_target, rootfs_inventory, run_playbook
-from gpuforge.health import DEFAULT_FLOOR_FRACTION, NodeExpectations, NodeHealth, evaluate_node
+from gpuforge.nodes.bake import EventHandler, PlaybookResult, parse_target, rootfs_inventory, run_playbook
+from gpuforge.nodes.health import DEFAULT_FLOOR_FRACTION, NodeExpectations, NodeHealth, evaluate_node
 
 DrainMethod = Literal["none", "slurm", "kubernetes"]
 ALL_CHECKS = ("gpu", "dcgm", "nvlink", "xid", "fabric", "nccl")
@@ -156,7 +156,7 @@ def check(
     on_event: EventHandler | None = None,
 ) -> CheckReport:
     """``gpuforge check STACK``: the stack's nodes (or one root file system, as a dry run of the checks)."""
-    from gpuforge.inventory import build_inventory, node_group_vars
+    from gpuforge.nodes.inventory import build_inventory, node_group_vars
 
     inventory = build_inventory(stack, floor_fraction=floor_fraction)
     kind, rootfs = parse_target(target)

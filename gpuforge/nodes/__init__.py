@@ -1,0 +1,1 @@
+"""Node operations: Ansible inventory, bake through ansible-runner, health and fabric checks."""

@@ -1,0 +1,67 @@
+"""The plan's data model: what the offline engine records and everything downstream reads
+(summary, policy run, report, diff). Kept apart so those modules import it, not the engine."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from components.spec import ResolvedSpec
+    from gpuforge.plan.policy_check import PolicyReport
+    from gpuforge.plan.summary import Summary
+    from gpuforge.review.cost import CostEstimate
+
+COMPUTED = "<computed>"  # a value only the real engine knows
+
+
+@dataclass
+class PlanResource:
+    urn: str
+    type: str
+    name: str
+    parent: str | None
+    inputs: dict[str, Any]
+    protect: bool
+    custom: bool
+    retain_on_delete: bool = False
+    outputs: dict[str, Any] = field(default_factory=dict)
+    dependencies: dict[str, list[str]] = field(default_factory=dict)  # input name -> URNs it came from
+
+
+@dataclass
+class Plan:
+    stack: str
+    placement: str
+    resources: list[PlanResource]
+    outputs: dict[str, Any]
+    summary: Summary
+    resolved: ResolvedSpec
+    cost: CostEstimate | None = None
+    policy: PolicyReport | None = None  # gpuforge.policy_check: the packs run on this plan
+
+    def by_type(self, type_: str) -> list[PlanResource]:
+        return [r for r in self.resources if r.type == type_]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stack": self.stack,
+            "placement": self.placement,
+            "summary": asdict(self.summary),
+            "outputs": self.outputs,
+            "cost": self.cost.to_json() if self.cost else None,
+            **(self.policy.to_json() if self.policy else {}),
+            "resources": [
+                {
+                    "urn": r.urn,
+                    "type": r.type,
+                    "name": r.name,
+                    "parent": r.parent,
+                    "custom": r.custom,
+                    "inputs": r.inputs,
+                    "protect": r.protect,
+                    "retainOnDelete": r.retain_on_delete,
+                }
+                for r in self.resources
+            ],
+        }

@@ -1,0 +1,1 @@
+"""What nodes receive, rendered from the spec and the catalog (NCCL environment, ...)."""
