@@ -5,7 +5,7 @@ finds them there), so an installed gpuforge needs no checkout. Metadata is in py
 import runpy
 from pathlib import Path
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, setup
 
 ASSETS: dict[str, str] = runpy.run_path("components/assets.py")["ASSETS"]
 BUNDLED = {f"components.bundled.{name}": path for name, path in ASSETS.items()}
@@ -22,11 +22,12 @@ def files_under(top: str) -> list[str]:
 
 
 setup(
-    packages=[*find_packages(include=["gpuforge*", "components*", "policies*"]), *BUNDLED],
+    # Namespace packages too: the policy packs (policies/<pack>/) have no __init__.py.
+    packages=[*find_namespace_packages(include=["gpuforge*", "components*", "policies*"]), *BUNDLED],
     package_dir=BUNDLED,
     package_data={
         "": list(DATA),
-        "components.catalog": ["data/*"],
+        "components.catalog.data": ["*"],
         **{name: files_under(path) for name, path in BUNDLED.items()},
     },
 )

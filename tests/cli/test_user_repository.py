@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,29 @@ def test_a_stack_new_in_a_pull_request_diffs_against_nothing(tmp_path: Path, mon
 def test_version() -> None:
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0 and result.output.strip() == f"gpuforge {__version__}"
+
+
+@pytest.mark.slow
+def test_the_built_wheel_plans_a_stack_from_outside_the_repository(tmp_path: Path) -> None:
+    """What `pip install gpuforge` gives a team: no checkout, assets as package data, the project
+    found from the directory it runs in."""
+    wheels, venv, repo = tmp_path / "wheels", tmp_path / "venv", tmp_path / "clusters"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(wheels), str(SOURCE_ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    wheel = [str(w) for w in wheels.glob("*.whl")]
+    pip = subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", *wheel], capture_output=True, text=True)
+    assert pip.returncode == 0, pip.stderr[-2000:]
+    gpuforge = str(venv / "bin" / "gpuforge")
+
+    repo.mkdir()
+    assert subprocess.run([gpuforge, "init"], cwd=repo, capture_output=True).returncode == 0
+    plan = subprocess.run([gpuforge, "plan", "dev", "--json", "-"], cwd=repo, capture_output=True, text=True)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    assert '"stack": "dev"' in plan.stdout
+    assert not (repo / ".ansible").exists()  # planning writes nothing into the user's directory
+    rendered = subprocess.run([gpuforge, "policies"], cwd=repo, capture_output=True, text=True)
+    assert rendered.returncode == 0 and "security-" in rendered.stdout
