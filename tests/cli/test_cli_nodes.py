@@ -31,7 +31,7 @@ def test_inventory_aws_ec2_plugin_targets_each_asg() -> None:
     assert result.exit_code == 0, result.output
     config = yaml.safe_load(result.output)
     assert config["plugin"] == "amazon.aws.aws_ec2"
-    assert "forge-prod-train-asg" in config["filters"]["tag:aws:autoscaling:groupName"]
+    assert config["filters"]["tag:gpuforge:node-group"] == ["login", "services", "train"]
 
 
 def test_bake_dev_check_runs_offline_and_says_why_no_host_matched() -> None:
