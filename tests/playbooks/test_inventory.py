@@ -125,3 +125,17 @@ def test_drain_commands_per_scheduler() -> None:
     kube = drain_commands(nodes, "kubernetes")
     assert kube[0] == ["kubectl", "cordon", "gpu-1"] and kube[1][:3] == ["kubectl", "drain", "gpu-1"]
     assert drain_commands(nodes, "none") == []
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod", "onprem-lab", "hybrid"])
+def test_offline_inventory_of_every_stack_holds_no_mock_value(stack: str) -> None:
+    """Values only the engine computes are ENGINE_ONLY offline, never the mock monitor's inventions."""
+    from gpuforge.nodes.inventory import ENGINE_ONLY, engine_only_values
+
+    inventory = build_inventory(stack, source="plan")
+    assert inventory["all"]["vars"]["gpuforge_outputs_source"] == "plan"
+    text = yaml.safe_dump(inventory)
+    assert "mock" not in text and "123456789012" not in text
+    for path in engine_only_values(inventory):
+        assert path.endswith((".dnsName", ".mountName")), path
+    assert (ENGINE_ONLY in text) == bool(engine_only_values(inventory))
