@@ -63,7 +63,8 @@ def test_bake_refuses_hosts_when_the_plan_lacks_a_deployed_value(tmp_path: Path)
     """An AWS stack's FSx names are only known once deployed: baking real hosts with the offline plan
     would write a mount that cannot work, so it is refused, naming the value and the way out."""
     hosts = tmp_path / "hosts.yml"
-    hosts.write_text(yaml.safe_dump({"all": {"children": {"ng_train": {"hosts": {"n1": {"ansible_host": "127.0.0.9"}}}}}}))
+    train = {"ng_train": {"hosts": {"n1": {"ansible_host": "127.0.0.9"}}}}
+    hosts.write_text(yaml.safe_dump({"all": {"children": train}}))
     result = runner.invoke(app, ["bake", "dev", "-i", str(hosts), "--check"])
     assert result.exit_code == 2, result.output
     assert "does not know lustre_client_filesystem" in result.output and "--extra-vars" in result.output
