@@ -57,6 +57,7 @@ class ResolvedSpec:
     pue: float
     site: ResolvedSite | None = None  # onprem and hybrid placements
     image_build_az: str | None = None  # where the image pipeline's build instance runs (compute tier)
+    pue_source: str = ""  # where `pue` comes from: the stack, the site, or the catalog's cloud figure
 
     @property
     def training_gpus(self) -> int:
@@ -124,10 +125,14 @@ def resolve(data: Any, source: str = "") -> ResolvedSpec:
 
     if issues:
         raise SpecError(issues, source)
-    pue = spec.power.pue if spec.power.pue is not None else catalog.pue_default
-    if spec.placement.kind == "onprem" and spec.site is not None and spec.power.pue is None:
-        pue = spec.site.power.pue
-    return ResolvedSpec(spec, catalog, subnets, groups, lustre, lustre_az, pue, site, image_build_az=image_build_az)
+    pue, pue_source = catalog.pue_default, catalog.data.host_power.pue_source
+    if spec.power.pue is not None:
+        pue, pue_source = spec.power.pue, "the stack's power.pue"
+    elif spec.placement.kind == "onprem" and spec.site is not None:
+        pue, pue_source = spec.site.power.pue, f"site {spec.site.name}'s measured PUE (site.power.pue)"
+    return ResolvedSpec(
+        spec, catalog, subnets, groups, lustre, lustre_az, pue, site, image_build_az, pue_source=pue_source
+    )
 
 
 def _known_regions(catalog: Catalog) -> set[str]:

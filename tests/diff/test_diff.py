@@ -61,7 +61,7 @@ def test_scale_up_adds_gpus_power_and_cost_without_rolling_nodes() -> None:
     assert result.totals["gpus"]["delta"] == 64
     assert result.totals["nodes"]["delta"] == 8
     power = result.totals["power_kw"]["delta"]
-    assert power is not None and power == pytest.approx(8 * 10.2 * 1.55, rel=0.01)
+    assert power is not None and power == pytest.approx(8 * 10.2 * 1.14, rel=0.01)
     train_cost = next(line for line in result.cost["lines"] if line["name"] == "train")["delta"]
     assert train_cost == pytest.approx(8 * 55.04 * 730, rel=1e-6)
     # Lustre is sized from the workload (MB/s per GPU), so it grows with the GPUs

@@ -34,7 +34,7 @@ def test_placement_summary_and_link(hybrid: Plan) -> None:
     assert hybrid.placement == "hybrid" and hybrid.outputs["cluster"]["placement"] == "hybrid"
     s = hybrid.summary
     assert (s.nodes, s.spare_nodes, s.gpus) == (4 + 2, 1, 32 + 16)
-    cloud_kw = 1.55 * 3 * hybrid.resolved.node_groups["burst"].node_power_kw  # 2 active + 1 spare, catalog PUE
+    cloud_kw = 1.14 * 3 * hybrid.resolved.node_groups["burst"].node_power_kw  # 2 active + 1 spare, AWS PUE
     assert s.power_kw == pytest.approx(cloud_kw + 1.4 * 4 * 10.2, abs=0.01)
     assert s.power_budget_kw == 60 + 75
     link = hybrid.outputs["hybrid"]["link"]
