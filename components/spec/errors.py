@@ -29,6 +29,9 @@ MAP_FIELDS = frozenset(
         "buckets",
         "partitions",
         "subnet_managers",
+        # the monitoring section (components/spec/monitoring.py)
+        "receivers",
+        "rule_labels",
     }
 )
 
