@@ -125,10 +125,24 @@ class PagerDutyReceiver(ReceiverBase):
 Receiver = Annotated[WebhookReceiver | EmailReceiver | SlackReceiver | PagerDutyReceiver, Field(discriminator="type")]
 
 
-def receiver_secrets(receiver: Receiver) -> dict[str, str]:
-    """The receiver's secret fields: field name -> Pulumi config key."""
-    fields = ("token_secret", "password_secret", "url_secret", "routing_key_secret")
-    return {f: getattr(receiver, f) for f in fields if getattr(receiver, f, None) is not None}
+# The file each secret field becomes on the monitoring host (alertmanager-secrets/<receiver>-<suffix>).
+SECRET_FILES = {"token_secret": "token", "password_secret": "password", "url_secret": "url",
+                "routing_key_secret": "routing-key"}  # fmt: skip
+
+
+def secret_file_name(receiver: str, field: str) -> str:
+    return f"{receiver}-{SECRET_FILES[field]}"
+
+
+def receiver_secret_names(monitoring: Monitoring) -> dict[str, str]:
+    """Secret file name (oncall-routing-key) -> the Pulumi config key that holds its value."""
+    out: dict[str, str] = {}
+    for name, receiver in sorted(monitoring.receivers.items()):
+        for field in SECRET_FILES:
+            key = getattr(receiver, field, None)
+            if key is not None:
+                out[secret_file_name(name, field)] = key
+    return out
 
 
 # --- the section -----------------------------------------------------------------------------
@@ -152,6 +166,9 @@ class Monitoring(SpecModel):
     )
     power_alert_fraction: float = Field(
         default=0.95, gt=0, le=1, description="Alert when measured facility power exceeds this share of the budget."
+    )
+    node_down_minutes: int = Field(
+        default=2, ge=1, le=60, description="Minutes a node's exporter must stay unreachable before NodeDown pages."
     )
     job_pending_minutes: int = Field(
         default=60, ge=1, le=10080, description="Alert when a Slurm job has been pending longer than this."
@@ -233,3 +250,21 @@ def power_budget_kw(spec: ClusterSpec) -> float | None:
     if spec.power.budget_kw is not None:
         return spec.power.budget_kw
     return spec.site.power.budget_kw if spec.site is not None else None
+
+
+def declared_secrets(cluster: object) -> list[str]:
+    """The Pulumi config keys a raw spec names as receiver secrets (empty when it has none or is malformed)."""
+    if not isinstance(cluster, dict) or not isinstance(cluster.get("monitoring"), dict):
+        return []
+    receivers = cluster["monitoring"].get("receivers")
+    if not isinstance(receivers, dict):
+        return []
+    return sorted(
+        {
+            str(r[f])
+            for r in receivers.values()
+            if isinstance(r, dict)
+            for f in SECRET_FILES
+            if isinstance(r.get(f), str)
+        }
+    )

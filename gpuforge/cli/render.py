@@ -58,8 +58,12 @@ def monitoring(
             target.write_text(text)
             out.print(f"wrote {target}")
         return
+    grafana = [name for name in bundle.files if "grafana" in name or name.endswith("dashboards.yaml")]
     for name, text in bundle.files.items():
-        sys.stdout.write(f"# --- {name}\n{text}")
+        if name not in grafana:
+            sys.stdout.write(f"# --- {name}\n{text}")
+    sys.stdout.write("# --- Grafana dashboards and provisioning (written with --output)\n")
+    sys.stdout.writelines(f"# {name}\n" for name in grafana)
     if bundle.secret_keys:
         sys.stdout.write("# --- secrets (written by the alertmanager role; values never printed)\n")
         for path, key in bundle.secret_keys.items():

@@ -36,7 +36,10 @@ from components.spec.monitoring import (
     SlackReceiver,
     WebhookReceiver,
     power_budget_kw,
+    receiver_secret_names,
+    secret_file_name,
 )
+from gpuforge.render.dashboards import dashboards, provisioning
 
 ROOT = Path(__file__).resolve().parents[2]
 MONITORING_DIR = ROOT / "monitoring"
@@ -46,6 +49,8 @@ RUNBOOK = "docs/monitoring.md"
 # Where the roles put things on the monitoring host (Debian's prometheus packages' layout); tests
 # render into a directory of their own to run promtool on the result.
 PROMETHEUS_DIR = "/etc/prometheus"
+GRAFANA_DASHBOARDS_DIR = "/var/lib/grafana/dashboards/gpuforge"
+GRAFANA_PROVISIONING_DIR = "/etc/grafana/provisioning"
 NODE_EXPORTER_PORT = 9100  # playbooks/roles/node_exporter
 DCGM_EXPORTER_PORT = 9400  # playbooks/roles/dcgm_exporter
 PROMETHEUS_PORT = 9090
@@ -211,6 +216,7 @@ def rule_params(resolved: ResolvedSpec, monitoring: Monitoring | None = None) ->
             **params.__dict__,
             "power_alert_fraction": mon.power_alert_fraction,
             "job_pending_minutes": mon.job_pending_minutes,
+            "node_down_for": f"{mon.node_down_minutes}m",
             "disk_full_percent": mon.disk_full_percent,
             "scratch_path": mon.scratch_path,
             "evaluation_interval_s": mon.scrape_interval_s,
@@ -329,9 +335,12 @@ def _ec2_job(job: str, port: int, region: str, cluster: str, groups: list[str], 
 
 @dataclass(frozen=True)
 class Paths:
-    """Files on the monitoring host, under Prometheus' configuration directory."""
+    """Files on the monitoring host, under Prometheus' configuration directory, and the addresses
+    Prometheus and Alertmanager listen on there (loopback: Prometheus reaches both locally)."""
 
     root: str = PROMETHEUS_DIR
+    prometheus: str = f"127.0.0.1:{PROMETHEUS_PORT}"
+    alertmanager_address: str = f"127.0.0.1:{ALERTMANAGER_PORT}"
 
     @property
     def config(self) -> str:
@@ -348,8 +357,12 @@ class Paths:
     def alertmanager(self) -> str:
         return f"{self.root}/alertmanager.yml"
 
-    def secret(self, receiver: str, what: str) -> str:
-        return f"{self.root}/alertmanager-secrets/{receiver}-{what}"
+    @property
+    def secrets_dir(self) -> str:
+        return f"{self.root}/alertmanager-secrets"
+
+    def secret(self, receiver: str, field: str) -> str:
+        return f"{self.secrets_dir}/{secret_file_name(receiver, field)}"
 
 
 def _file_sd_job(job: str, interval: int, paths: Paths) -> dict[str, Any]:
@@ -368,9 +381,9 @@ def file_sd_targets(resolved: ResolvedSpec) -> dict[str, list[dict[str, Any]]]:
         for name, host in sorted(site.hosts.items()):
             labels = {"instance": name, "node_group": host.spec.pool, "rack": host.spec.rack}
             address = host.spec.management_ip
-            out["node"].append({"targets": [f"{address}:{NODE_EXPORTER_PORT}"], "labels": labels})
+            out["node"].append({"targets": [f"{address}:{NODE_EXPORTER_PORT}"], "labels": dict(labels)})
             if host.gpus:
-                out["dcgm"].append({"targets": [f"{address}:{DCGM_EXPORTER_PORT}"], "labels": labels})
+                out["dcgm"].append({"targets": [f"{address}:{DCGM_EXPORTER_PORT}"], "labels": dict(labels)})
     mon = resolved.spec.monitoring
     if mon is not None and isinstance(mon.server, SiteHostServer):
         out["node"].append(
@@ -389,8 +402,8 @@ def prometheus_config(resolved: ResolvedSpec, paths: Paths | None = None) -> dic
     mon = spec.monitoring
     interval = mon.scrape_interval_s if mon is not None else 30
     scrape: list[dict[str, Any]] = [
-        {"job_name": "prometheus", "static_configs": [{"targets": [f"127.0.0.1:{PROMETHEUS_PORT}"]}]},
-        {"job_name": "alertmanager", "static_configs": [{"targets": [f"127.0.0.1:{ALERTMANAGER_PORT}"]}]},
+        {"job_name": "prometheus", "static_configs": [{"targets": [paths.prometheus]}]},
+        {"job_name": "alertmanager", "static_configs": [{"targets": [paths.alertmanager_address]}]},
     ]
     cloud = sorted(resolved.node_groups)
     if cloud and spec.region is not None:
@@ -465,7 +478,7 @@ def _receiver_config(name: str, receiver: Receiver, paths: Paths) -> dict[str, A
     if isinstance(receiver, WebhookReceiver):
         hook: dict[str, Any] = {"url": receiver.url, "send_resolved": True}
         if receiver.token_secret:
-            hook["http_config"] = {"authorization": {"credentials_file": secret_file(name, "token")}}
+            hook["http_config"] = {"authorization": {"credentials_file": secret_file(name, "token_secret")}}
         return {"name": name, "webhook_configs": [hook]}
     if isinstance(receiver, EmailReceiver):
         mail: dict[str, Any] = {
@@ -478,14 +491,14 @@ def _receiver_config(name: str, receiver: Receiver, paths: Paths) -> dict[str, A
         if receiver.username:
             mail["auth_username"] = receiver.username
         if receiver.password_secret:
-            mail["auth_password_file"] = secret_file(name, "password")
+            mail["auth_password_file"] = secret_file(name, "password_secret")
         return {"name": name, "email_configs": [mail]}
     if isinstance(receiver, SlackReceiver):
         return {
             "name": name,
             "slack_configs": [
                 {
-                    "api_url_file": secret_file(name, "url"),
+                    "api_url_file": secret_file(name, "url_secret"),
                     "channel": receiver.channel,
                     "send_resolved": True,
                     "title": "{{ .CommonAnnotations.summary }}",
@@ -494,23 +507,13 @@ def _receiver_config(name: str, receiver: Receiver, paths: Paths) -> dict[str, A
             ],
         }
     assert isinstance(receiver, PagerDutyReceiver)
-    return {"name": name, "pagerduty_configs": [{"routing_key_file": secret_file(name, "routing-key")}]}
+    return {"name": name, "pagerduty_configs": [{"routing_key_file": secret_file(name, "routing_key_secret")}]}
 
 
 def receiver_secret_files(monitoring: Monitoring, paths: Paths | None = None) -> dict[str, str]:
     """Secret file path -> the Pulumi config key that holds its value (what the role must write)."""
-    secret_file = (paths or Paths()).secret
-    out: dict[str, str] = {}
-    for name, r in monitoring.receivers.items():
-        if isinstance(r, WebhookReceiver) and r.token_secret:
-            out[secret_file(name, "token")] = r.token_secret
-        elif isinstance(r, EmailReceiver) and r.password_secret:
-            out[secret_file(name, "password")] = r.password_secret
-        elif isinstance(r, SlackReceiver):
-            out[secret_file(name, "url")] = r.url_secret
-        elif isinstance(r, PagerDutyReceiver):
-            out[secret_file(name, "routing-key")] = r.routing_key_secret
-    return out
+    secrets_dir = (paths or Paths()).secrets_dir
+    return {f"{secrets_dir}/{file}": key for file, key in receiver_secret_names(monitoring).items()}
 
 
 def alertmanager_config(
@@ -580,6 +583,7 @@ def render_monitoring(
         bundle.files["kubernetes/prometheusrule.yaml"] = dump(objects[0])
         bundle.files["kubernetes/servicemonitors.yaml"] = "---\n".join(dump(o) for o in objects[1:])
         bundle.files["kubernetes/alertmanager.yaml"] = dump(alertmanager_config(mon, timing, paths))
+        bundle.files["kubernetes/dashboards.yaml"] = "---\n".join(dump(m) for m in dashboard_configmaps(srv.namespace))
         return bundle
     bundle.files[paths.config] = dump(prometheus_config(resolved, paths))
     bundle.files[paths.rules] = dump(rule_file(params))
@@ -587,4 +591,46 @@ def render_monitoring(
         if groups:
             bundle.files[paths.file_sd(job)] = json.dumps(groups, indent=2) + "\n"
     bundle.files[paths.alertmanager] = dump(alertmanager_config(mon, timing, paths))
+    for name, text in dashboards().items():
+        bundle.files[f"{GRAFANA_DASHBOARDS_DIR}/{name}"] = text
+    for name, text in provisioning(GRAFANA_DASHBOARDS_DIR, f"http://{paths.prometheus}").items():
+        bundle.files[f"{GRAFANA_PROVISIONING_DIR}/{name}"] = text
     return bundle
+
+
+def dashboard_configmaps(namespace: str) -> list[dict[str, Any]]:
+    """The dashboards as ConfigMaps that kube-prometheus-stack's Grafana sidecar loads (label
+    grafana_dashboard: "1", its default)."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": name.removesuffix(".json"),
+                "namespace": namespace,
+                "labels": {"grafana_dashboard": "1", "app.kubernetes.io/managed-by": "gpuforge"},
+            },
+            "data": {name: text},
+        }
+        for name, text in dashboards().items()
+    ]
+
+
+def role_vars(resolved: ResolvedSpec, files_dir: str | Path, paths: Paths | None = None) -> dict[str, Any]:
+    """Variables of playbooks/monitoring.yml (roles prometheus and alertmanager) for a stack whose Prometheus
+    runs on a node group or a site host; *files_dir* holds what render_monitoring wrote (the roles copy it)."""
+    mon = resolved.spec.monitoring
+    if mon is None or isinstance(mon.server, KubernetesServer):
+        raise ValueError(f"{resolved.spec.name}: no Prometheus of its own to configure (monitoring.server)")
+    paths = paths or Paths()
+    return {
+        "prometheus_files_dir": str(files_dir),
+        "prometheus_config_dir": paths.root,
+        "prometheus_listen": paths.prometheus,
+        "prometheus_retention_days": mon.retention_days,
+        # Stop before the data volume fills: retention by size at 90 % of it.
+        "prometheus_retention_size": f"{int(mon.storage_gib * 0.9)}GB",
+        "alertmanager_files_dir": str(files_dir),
+        "alertmanager_config_file": paths.alertmanager,
+        "alertmanager_listen": paths.alertmanager_address,
+    }
