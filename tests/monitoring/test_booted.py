@@ -173,7 +173,9 @@ def configured(
     results = {}
     for playbook in (REPO / "playbooks" / "monitoring.yml", HERE / "playbooks" / "exporters.yml"):
         result = run_playbook(playbook, inventory, extravars=extravars)
-        assert result.ok, [f"{f.host} {f.task}: {f.message}" for f in result.failures]
+        if not result.ok:
+            journal = mon1.run("journalctl --no-pager -n 30 -u prometheus -u prometheus-alertmanager", root=True)
+            pytest.fail(f"{[f'{f.host} {f.task}: {f.message}' for f in result.failures]}\n{journal.stdout}")
         results[playbook.name] = result
     again = run_playbook(REPO / "playbooks" / "monitoring.yml", inventory, extravars=extravars)
     assert again.ok and again.changed == 0, again.summary_rows()
