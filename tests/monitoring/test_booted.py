@@ -178,7 +178,10 @@ def configured(
             pytest.fail(f"{[f'{f.host} {f.task}: {f.message}' for f in result.failures]}\n{journal.stdout}")
         results[playbook.name] = result
     again = run_playbook(REPO / "playbooks" / "monitoring.yml", inventory, extravars=extravars)
-    assert again.ok and again.changed == 0, again.summary_rows()
+    if not (again.ok and again.changed == 0):
+        changed = [line for line in again.stdout.splitlines() if line.startswith(("changed:", "TASK", "failed:"))]
+        journal = mon1.run("journalctl --no-pager -n 40 -u prometheus -u prometheus-alertmanager", root=True)
+        pytest.fail(f"not idempotent: {again.summary_rows()}\n" + "\n".join(changed) + "\n" + journal.stdout)
     return {"resolved": resolved, "inventory": inventory}
 
 
