@@ -22,7 +22,6 @@ from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from components.spec import resolve
 from gpuforge.plan.model import COMPUTED, Plan, PlanResource
 from gpuforge.plan.policy_check import check_plan
 from gpuforge.plan.stacks import PROJECT_ROOT, StackFile, load_stack
@@ -158,9 +157,12 @@ def run_program(
 
 
 def plan_stack(stack: str | Path, root: Path = PROJECT_ROOT) -> Plan:
-    """Resolve the stack's spec (raises SpecError) and evaluate the program offline."""
+    """Check the stack's spec and policy settings (raises SpecError listing every problem of both),
+    then evaluate the program offline."""
+    from gpuforge.plan.validation import check_stack
+
     stack_file = load_stack(stack, root)
-    resolved = resolve(stack_file.cluster, source=str(stack_file.path))
+    resolved = check_stack(stack_file).resolved
     resources, outputs = run_program(stack_file, root / "__main__.py")
     prices = resolved.catalog.prices
     cost = estimate_cost(resources, prices) if prices else None
