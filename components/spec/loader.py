@@ -208,14 +208,14 @@ def parse_yaml(text: str, source: str = "") -> Any:
     except yaml.reader.ReaderError as exc:
         return _reader_error(exc, text, source)
     except yaml.MarkedYAMLError as exc:
-        raise SpecError([_syntax_issue(exc)], source) from None
+        raise SpecError([_syntax_issue(exc, text)], source) from None
     try:
         node = loader.get_single_node()
         if node is None:
             return None
         return _Builder(loader, source).build(node)
     except yaml.MarkedYAMLError as exc:
-        raise SpecError([_syntax_issue(exc)], source) from None
+        raise SpecError([_syntax_issue(exc, text)], source) from None
     except yaml.reader.ReaderError as exc:
         return _reader_error(exc, text, source)
     except yaml.YAMLError as exc:
@@ -239,10 +239,13 @@ def _reader_error(exc: yaml.reader.ReaderError, text: str, source: str) -> NoRet
     ) from None
 
 
-def _syntax_issue(exc: yaml.MarkedYAMLError) -> SpecIssue:
+def _syntax_issue(exc: yaml.MarkedYAMLError, text: str) -> SpecIssue:
     mark = exc.problem_mark or exc.context_mark
     line = f"file line {mark.line + 1}" if mark is not None else "file"
     problem = (exc.problem or exc.context or "not valid YAML").replace(repr("\t"), "a tab")
+    lines = text.splitlines()
+    if mark is not None and mark.line < len(lines) and lines[mark.line][mark.column : mark.column + 1] == "\t":
+        problem += " (a tab)"
     return SpecIssue(line, f"not valid YAML: {problem}", _syntax_fix(problem))
 
 
