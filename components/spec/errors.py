@@ -173,6 +173,10 @@ _TYPE_WORDS = {
     "model_attributes_type": "a mapping of fields",
     "none_required": "nothing (null)",
 }
+_FIX_VERBS = frozenset(
+    "use write set remove raise lower give add list merge choose rename drop quote pin keep split move "
+    "replace retype delete shorten".split()
+)
 _YAML_11_BOOLS = {"yes": "true", "no": "false", "on": "true", "off": "false", "y": "true", "n": "false"}
 
 
@@ -330,6 +334,10 @@ def _translate(error: ErrorDetails, data: Any, root: str, model: type[BaseModel]
         fix = "fill it in, or remove the key to take the default" if value is None else f"write {_TYPE_WORDS[kind]}"
     elif kind in ("value_error", "assertion_error"):
         message = str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        # validators write "what is wrong; what to do": the second part is the fix
+        head, _, tail = message.rpartition("; ")
+        if head and tail.split(" ", 1)[0] in _FIX_VERBS:
+            message, fix = head, tail
     else:
         message = f"{got}; {str(error['msg']).removeprefix('Input should be ').lower()}"
     return SpecIssue(path, message, fix, line)
@@ -340,7 +348,18 @@ def issues_from_validation_error(
 ) -> list[SpecIssue]:
     """pydantic's errors as SpecIssues; the errors of one value's union members merge into one."""
     issues: dict[str, SpecIssue] = {}
-    for error in exc.errors(include_url=False):
+    errors = exc.errors(include_url=False)
+    # A misspelt required field is one problem (the unknown key), not also "missing".
+    renamed = {
+        (tuple(e["loc"][:-1]), hits[0])
+        for e in errors
+        if e["type"] == "extra_forbidden"
+        for hits in [_rename_targets(e, data, root, model)]
+        if hits
+    }
+    for error in errors:
+        if error["type"] == "missing" and (tuple(error["loc"][:-1]), error["loc"][-1]) in renamed:
+            continue
         issue = _translate(error, data, root, model)
         previous = issues.get(issue.path)
         if previous is None:
@@ -352,6 +371,12 @@ def issues_from_validation_error(
         elif previous.message != issue.message:
             issues[f"{issue.path}#{len(issues)}"] = issue
     return list(issues.values())
+
+
+def _rename_targets(error: ErrorDetails, data: Any, root: str, model: type[BaseModel] | None) -> list[str]:
+    step = walk(error["loc"], data, root, model)
+    known = list(step.model.model_fields) if step.model is not None else []
+    return did_you_mean(step.key, known)[:1] if known else []
 
 
 def field_path(loc: Iterable[int | str], data: object, root: str = ROOT) -> str:

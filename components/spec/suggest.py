@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 import unicodedata
 from collections.abc import Iterable
 
@@ -97,10 +98,13 @@ def shown(value: object, limit: int = 60) -> str:
         text = "true" if value else "false"
     elif value is None:
         text = "null"
-    elif isinstance(value, dict):
-        text = "a mapping" if value else "an empty mapping ({})"
-    elif isinstance(value, list):
-        text = "a list" if value else "an empty list ([])"
+    elif isinstance(value, dict | list):
+        try:
+            text = json.dumps(value, ensure_ascii=False, default=str)
+        except (TypeError, ValueError):  # a key that is not text
+            text = str(value)
+        if len(text) > limit:
+            return ("a mapping" if isinstance(value, dict) else "a list") + f" of {len(value)}"
     elif isinstance(value, str):
         text = repr(value)
     else:
