@@ -164,6 +164,3 @@ def init(
 review.register(app)  # diff, preview, up, destroy, outputs
 nodes.register(app)  # inventory, bake, check
 
-
-if __name__ == "__main__":
-    app()

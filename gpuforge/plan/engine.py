@@ -81,6 +81,7 @@ class _RecordingMonitor(mocks.MockMonitor):
                 custom=bool(request.custom),
                 retain_on_delete=bool(request.retainOnDelete),
                 dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
+                aliases=[a.spec.name for a in request.aliases if a.HasField("spec") and a.spec.name],
             )
         return response
 
