@@ -174,8 +174,10 @@ _TYPE_WORDS = {
     "none_required": "nothing (null)",
 }
 _FIX_VERBS = frozenset(
-    "use write set remove raise lower give add list merge choose rename drop quote pin keep split move "
-    "replace retype delete shorten".split()
+    {
+        "use", "write", "set", "remove", "raise", "lower", "give", "add", "list", "merge", "choose", "rename",
+        "drop", "quote", "pin", "keep", "split", "move", "replace", "retype", "delete", "shorten",
+    }
 )
 _YAML_11_BOOLS = {"yes": "true", "no": "false", "on": "true", "off": "false", "y": "true", "n": "false"}
 

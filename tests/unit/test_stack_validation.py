@@ -64,7 +64,7 @@ def test_yaml_11_values_say_how_to_quote() -> None:
 
 def test_addresses_say_the_network_meant() -> None:
     host_bits = message("host-bits-cidr", "cluster.network.cidr")
-    assert "the /16 network it falls in is 10.40.0.0/16; write 10.40.0.0/16" in host_bits
+    assert "the /16 network it falls in is 10.40.0.0/16; fix: write 10.40.0.0/16" in host_bits
     assert "IPv6" in message("ipv6-vpc", "cluster.network.cidr")
 
 
