@@ -15,8 +15,8 @@ VALUE = "https://hooks.slack.com/services/T0000/B0000/s3cr3t-s1ack-t0ken"
 
 
 def test_a_set_secret_reaches_secrets_manager_but_never_the_plan(tmp_path: Path) -> None:
-    stack = load_stack("prod")
-    config = {**stack.config, "gpuforge:alertSlackUrl": VALUE}  # as `pulumi config set --secret` decrypts it
+    config = yaml.safe_load(load_stack("prod").path.read_text())["config"]
+    config["gpuforge:alertSlackUrl"] = VALUE  # as `pulumi config set --secret` decrypts it
     path = tmp_path / "Pulumi.prod-secret.yaml"
     path.write_text(yaml.safe_dump({"config": config}))
     plan = plan_stack(path)
