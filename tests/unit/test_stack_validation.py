@@ -104,6 +104,8 @@ def test_file_problems_name_the_file_and_the_fix(tmp_path: Path) -> None:
             "once YAML aliases are expanded",
         ),
         "two-documents": (b"config: {}\n---\nconfig: {}\n", "one YAML document"),
+        "huge": (b"# " + b"x" * (5 * 1024 * 1024) + b"\n", "a stack file is at most"),
+        "control-character": (b"config:\n  a: \x07\n", "control character U+0007"),
         "python-tag": (b"config: !!python/object/apply:os.system [true]\n", "tag"),
         "no-cluster": (b"config:\n  gpuforge:clustr: {}\n", "rename gpuforge:clustr to gpuforge:cluster"),
     }
