@@ -33,7 +33,7 @@ def parse_cidr(value: str, example: str) -> ipaddress.IPv4Network:
     except ValueError as exc:
         raise ValueError(f"{value!r} is not a CIDR block; write it like {example}") from exc
     if network.version != 4:
-        raise ValueError(f"{value} is an IPv6 block; this field takes an IPv4 CIDR like {example}")
+        raise ValueError(f"{value} is an IPv6 block and this field is IPv4; write an IPv4 CIDR like {example}")
     if str(network) != value.strip():
         if "/" not in value:
             raise ValueError(f"{value!r} has no prefix length; write the block like {network} or {example}")
@@ -58,7 +58,7 @@ def parse_ipv4(value: str, what: str) -> str:
     except ValueError as exc:
         raise ValueError(f"{value!r} is not an IP address; write the {what} like 10.10.0.11") from exc
     if address.version != 4:
-        raise ValueError(f"{value} is an IPv6 address; the {what} takes an IPv4 address like 10.10.0.11")
+        raise ValueError(f"{value} is an IPv6 address and the {what} is IPv4; write an IPv4 address like 10.10.0.11")
     return value
 
 
