@@ -83,7 +83,8 @@ def baked(lab: Machines, tmp_path_factory: pytest.TempPathFactory) -> list[tuple
     # driver's persistence daemon cannot start, and /proc/sys is read-only in the container, so
     # sysctls are written for boot but not applied live. (The stand-in package sources of the
     # booted-site tests replace the first; docs/testing.md.)
-    no_gpu_no_sysctl = "nvidia_driver_service_started=false os_tuning_apply_runtime=false"
+    # (A YAML mapping, not KEY=VALUE: ansible-playbook -e KEY=VALUE gives strings, and "false" is truthy.)
+    no_gpu_no_sysctl = '{"nvidia_driver_service_started": false, "os_tuning_apply_runtime": false}'
     return [_cli(lab, tmp, "bake", "-e", f"@{TEST_SOURCES}", "-e", no_gpu_no_sysctl) for _ in range(2)]
 
 
