@@ -31,6 +31,14 @@ from gpuforge.review.cost import estimate_cost
 
 PROJECT = "gpuforge"
 MOCK_ACCOUNT = "123456789012"
+SECRET = "[secret]"
+# Resource type -> (output holding the secret, the mock value's prefix). tests/slurm checks that these
+# values appear nowhere in a plan, its Markdown, the stack outputs or user data.
+MOCK_SECRET_PREFIX = "gpuforge-mock-secret"
+MOCK_SECRETS = {
+    "random:index/randomPassword:RandomPassword": ("result", MOCK_SECRET_PREFIX),
+    "random:index/randomBytes:RandomBytes": ("base64", MOCK_SECRET_PREFIX),
+}
 
 
 class _Mocks(mocks.Mocks):
@@ -45,6 +53,10 @@ class _Mocks(mocks.Mocks):
             state.setdefault("bucket", args.name)
         elif args.typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
             state.update(dnsName=f"{args.name}.fsx.mock.amazonaws.com", mountName="mockmnt")
+        elif args.typ in MOCK_SECRETS:
+            # Generated secrets get a recognisable value, so a test can prove none reaches any output.
+            field, value = MOCK_SECRETS[args.typ]
+            state[field] = f"{value}-{args.name}"
         elif args.typ == "aws:kms/key:Key":
             state.setdefault("keyId", f"{args.name}-key-id")
         elif args.typ == "aws:eks/cluster:Cluster":
@@ -92,7 +104,9 @@ class _RecordingMonitor(mocks.MockMonitor):
 
 def _plain(value: Any) -> Any:
     """JSON-ready values. The wire format carries every number as a double, so integral
-    floats become ints again (count 64, not 64.0)."""
+    floats become ints again (count 64, not 64.0). Secret values are never recorded."""
+    if isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig:
+        return SECRET
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
