@@ -127,6 +127,14 @@ class SlurmControlPlane(pulumi.ComponentResource):
                 metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
                     http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1
                 ),
+                block_device_mappings=[
+                    aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                        device_name="/dev/sda1",
+                        ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                            volume_size=100, volume_type="gp3", encrypted="true", kms_key_id=args.kms_key_arn
+                        ),
+                    )
+                ],
                 iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=profile.arn),
                 opts=child,
             )

@@ -10,14 +10,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from components.spec import resolve
-from gpuforge.plan.stacks import load_stack
+from components.spec import SpecError, resolve
+from gpuforge.plan.stacks import find_stack, load_stack
 from gpuforge.render.slurm import slurm_config
 
 
 def slurm_inventory(stack: str, outputs: Mapping[str, Any], group_name: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """(all-vars, children) for a stack with a scheduler; ({}, {}) without one. Children:
     slurm_controller (and slurmdbd: the same hosts), slurm_compute, slurm_login."""
+    try:
+        find_stack(stack)
+    except SpecError:
+        return {}, {}  # an inventory from outputs alone (no stack file): no spec to render Slurm from
     stack_file = load_stack(stack)
     resolved = resolve(stack_file.cluster, str(stack_file.path))
     if resolved.scheduler is None:
