@@ -18,8 +18,7 @@ from typing import Any
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-PLAYBOOKS_DIR = REPO_ROOT / "playbooks"
+from components.assets import PLAYBOOKS_DIR
 
 EventHandler = Callable[[dict[str, Any]], None]
 
