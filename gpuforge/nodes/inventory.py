@@ -159,7 +159,7 @@ def _group_vars(
                 "efa_installer_version": software.get("efaInstallerVersion"),
                 "nccl_tuning_aws_ofi_nccl_version": software.get("awsOfiNcclVersion"),
                 "nccl_tuning_efa_installer_version": software.get("efaInstallerVersion"),
-                "nccl_tuning_gpudirect_rdma": facts["gpudirect_rdma"],
+                "nccl_tuning_gpudirect_rdma": bool(facts["gpudirect_rdma"]),  # not listed: no GDR
                 "gpu_healthcheck_expected_efa": int(group.get("efaInterfacesPerNode") or 0),
             }
         )
@@ -272,6 +272,10 @@ def build_inventory(
         roles.setdefault(group_name("role", str(group.get("role") or "none")), {"children": {}})["children"][ng] = {}
     children["gpu_nodes"] = {"children": gpu_children}
     children.update(roles)
+    from gpuforge.nodes.slurm_inventory import slurm_inventory
+
+    slurm_vars, slurm_children = slurm_inventory(stack, outputs, group_name)
+    children.update(slurm_children)
     return {
         "all": {
             "vars": {
@@ -279,6 +283,7 @@ def build_inventory(
                 "gpuforge_cluster": cluster.get("name"),
                 "gpuforge_region": cluster.get("region"),
                 "gpuforge_outputs_source": origin,
+                **slurm_vars,
             },
             "children": children,
         }
