@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import yaml
-
-HERE = Path(__file__).resolve().parent
-DEBIAN_TEST_SOURCES: dict[str, Any] = yaml.safe_load((HERE / "debian_test_sources.yml").read_text())
+from tests.standins.repo import StandinSources
 
 # An EFA p5.48xlarge node group as `gpuforge inventory` writes it (versions from the spec).
 EFA_P5: dict[str, Any] = {
     "gpuforge_fabric": "efa",
     "gpuforge_instance_type": "p5.48xlarge",
+    # An NVSwitch system with EFA: Fabric Manager and the aws-ofi-nccl plugin, as the inventory sets them.
+    "nvidia_fabricmanager_enabled": True,
+    "nccl_net_plugin": "aws-ofi-nccl",
     "nccl_tuning_fabric": "efa",
     "nccl_tuning_instance_type": "p5.48xlarge",
     "nccl_tuning_nccl_version": "2.26.2",
@@ -42,5 +41,6 @@ IB_8RAIL: dict[str, Any] = {
 }
 
 
-def profile_vars(profile: dict[str, Any]) -> dict[str, Any]:
-    return {**DEBIAN_TEST_SOURCES, **profile}
+def profile_vars(profile: dict[str, Any], sources: StandinSources) -> dict[str, Any]:
+    """The group's variables with every production source pointed at the stand-ins (nothing switched off)."""
+    return {**sources.variables(), **profile}
