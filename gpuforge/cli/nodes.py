@@ -52,7 +52,7 @@ def inventory(
 ) -> None:
     """Print the Ansible inventory (YAML) for a stack: groups per node group (ng_*) and role (role_*),
     with fabric, instance type, GPU count and NCCL settings as group vars."""
-    from gpuforge.nodes.inventory import aws_ec2_inventory, build_inventory
+    from gpuforge.nodes.inventory import ENGINE_ONLY, aws_ec2_inventory, build_inventory, engine_only_values
 
     if source not in ("auto", "stack", "plan"):
         raise _usage_error(f"--source {source}: use auto, stack or plan")
@@ -63,8 +63,22 @@ def inventory(
             if aws_ec2
             else build_inventory(stack, source=origin, floor_fraction=floor_fraction)
         )
-    except SpecError as error:
-        raise _usage_error(error.report()) from None
+    except (SpecError, RuntimeError) as error:
+        raise _usage_error(error.report() if isinstance(error, SpecError) else str(error)) from None
+    if not aws_ec2 and document["all"]["vars"].get("gpuforge_outputs_source") == "plan":
+        unknown = engine_only_values(document)
+        detail = (
+            f"; {len(unknown)} value(s) only the deployed stack knows read {ENGINE_ONLY!r} "
+            f"({', '.join(sorted({path.rsplit('.', 2)[-2] for path in unknown}))})"
+            if unknown
+            else ""
+        )
+        err.print(
+            f"[yellow]warning[/]: stack {escape(stack)}: outputs from the offline plan, not a deployed stack"
+            f"{escape(detail)}. Deploy it (pulumi up) and use --source stack for the real values.",
+            highlight=False,
+            soft_wrap=True,
+        )
     sys.stdout.write(yaml.safe_dump(document, sort_keys=False))
 
 
