@@ -77,7 +77,8 @@ def test_rerun_converges_and_applies_the_sysctls_live(site_runs: SiteRuns) -> No
     result = site_runs.converged
     assert result.ok, [f"{f.host} {f.task}: {f.message}" for f in result.failures]
     for machine in site_runs.machines:
-        assert machine.run(f"sysctl -n {PROBE_SYSCTL[0]}").stdout.strip() == PROBE_SYSCTL[1]
+        live = machine.run(f"cat /proc/sys/{PROBE_SYSCTL[0].replace('.', '/')}").stdout.strip()
+        assert live == PROBE_SYSCTL[1]
         assert f"{PROBE_SYSCTL[0]} = {PROBE_SYSCTL[1]}" in machine.run("cat /etc/sysctl.d/90-gpuforge.conf").stdout
 
 
@@ -92,7 +93,8 @@ def test_third_run_changes_nothing(site_runs: SiteRuns) -> None:
 
 def _installed(machine: Machine) -> dict[str, str]:
     out = machine.run("dpkg-query -W -f '${Package} ${Version} ${db:Status-Status}\\n'").stdout
-    return {name: version for name, version, status in (line.split(" ", 2) for line in out.splitlines()) if status == "installed"}
+    rows = (line.split(" ", 2) for line in out.splitlines())
+    return {name: version for name, version, status in rows if status == "installed"}
 
 
 def test_production_packages_at_their_pinned_versions_and_held(site_runs: SiteRuns) -> None:
@@ -139,5 +141,8 @@ def test_daemons_run_under_systemd(site_runs: SiteRuns) -> None:
         assert dict(zip(units, states, strict=True)) == dict.fromkeys(units, "active")
         assert machine.run("systemctl is-enabled " + " ".join(units)).stdout.split() == ["enabled"] * len(units)
         # The real node_exporter answers on the machine's own address.
-        metrics = machine.run(f"python3 -c \"import urllib.request; print(urllib.request.urlopen('http://{machine.address}:9100/metrics').read().decode())\"").stdout
+        url = f"http://{machine.address}:9100/metrics"
+        metrics = machine.run(
+            f"python3 -c 'import urllib.request; print(urllib.request.urlopen(\"{url}\").read().decode())'"
+        ).stdout
         assert "node_textfile_scrape_error" in metrics
