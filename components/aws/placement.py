@@ -139,7 +139,7 @@ def build_aws_network_and_cluster(
                     else None
                 ),
             ),
-            opts=child,
+            opts=_keep_identity(child, f"{name}-{group.spec.renamed_from}" if group.spec.renamed_from else None),
         )
 
     image_pipeline = _image_pipeline(name, resolved, network, key.arn, tags, child)
@@ -308,3 +308,11 @@ def _fsx_storage_class(
         mount_options=["flock"],
         csi_chart="aws_fsx_csi_driver",
     )
+
+
+def _keep_identity(opts: pulumi.ResourceOptions, previous_name: str | None) -> pulumi.ResourceOptions:
+    """A renamed node group keeps its resources: an alias to the component's previous name, which
+    the engine extends to every child named after the component (`{name}-asg`, `{name}-lt`, ...)."""
+    if previous_name is None:
+        return opts
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=[pulumi.Alias(name=previous_name)]))

@@ -32,6 +32,23 @@ StackArg = Annotated[
 ]
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from gpuforge import __version__
+
+        out.print(f"gpuforge {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Infrastructure as code for AI training clusters."""
+
+
 def fail(error: SpecError) -> NoReturn:
     err.print("[bold red]invalid spec[/]: " + escape(error.report()), highlight=False, soft_wrap=True)
     raise typer.Exit(2)
@@ -39,27 +56,30 @@ def fail(error: SpecError) -> NoReturn:
 
 @app.command()
 def validate(stack: StackArg) -> None:
-    """Validate a stack's cluster spec (models and catalog) and its gpuforge:policy settings. Exit 0 valid, 2 not."""
-    from components.spec import resolve
+    """Validate a stack: the cluster spec (models and catalog), its gpuforge:policy settings, and its
+    waivers (expired, or matching no resource of the offline plan). Exit 0 valid, 2 not."""
+    from datetime import date
+
     from gpuforge.plan.stacks import load_stack
-    from policies.settings import settings_from_config
+    from gpuforge.plan.validation import check_stack, waiver_issues
 
     try:
         stack_file = load_stack(stack)
+        checked = check_stack(stack_file)
+        if checked.settings.policy.waivers:
+            from gpuforge.plan.engine import run_program
+            from gpuforge.plan.stacks import project_of
+
+            resources, _ = run_program(stack_file, project_of(stack_file).program)
+            issues = waiver_issues(checked.settings, resources, date.today())
+            if issues:
+                raise SpecError(issues, str(stack_file.path))
     except SpecError as error:
         fail(error)
-    source = str(stack_file.path)
-    issues = []
-    for check in (lambda: resolve(stack_file.cluster, source), lambda: settings_from_config(stack_file.config, source)):
-        try:
-            check()
-        except SpecError as error:
-            issues += error.issues
-    if issues:
-        fail(SpecError(issues, source))
-    resolved = resolve(stack_file.cluster, source)
+    resolved = checked.resolved
     groups = ", ".join(f"{n} ({g.spec.count}x {g.spec.instance_type})" for n, g in resolved.node_groups.items())
-    out.print(f"[green]valid[/]: {stack_file.path} — {groups}")
+    hosts = f"{len(resolved.site.hosts)} site hosts" if resolved.site is not None else ""
+    out.print(f"[green]valid[/]: {escape(str(stack_file.path))} — {escape(', '.join(p for p in (groups, hosts) if p))}")
 
 
 @app.command()
@@ -120,9 +140,55 @@ def schema(
         output.write_text(text)
 
 
+DEPLOY_ORDER = {"dev": 0, "staging": 1, "prod": 2}
+
+
+@app.command()
+def stacks(
+    json_out: Annotated[bool, typer.Option("--json", help="One JSON object per stack (a CI matrix).")] = False,
+) -> None:
+    """List the project's stacks (Pulumi.<stack>.yaml in its stackConfigDir) in deploy order (dev,
+    staging, prod): placement, region and environment, read from each stack file without planning it."""
+    from gpuforge.plan.stacks import find_project, stack_summary
+
+    try:
+        rows = sorted(
+            (stack_summary(name) for name in find_project().stack_names()),
+            key=lambda row: (DEPLOY_ORDER.get(row["environment"] or "", 1), row["stack"]),
+        )
+    except SpecError as error:
+        fail(error)
+    if json_out:
+        sys.stdout.write(json.dumps(rows) + "\n")
+        return
+    for row in rows:
+        out.print(
+            f"{row['stack']:<16} {row['placement'] or '?':<8} {row['region'] or '-':<12} {row['environment'] or '?'}",
+            highlight=False,
+        )
+
+
+@app.command()
+def init(
+    directory: Annotated[Path, typer.Argument(help="Where to create the project (default: here).")] = Path("."),
+    name: Annotated[str | None, typer.Option(help="The Pulumi project name (default: the directory's).")] = None,
+) -> None:
+    """Start a repository of stacks: Pulumi.yaml, the program, stacks/Pulumi.dev.yaml, the schema,
+    policy packs and the review/deploy workflows. Existing files are kept."""
+    from gpuforge.scaffold import scaffold
+
+    done = scaffold(directory, name)
+    for relative in done.written:
+        out.print(f"[green]wrote[/] {escape(str(directory / relative))}", highlight=False)
+    for relative in done.kept:
+        out.print(f"[yellow]kept[/]  {escape(str(directory / relative))} (already there)", highlight=False)
+    out.print(
+        f"next: cd {escape(str(directory))} && python -m venv .venv && .venv/bin/pip install -r requirements.txt "
+        "&& .venv/bin/gpuforge plan dev",
+        highlight=False,
+    )
+
+
 review.register(app)  # diff, preview, up, destroy, outputs
 nodes.register(app)  # inventory, bake, check
 
-
-if __name__ == "__main__":
-    app()

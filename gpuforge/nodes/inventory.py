@@ -57,9 +57,9 @@ def load_outputs(stack: str, source: Source = "auto") -> tuple[dict[str, Any], O
         try:
             from pulumi import automation
 
-            from gpuforge.plan.stacks import PROJECT_ROOT
+            from gpuforge.plan.stacks import find_project
 
-            ws_stack = automation.select_stack(stack_name=stack, work_dir=str(PROJECT_ROOT))
+            ws_stack = automation.select_stack(stack_name=stack, work_dir=str(find_project().root))
             outputs = {key: value.value for key, value in ws_stack.outputs().items()}
             if outputs:
                 return outputs, "stack"
