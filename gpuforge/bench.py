@@ -199,6 +199,8 @@ def rebake_unavailable() -> str | None:
     for tool in ("debootstrap", "dpkg-deb", "apt-ftparchive", "gpg"):
         if shutil.which(tool) is None:
             return f"{tool} not installed"
+    if not (Path.cwd() / "tests" / "standins").is_dir():
+        return "run from a gpuforge checkout: the stand-in sources live in tests/standins"
     return None
 
 
