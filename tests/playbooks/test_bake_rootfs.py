@@ -9,7 +9,6 @@ import subprocess
 import pytest
 
 from gpuforge.render.nccl import NcclInputs, parse_nccl_conf, render_nccl_env
-from tests.standins import packages as standin
 
 from .conftest import Baked
 from .profiles import IB_RAILS
@@ -17,8 +16,7 @@ from .rootfs import dpkg_status, enabled_units
 
 pytestmark = pytest.mark.slow
 
-# From the stand-in CUDA repository (tests/standins): the branch metapackage and what it pulls in.
-DRIVER = {f"cuda-drivers-{standin.DRIVER_BRANCH}", "nvidia-persistenced", "nvidia-driver-cuda"}
+DEBIAN_DRIVER = {"nvidia-smi", "libnvidia-ml1", "nvidia-persistenced"}
 
 
 def _held(baked: Baked) -> set[str]:
@@ -60,7 +58,7 @@ def test_efa_nccl_conf_is_what_gpuforge_renders(efa_rootfs: Baked) -> None:
     conf = (efa_rootfs.path / "etc/nccl.conf").read_text()
     profile = (efa_rootfs.path / "etc/profile.d/nccl.sh").read_text()
     # The role read libfabric's version from the installed package; Python gets it from dpkg.
-    libfabric = dpkg_status(efa_rootfs.path)["libfabric1-aws"]
+    libfabric = dpkg_status(efa_rootfs.path)["libfabric1"]
     inputs = _nccl_inputs(efa_rootfs, libfabric)
     assert conf == render_nccl_env(inputs, "conf")
     assert profile == render_nccl_env(inputs, "profile")
@@ -72,36 +70,24 @@ def test_efa_nccl_conf_is_what_gpuforge_renders(efa_rootfs: Baked) -> None:
 
 def test_efa_packages_installed_and_held(efa_rootfs: Baked) -> None:
     installed = dpkg_status(efa_rootfs.path)
-    wanted = DRIVER | {
-        f"nvidia-fabricmanager-{standin.DRIVER_BRANCH}",
-        "libfabric1-aws",  # the EFA installer's
-        "libnccl-ofi",
-        "libnccl2",
-        "datacenter-gpu-manager-4-cuda12",
-        "lustre-client-modules-aws",
+    wanted = DEBIAN_DRIVER | {
+        "rdma-core",
+        "ibverbs-providers",
+        "libfabric1",
+        "libfabric-bin",
         "prometheus-node-exporter",
         "numactl",
         "pciutils",
     }
     assert wanted <= set(installed), wanted - set(installed)
-    assert installed[f"cuda-drivers-{standin.DRIVER_BRANCH}"] == standin.DRIVER_VERSIONS[-1]
-    assert installed["libnccl2"] == standin.NCCL_PINNED  # the pin, not the newer one beside it
-    assert _held(efa_rootfs) >= {f"cuda-drivers-{standin.DRIVER_BRANCH}", "libnccl2", "libnccl-dev"}
-    record = (efa_rootfs.path / "opt/amazon/efa_installed_packages").read_text()
-    assert f"EFA installer version: {standin.EFA_INSTALLER_VERSION}" in record
+    assert installed["libnvidia-ml1"].startswith("535.")
+    assert _held(efa_rootfs) >= DEBIAN_DRIVER
     assert "infiniband-diags" not in installed  # the rdma role is for IB/RoCE groups only
 
 
 def test_efa_units_enabled_not_started(efa_rootfs: Baked) -> None:
     units = enabled_units(efa_rootfs.path)
-    assert {
-        "prometheus-node-exporter.service",
-        "nvidia-persistenced.service",
-        "nvidia-fabricmanager.service",
-        "nvidia-dcgm.service",
-        "dcgm-exporter.service",
-        "gpuforge-cpu-governor.service",
-    } <= units
+    assert {"prometheus-node-exporter.service", "nvidia-persistenced.service", "gpuforge-cpu-governor.service"} <= units
     assert (efa_rootfs.path / "etc/systemd/system/gpuforge-cpu-governor.service").is_file()
     # Nothing ran inside the image: no PID files, no sockets of started services.
     assert not (efa_rootfs.path / "run/nvidia-persistenced").exists()
@@ -116,6 +102,8 @@ def test_efa_limits_sysctls_modules_and_mount(efa_rootfs: Baked) -> None:
     assert "kernel.numa_balancing = 0" in sysctl
     assert "net.ipv4.conf.all.arp_ignore = 1" in sysctl
     assert (root / "etc/modules-load.d/gpuforge-efa.conf").read_text().splitlines()[-1] == "efa"
+    # Shared-memory transfers between ranks (CMA) need Yama's ptrace scope 0 on EFA nodes, at boot.
+    assert "kernel.yama.ptrace_scope=0" in (root / "etc/sysctl.d/91-gpuforge-efa.conf").read_text().replace(" ", "")
     assert not (root / "etc/modules-load.d/gpuforge-rdma.conf").exists()
     fstab = (root / "etc/fstab").read_text()
     assert (
@@ -154,7 +142,7 @@ def test_ib_nccl_conf_pins_rails(ib_rootfs: Baked) -> None:
 
 def test_ib_rdma_stack_installed(ib_rootfs: Baked) -> None:
     installed = dpkg_status(ib_rootfs.path)
-    assert {"rdma-core", "infiniband-diags", "ibverbs-utils", "perftest"} | DRIVER <= set(installed)
+    assert {"rdma-core", "infiniband-diags", "ibverbs-utils", "perftest"} | DEBIAN_DRIVER <= set(installed)
     assert "libfabric-bin" not in installed  # the efa role is for EFA groups only
     modules = (ib_rootfs.path / "etc/modules-load.d/gpuforge-rdma.conf").read_text().split()
     assert {"ib_umad", "ib_uverbs", "rdma_ucm", "ib_ipoib"} <= set(modules)
