@@ -33,7 +33,7 @@ def parse_cidr(value: str, example: str) -> ipaddress.IPv4Network:
     except ValueError as exc:
         raise ValueError(f"{value!r} is not a CIDR block; write it like {example}") from exc
     if network.version != 4:
-        raise ValueError(f"{value} is an IPv6 block; this field takes an IPv4 CIDR like {example}")
+        raise ValueError(f"{value} is an IPv6 block and this field is IPv4; write an IPv4 CIDR like {example}")
     if str(network) != value.strip():
         if "/" not in value:
             raise ValueError(f"{value!r} has no prefix length; write the block like {network} or {example}")
@@ -58,7 +58,7 @@ def parse_ipv4(value: str, what: str) -> str:
     except ValueError as exc:
         raise ValueError(f"{value!r} is not an IP address; write the {what} like 10.10.0.11") from exc
     if address.version != 4:
-        raise ValueError(f"{value} is an IPv6 address; the {what} takes an IPv4 address like 10.10.0.11")
+        raise ValueError(f"{value} is an IPv6 address and the {what} is IPv4; write an IPv4 address like 10.10.0.11")
     return value
 
 
@@ -379,16 +379,16 @@ class Workload(SpecModel):
     read_mbps_per_gpu: float = Field(
         default=0, ge=0, le=10_000, description="Sustained read rate each training GPU needs, MB/s."
     )
-    checkpoint_gib: float = Field(default=0, ge=0, description="Size of one full checkpoint, GiB.")
+    checkpoint_gib: float = Field(default=0, ge=0, le=10_000_000, description="Size of one full checkpoint, GiB.")
     checkpoint_window_s: float = Field(
-        default=300, gt=0, description="Seconds within which a checkpoint must be written."
+        default=300, gt=0, le=86_400, description="Seconds within which a checkpoint must be written."
     )
-    dataset_gib: float = Field(default=0, ge=0, description="Data the file system must hold, GiB.")
+    dataset_gib: float = Field(default=0, ge=0, le=100_000_000, description="Data the file system must hold, GiB.")
 
 
 class MetadataConfig(SpecModel):
     mode: Literal["AUTOMATIC", "USER_PROVISIONED"] = Field(description="Metadata IOPS provisioning mode.")
-    iops: int | None = Field(default=None, description="Metadata IOPS when USER_PROVISIONED.")
+    iops: int | None = Field(default=None, ge=1, le=1_000_000, description="Metadata IOPS when USER_PROVISIONED.")
 
     @model_validator(mode="after")
     def _iops_with_mode(self) -> MetadataConfig:
@@ -419,10 +419,15 @@ class FsxLustre(SpecModel):
     kind: Literal["fsx_lustre"] = Field(description="Amazon FSx for Lustre.")
     deployment_type: FsxDeployment = Field(description="SCRATCH_1/2 (not replicated) or PERSISTENT_1/2.")
     capacity_gib: int | None = Field(
-        default=None, gt=0, description="Storage capacity in GiB; derived from the workload when omitted."
+        default=None,
+        gt=0,
+        le=100_000_000,
+        description="Storage capacity in GiB; derived from the workload when omitted.",
     )
     per_unit_storage_throughput: int | None = Field(
-        default=None, description="MB/s per TiB (PERSISTENT only); the catalog lists the allowed values."
+        default=None,
+        ge=1,
+        le=100_000, description="MB/s per TiB (PERSISTENT only); the catalog lists the allowed values."
     )
     workload: Workload | None = Field(default=None, description="What the training job needs, to size from.")
     availability_zone: str | None = Field(
@@ -440,13 +445,17 @@ ParallelFs = Annotated[FsxLustre, Field(discriminator="kind")]
 
 class Lifecycle(SpecModel):
     noncurrent_version_expiration_days: int | None = Field(
-        default=30, ge=1, description="Delete noncurrent versions after this many days."
+        default=30, ge=1, le=36_500, description="Delete noncurrent versions after this many days."
     )
-    abort_incomplete_multipart_days: int = Field(default=7, ge=1, description="Abort stale multipart uploads.")
+    abort_incomplete_multipart_days: int = Field(
+        default=7, ge=1, le=36_500, description="Abort stale multipart uploads."
+    )
     transition_to_ia_days: int | None = Field(
-        default=None, ge=30, description="Move current objects to STANDARD_IA after this many days."
+        default=None, ge=30, le=36_500, description="Move current objects to STANDARD_IA after this many days."
     )
-    expiration_days: int | None = Field(default=None, ge=1, description="Expire current objects after N days.")
+    expiration_days: int | None = Field(
+        default=None, ge=1, le=36_500, description="Expire current objects after N days."
+    )
 
     @model_validator(mode="after")
     def _expire_after_transition(self) -> Lifecycle:
@@ -508,7 +517,9 @@ class Storage(SpecModel):
 
 
 class Power(SpecModel):
-    budget_kw: float | None = Field(default=None, gt=0, description="Facility power budget for the cluster, kW.")
+    budget_kw: float | None = Field(
+        default=None, gt=0, le=1_000_000, description="Facility power budget for the cluster, kW."
+    )
     pue: float | None = Field(
         default=None, ge=1.0, le=3.0, description="Power usage effectiveness; default the catalog's average."
     )
@@ -618,7 +629,7 @@ class AccessEntry(SpecModel):
 
 class Team(SpecModel):
     namespace: Name | None = Field(default=None, description="The team's namespace; default the team's name.")
-    gpu_quota: dict[str, int] = Field(
+    gpu_quota: dict[str, Annotated[int, Field(le=1_000_000)]] = Field(
         min_length=1,
         description="GPUs the team may hold at once, per GPU model (H100, H200, ...): its Kueue ClusterQueue's "
         "nominal quota. Whole nodes' worth of CPU, memory and fabric devices come with it.",
@@ -655,12 +666,15 @@ class PodsReady(SpecModel):
     requeue_limit: int | None = Field(
         default=5,
         ge=0,
+        le=1000,
         description="Requeues after a pods-ready timeout before Kueue deactivates the job; null: requeue forever.",
     )
     requeue_backoff_base_seconds: int = Field(
-        default=60, ge=1, description="First requeue backoff, seconds; it grows exponentially from there."
+        default=60, ge=1, le=86_400, description="First requeue backoff, seconds; it grows exponentially from there."
     )
-    requeue_backoff_max_seconds: int = Field(default=3600, ge=1, description="Longest requeue backoff, seconds.")
+    requeue_backoff_max_seconds: int = Field(
+        default=3600, ge=1, le=604_800, description="Longest requeue backoff, seconds."
+    )
 
     @model_validator(mode="after")
     def _backoff(self) -> PodsReady:
@@ -802,6 +816,10 @@ class ClusterSpec(SpecModel):
         description="EC2 Image Builder pipeline that runs playbooks/bake-image.yml and publishes the AMI id to "
         "an SSM parameter (aws placement); node groups use it with image: {pipeline: true}.",
     )
+    monitoring: Monitoring | None = Field(
+        default=None,
+        description="Prometheus and Alertmanager: where they run, retention, receivers, the power budget watched.",
+    )
     catalog: dict[str, Any] = Field(
         default_factory=dict,
         description="Overrides of catalog entries for this stack, keyed like the catalog's data files.",
@@ -822,7 +840,8 @@ class ClusterSpec(SpecModel):
         return self.environment == "prod"
 
 
-# The site model refers back to SpecModel and Name above, so it is imported last.
+# The site model and the monitoring section refer back to SpecModel and Name above, so they are imported last.
+from .monitoring import Monitoring  # noqa: E402
 from .site import HybridSpec, Site  # noqa: E402
 
 ClusterSpec.model_rebuild()

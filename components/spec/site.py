@@ -49,20 +49,24 @@ _ip = parse_ipv4
 
 
 class SitePower(SpecModel):
-    budget_kw: float = Field(gt=0, description="The site's contracted facility power for this cluster, kW.")
+    budget_kw: float = Field(
+        gt=0, le=1_000_000, description="The site's contracted facility power for this cluster, kW."
+    )
     pue: float = Field(ge=1.0, le=3.0, description="The site's measured power usage effectiveness.")
 
 
 class RackFeeds(SpecModel):
     """N+N: each side alone must carry the rack (policies apply the 80 % continuous derate)."""
 
-    a_kw: float = Field(gt=0, description="Rated capacity of the rack's A-side feed (PDU circuit), kW.")
-    b_kw: float = Field(gt=0, description="Rated capacity of the rack's B-side feed (PDU circuit), kW.")
+    a_kw: float = Field(gt=0, le=10_000, description="Rated capacity of the rack's A-side feed (PDU circuit), kW.")
+    b_kw: float = Field(gt=0, le=10_000, description="Rated capacity of the rack's B-side feed (PDU circuit), kW.")
 
 
 class Rack(SpecModel):
     feeds: RackFeeds = Field(description="A and B power feeds, rated kW each (before the continuous derate).")
-    cooling_kw: float = Field(gt=0, description="Heat the rack's cooling removes, kW: the rack's power ceiling.")
+    cooling_kw: float = Field(
+        gt=0, le=10_000, description="Heat the rack's cooling removes, kW: the rack's power ceiling."
+    )
     units: int = Field(default=42, ge=1, le=60, description="Usable rack units (U).")
     scalable_unit: Name = Field(
         description="Scalable unit (SU) the rack belongs to: the fabric has a leaf per rail per SU."
@@ -145,12 +149,12 @@ class SiteFabric(SpecModel):
     rate_gbps: Literal[100, 200, 400, 800] = Field(
         default=400, description="Link rate per HCA: 200 (HDR), 400 (NDR), 800 (XDR)."
     )
-    leaf_ports: int = Field(default=64, ge=8, description="Ports per leaf switch (64 on a QM9700 NDR switch).")
+    leaf_ports: int = Field(default=64, ge=8, le=1024, description="Ports per leaf switch (64 on a QM9700 NDR switch).")
     leaf_uplinks: int | None = Field(
-        default=None, ge=1, description="Leaf ports used toward spines; default half the ports (non-blocking)."
+        default=None, ge=1, le=1024, description="Leaf ports used toward spines; default half the ports (non-blocking)."
     )
-    spines: int = Field(ge=0, description="Spine switches; 0 for a single-SU fabric without a spine layer.")
-    spine_ports: int = Field(default=64, ge=8, description="Ports per spine switch.")
+    spines: int = Field(ge=0, le=10_000, description="Spine switches; 0 for a single-SU fabric without a spine layer.")
+    spine_ports: int = Field(default=64, ge=8, le=1024, description="Ports per spine switch.")
     partitions: dict[Name, str] = Field(
         default_factory=dict,
         description="InfiniBand partition key per tenant (team), hex 0x0001-0x7ffe; full membership is set "
