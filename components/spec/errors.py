@@ -29,6 +29,9 @@ MAP_FIELDS = frozenset(
         "buckets",
         "partitions",
         "subnet_managers",
+        # the scheduler (components/spec/scheduler.py); partitions is listed above
+        "accounts",
+        "users",
     }
 )
 

@@ -613,6 +613,11 @@ class ClusterSpec(SpecModel):
         default=None,
         description="Kubernetes control plane and GPU platform, for node groups with orchestrator: eks.",
     )
+    scheduler: SchedulerSpec | None = Field(
+        default=None,
+        description="The Slurm cluster users submit jobs to: controller, accounting, partitions of node groups "
+        "(orchestrator: slurm), login nodes, users and containers.",
+    )
     image_pipeline: ImagePipelineSpec | None = Field(
         default=None,
         description="EC2 Image Builder pipeline that runs playbooks/bake-image.yml and publishes the AMI id to "
@@ -634,6 +639,7 @@ class ClusterSpec(SpecModel):
 
 
 # The site model refers back to SpecModel and Name above, so it is imported last.
+from .scheduler import SchedulerSpec  # noqa: E402
 from .site import HybridSpec, Site  # noqa: E402
 
 ClusterSpec.model_rebuild()
