@@ -22,6 +22,8 @@ class CheckReport:
     nodes: list[NodeHealth]
     playbook: PlaybookResult
     drain_commands: list[list[str]] = field(default_factory=list)
+    # The Slurm drain run on the controller (slurm-drain.yml), when --execute-drain asked for one.
+    drain: PlaybookResult | None = None
 
     @property
     def failing(self) -> list[str]:
@@ -29,7 +31,7 @@ class CheckReport:
 
     @property
     def ok(self) -> bool:
-        return not self.failing and self.playbook.ok
+        return not self.failing and self.playbook.ok and (self.drain is None or self.drain.ok)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -40,6 +42,7 @@ class CheckReport:
                 for node in self.nodes
             },
             "drain_commands": self.drain_commands,
+            "drained": None if self.drain is None else self.drain.ok,
         }
 
 
@@ -73,13 +76,18 @@ def expectations_from_vars(hostvars: Mapping[str, Any]) -> NodeExpectations:
     )
 
 
+def drain_reason(node: NodeHealth) -> str:
+    """The reason Slurm shows (``sinfo -R``) for a node gpuforge drained."""
+    return f"gpuforge check: {'; '.join(node.problems)}"[:200]
+
+
 def drain_commands(nodes: list[NodeHealth], method: DrainMethod) -> list[list[str]]:
     """Commands that take the unhealthy nodes out of service (Slurm drain, or Kubernetes cordon+drain)."""
     commands: list[list[str]] = []
     for node in nodes:
         if node.healthy:
             continue
-        reason = f"gpuforge check: {node.problems[0]}"[:200]
+        reason = drain_reason(node)
         if method == "slurm":
             commands.append(["scontrol", "update", f"nodename={node.host}", "state=drain", f"reason={reason}"])
         elif method == "kubernetes":
@@ -88,6 +96,32 @@ def drain_commands(nodes: list[NodeHealth], method: DrainMethod) -> list[list[st
                 ["kubectl", "drain", node.host, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=10m"]
             )
     return commands
+
+
+def drain_nodes(
+    nodes: list[NodeHealth], method: DrainMethod, inventory: Mapping[str, Any], *, on_event: EventHandler | None = None
+) -> PlaybookResult:
+    """Drain the unhealthy *nodes* in the running Slurm controller: slurm-drain.yml runs scontrol on the
+    inventory's slurm_controller host, where the cluster's configuration and MUNGE key are."""
+    if method != "slurm":
+        raise ValueError(f"drain_nodes drains in Slurm; {method} nodes are drained with drain_commands")
+    if "slurm_controller" not in _groups(inventory):
+        raise ValueError("--drain slurm: the inventory has no slurm_controller group to run scontrol on")
+    failing = [{"host": node.host, "reason": drain_reason(node)} for node in nodes if not node.healthy]
+    return run_playbook("slurm-drain.yml", inventory, extravars={"slurm_drain_nodes": failing}, on_event=on_event)
+
+
+def _groups(inventory: Mapping[str, Any]) -> set[str]:
+    names: set[str] = set()
+
+    def walk(group: Mapping[str, Any]) -> None:
+        for name, child in (group.get("children") or {}).items():
+            names.add(name)
+            walk(child or {})
+
+    for root in inventory.values():
+        walk(root or {})
+    return names
 
 
 def run_checks(
@@ -136,9 +170,12 @@ def run_checks(
                 health.problems.extend(f.message for f in result.failures if f.host == host)
             nodes.append(health)
     report = CheckReport(nodes=nodes, playbook=result, drain_commands=drain_commands(nodes, drain))
-    if execute_drain:
-        for command in report.drain_commands:
-            runner(command, check=True)
+    if execute_drain and report.failing:
+        if drain == "slurm":
+            report.drain = drain_nodes(nodes, drain, inventory, on_event=on_event)
+        else:
+            for command in report.drain_commands:
+                runner(command, check=True)
     return report
 
 
