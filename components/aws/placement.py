@@ -15,7 +15,8 @@ from .eks import EksCluster, EksClusterArgs
 from .image_pipeline import ImagePipeline, ImagePipelineArgs
 from .irsa import ROLE_ARN_ANNOTATION, ServiceAccount, ServiceAccountRoles, ServiceAccountRolesArgs
 from .network import SegmentedNetwork, SegmentedNetworkArgs
-from .node_group import EksAttachment, GpuNodeGroup, GpuNodeGroupArgs, LustreMount, node_group_props
+from .node_group import CLUSTER_TAG, EksAttachment, GpuNodeGroup, GpuNodeGroupArgs, LustreMount, node_group_props
+from .slurm import SlurmControlPlane, SlurmControlPlaneArgs
 from .storage import ClusterKey, LustreFileSystem, LustreFileSystemArgs, ObjectStore, ObjectStoreArgs
 
 READ_PURPOSES = ("data",)
@@ -34,7 +35,7 @@ def build_aws_network_and_cluster(
     assert spec.network is not None  # resolve() admits aws and hybrid placement only with a network
     region = spec.region
     assert region is not None  # resolve() admits only aws placement here
-    tags = {"gpuforge:cluster": spec.name, "gpuforge:environment": spec.environment, **spec.tags}
+    tags = {CLUSTER_TAG: spec.name, "gpuforge:environment": spec.environment, **spec.tags}
 
     def regional_provider(suffix: str, in_region: str) -> aws.Provider:
         return aws.Provider(
@@ -139,10 +140,34 @@ def build_aws_network_and_cluster(
                     else None
                 ),
             ),
-            opts=child,
+            opts=_keep_identity(child, f"{name}-{group.spec.renamed_from}" if group.spec.renamed_from else None),
         )
 
     image_pipeline = _image_pipeline(name, resolved, network, key.arn, tags, child)
+
+    slurm_outputs: dict[str, Any] = {}
+    sched = resolved.scheduler
+    if sched is not None:
+        slurm_groups = {*sched.groups, *sched.login_groups}
+        slurm = SlurmControlPlane(
+            f"{name}-slurm",
+            SlurmControlPlaneArgs(
+                resolved=resolved,
+                scheduler=sched,
+                subnet_ids=network.subnet_ids,
+                security_group_ids=network.security_group_ids,
+                kms_key_arn=key.arn,
+                node_role_names=[g.role_name for n, g in groups.items() if n in slurm_groups],
+                tags=tags,
+            ),
+            opts=child,
+        )
+        slurm_outputs["slurm"] = {
+            "controllers": {c.name: c.address for c in sched.controllers},
+            "databaseEndpoint": slurm.database_endpoint,
+            "homeFileSystem": slurm.home_file_system_id,
+            "secretArns": slurm.secret_arns,
+        }
 
     platform: GpuPlatform | None = None
     roles: ServiceAccountRoles | None = None
@@ -198,6 +223,7 @@ def build_aws_network_and_cluster(
     outputs = {
         **kubernetes_outputs,
         **pipeline_outputs,
+        **slurm_outputs,
         "cluster": {"name": spec.name, "environment": spec.environment, "placement": "aws", "region": region},
         "kmsKeyArn": key.arn,
         "network": {
@@ -308,3 +334,11 @@ def _fsx_storage_class(
         mount_options=["flock"],
         csi_chart="aws_fsx_csi_driver",
     )
+
+
+def _keep_identity(opts: pulumi.ResourceOptions, previous_name: str | None) -> pulumi.ResourceOptions:
+    """A renamed node group keeps its resources: an alias to the component's previous name, which
+    the engine extends to every child named after the component (`{name}-asg`, `{name}-lt`, ...)."""
+    if previous_name is None:
+        return opts
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=[pulumi.Alias(name=previous_name)]))

@@ -61,6 +61,12 @@ class ResolvedScheduler:
         return marked[0] if marked else next(iter(self.spec.partitions))
 
 
+def secret_names(cluster: str) -> dict[str, str]:
+    """Secrets Manager names of the Slurm secrets: the AWS program creates them, nodes read them, the
+    rendered configuration names them. Never the values."""
+    return {"munge_key": f"gpuforge/{cluster}/slurm/munge-key", "db_password": f"gpuforge/{cluster}/slurm/db-password"}
+
+
 def _site_pools(site: ResolvedSite | None) -> dict[str, list[ResolvedHost]]:
     return site.pools() if site is not None else {}
 

@@ -15,7 +15,7 @@ import typer
 from rich.markup import escape
 
 from components.spec import SpecError
-from gpuforge.cli import nodes, review
+from gpuforge.cli import nodes, render, review
 from gpuforge.console import err, out
 
 app = typer.Typer(
@@ -30,6 +30,23 @@ app = typer.Typer(
 StackArg = Annotated[
     str, typer.Argument(help="A stack name in stacks/ (dev, prod, ...) or a path to a stack file.", show_default=False)
 ]
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from gpuforge import __version__
+
+        out.print(f"gpuforge {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Infrastructure as code for AI training clusters."""
 
 
 def fail(error: SpecError) -> NoReturn:
@@ -120,9 +137,28 @@ def schema(
         output.write_text(text)
 
 
+@app.command()
+def init(
+    directory: Annotated[Path, typer.Argument(help="Where to create the project (default: here).")] = Path("."),
+    name: Annotated[str | None, typer.Option(help="The Pulumi project name (default: the directory's).")] = None,
+) -> None:
+    """Start a repository of stacks: Pulumi.yaml, the program, stacks/Pulumi.dev.yaml, the schema,
+    policy packs and the review/deploy workflows. Existing files are kept."""
+    from gpuforge.scaffold import scaffold
+
+    done = scaffold(directory, name)
+    for relative in done.written:
+        out.print(f"[green]wrote[/] {escape(str(directory / relative))}", highlight=False)
+    for relative in done.kept:
+        out.print(f"[yellow]kept[/]  {escape(str(directory / relative))} (already there)", highlight=False)
+    out.print(
+        f"next: cd {escape(str(directory))} && python -m venv .venv && .venv/bin/pip install -r requirements.txt "
+        "&& .venv/bin/gpuforge plan dev",
+        highlight=False,
+    )
+
+
 review.register(app)  # diff, preview, up, destroy, outputs
 nodes.register(app)  # inventory, bake, check
+app.add_typer(render.app, name="render")  # render slurm, ...
 
-
-if __name__ == "__main__":
-    app()

@@ -22,15 +22,24 @@ from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from components.assets import BUNDLED, SOURCE_ROOT
 from components.spec import resolve
 from gpuforge.plan.model import COMPUTED, Plan, PlanResource
 from gpuforge.plan.policy_check import check_plan
-from gpuforge.plan.stacks import PROJECT_ROOT, StackFile, load_stack
+from gpuforge.plan.stacks import Project, StackFile, load_stack, project_of
 from gpuforge.plan.summary import summarize
 from gpuforge.review.cost import estimate_cost
 
 PROJECT = "gpuforge"
 MOCK_ACCOUNT = "123456789012"
+SECRET = "[secret]"
+# Resource type -> (output holding the secret, the mock value's prefix). tests/slurm checks that these
+# values appear nowhere in a plan, its Markdown, the stack outputs or user data.
+MOCK_SECRET_PREFIX = "gpuforge-mock-secret"
+MOCK_SECRETS = {
+    "random:index/randomPassword:RandomPassword": ("result", MOCK_SECRET_PREFIX),
+    "random:index/randomBytes:RandomBytes": ("base64", MOCK_SECRET_PREFIX),
+}
 
 
 class _Mocks(mocks.Mocks):
@@ -45,6 +54,10 @@ class _Mocks(mocks.Mocks):
             state.setdefault("bucket", args.name)
         elif args.typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
             state.update(dnsName=f"{args.name}.fsx.mock.amazonaws.com", mountName="mockmnt")
+        elif args.typ in MOCK_SECRETS:
+            # Generated secrets get a recognisable value, so a test can prove none reaches any output.
+            field, value = MOCK_SECRETS[args.typ]
+            state[field] = f"{value}-{args.name}"
         elif args.typ == "aws:kms/key:Key":
             state.setdefault("keyId", f"{args.name}-key-id")
         elif args.typ == "aws:eks/cluster:Cluster":
@@ -81,6 +94,7 @@ class _RecordingMonitor(mocks.MockMonitor):
                 custom=bool(request.custom),
                 retain_on_delete=bool(request.retainOnDelete),
                 dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
+                aliases=[a.spec.name for a in request.aliases if a.HasField("spec") and a.spec.name],
             )
         return response
 
@@ -92,7 +106,9 @@ class _RecordingMonitor(mocks.MockMonitor):
 
 def _plain(value: Any) -> Any:
     """JSON-ready values. The wire format carries every number as a double, so integral
-    floats become ints again (count 64, not 64.0)."""
+    floats become ints again (count 64, not 64.0). Secret values are never recorded."""
+    if isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig:
+        return SECRET
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -111,11 +127,14 @@ def _plain(value: Any) -> Any:
 
 
 def _project_path(path: str) -> str:
-    """Asset paths relative to the project, so plans compare across checkouts."""
-    try:
-        return Path(path).relative_to(PROJECT_ROOT).as_posix()
-    except ValueError:
-        return path
+    """Paths of gpuforge's own assets relative to where they live (playbooks/..., templates/...), so
+    plans compare across checkouts and installs."""
+    for base in (BUNDLED, SOURCE_ROOT):
+        try:
+            return Path(path).resolve().relative_to(base.resolve()).as_posix()
+        except ValueError:
+            continue
+    return path
 
 
 def _offline_runtime(monitor: _RecordingMonitor, stack: str) -> None:
@@ -133,9 +152,7 @@ def _no_stack_trace() -> Any:
     return source_pb2.StackTrace()
 
 
-def run_program(
-    stack_file: StackFile, program: Path = PROJECT_ROOT / "__main__.py"
-) -> tuple[list[PlanResource], dict[str, Any]]:
+def run_program(stack_file: StackFile, program: Path) -> tuple[list[PlanResource], dict[str, Any]]:
     """Evaluate the Pulumi program for one stack under the mock monitor."""
     monitor = _RecordingMonitor()
     _offline_runtime(monitor, stack_file.name)
@@ -157,11 +174,11 @@ def run_program(
     return sorted(monitor.recorded.values(), key=lambda r: r.urn), _plain(exported)
 
 
-def plan_stack(stack: str | Path, root: Path = PROJECT_ROOT) -> Plan:
-    """Resolve the stack's spec (raises SpecError) and evaluate the program offline."""
-    stack_file = load_stack(stack, root)
+def plan_stack(stack: str | Path, project: Project | None = None) -> Plan:
+    """Resolve the stack's spec (raises SpecError) and evaluate the project's program offline."""
+    stack_file = load_stack(stack, project)
     resolved = resolve(stack_file.cluster, source=str(stack_file.path))
-    resources, outputs = run_program(stack_file, root / "__main__.py")
+    resources, outputs = run_program(stack_file, (project or project_of(stack_file)).program)
     prices = resolved.catalog.prices
     cost = estimate_cost(resources, prices) if prices else None
     return Plan(

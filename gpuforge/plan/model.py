@@ -27,6 +27,7 @@ class PlanResource:
     retain_on_delete: bool = False
     outputs: dict[str, Any] = field(default_factory=dict)
     dependencies: dict[str, list[str]] = field(default_factory=dict)  # input name -> URNs it came from
+    aliases: list[str] = field(default_factory=list)  # previous names (Pulumi aliases): the same resource
 
 
 @dataclass
@@ -61,6 +62,7 @@ class Plan:
                     "inputs": r.inputs,
                     "protect": r.protect,
                     "retainOnDelete": r.retain_on_delete,
+                    **({"aliases": r.aliases} if r.aliases else {}),
                 }
                 for r in self.resources
             ],

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from components.spec import ResolvedSpec
-from components.spec.scheduler_checks import ResolvedScheduler, SlurmGroup
+from components.spec.scheduler_checks import ResolvedScheduler, SlurmGroup, secret_names
 from components.templates import render
 
 TEMPLATES = {
@@ -266,11 +266,6 @@ def _accounting(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, A
             "user": "slurm",
         },
     }
-
-
-def secret_names(cluster: str) -> dict[str, str]:
-    """Secrets Manager names of the Slurm secrets (the Pulumi program creates them; nodes read them)."""
-    return {"munge_key": f"gpuforge/{cluster}/slurm/munge-key", "db_password": f"gpuforge/{cluster}/slurm/db-password"}
 
 
 def _secrets(resolved: ResolvedSpec) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from gpuforge import deploy
 from gpuforge.cli import app
+from gpuforge.plan.stacks import find_project
 from gpuforge.review.diff import load_side
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +39,7 @@ def test_plan_json_carries_the_cost_estimate(plans: dict[str, Path]) -> None:
     plan = json.loads(plans["prod"].read_text())
     assert plan["summary"]["monthly_cost_usd"] == plan["cost"]["total_monthly_usd"] > 0
     lines = {line["name"]: line for line in plan["cost"]["lines"]}
-    assert lines["train"]["detail"] == "66 x p5.48xlarge (64 + 2 spare)"
+    assert lines["train"]["detail_head"] == "66 x p5.48xlarge (64 + 2 spare)"
     assert lines["forge-prod-data"]["monthly_usd"] is None  # bucket size unknown: said, not guessed
     assert any("data transfer" in item for item in plan["cost"]["not_counted"])
 
@@ -127,7 +128,7 @@ def test_engine_commands_without_the_cli_point_at_the_install_step(monkeypatch: 
 
 
 def test_policy_packs_are_the_pack_directories() -> None:
-    packs = deploy.policy_packs()
+    packs = deploy.policy_packs(find_project())
     assert all(Path(p, "PulumiPolicy.yaml").is_file() for p in packs)
     assert packs == sorted(str(p.parent) for p in (ROOT / "policies").glob("*/PulumiPolicy.yaml"))
 

@@ -18,7 +18,7 @@ from tests.support import skip_or_fail
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden" / "slurm"
-SLURM_STACKS = ("dev",)
+SLURM_STACKS = ("dev", "prod")
 
 
 def _config(stack: str, **kwargs: bool) -> dict:

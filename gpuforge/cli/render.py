@@ -1,0 +1,68 @@
+"""`gpuforge render ...`: print exactly what nodes receive, rendered from the stack's spec and the catalog.
+
+A Typer sub-app so each renderer adds its own command (`render slurm`, `render monitoring`, ...); the
+work lives in gpuforge/render/.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from components.spec import SpecError
+from gpuforge.console import err, out
+
+app = typer.Typer(help="Print what nodes receive (Slurm configuration, ...), rendered from the stack.",
+                  no_args_is_help=True)
+
+StackArg = Annotated[str, typer.Argument(help="A stack name in stacks/ (dev, prod, ...).", show_default=False)]
+
+
+@app.command()
+def slurm(
+    stack: StackArg,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write each file into this directory instead of printing.")
+    ] = None,
+    file: Annotated[
+        list[str] | None, typer.Option("--file", "-f", help="Only these files (slurm.conf, gres.conf, ...).")
+    ] = None,
+    stand_in_gpus: Annotated[
+        bool, typer.Option(help="gres.conf lists GPU device files instead of AutoDetect=nvml (test machines).")
+    ] = False,
+) -> None:
+    """The Slurm configuration the cluster's nodes receive: slurm.conf, gres.conf, cgroup.conf,
+    job_container.conf, topology.conf, and /etc/default/slurmd per node group."""
+    from components.spec import resolve
+    from gpuforge.cli import fail
+    from gpuforge.plan.stacks import load_stack
+    from gpuforge.render.slurm import SlurmRenderError, render_slurm, slurm_config
+
+    try:
+        stack_file = load_stack(stack)
+        resolved = resolve(stack_file.cluster, str(stack_file.path))
+        files = render_slurm(slurm_config(resolved, stand_in_gpus=stand_in_gpus))
+    except SpecError as error:
+        fail(error)
+    except SlurmRenderError as error:
+        err.print(f"[bold red]error[/]: {escape(str(error))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    unknown = sorted(set(file or ()) - set(files))
+    if unknown:
+        err.print(f"[bold red]error[/]: no file {', '.join(unknown)}; rendered: {', '.join(files)}", highlight=False)
+        raise typer.Exit(2)
+    chosen = {name: text for name, text in files.items() if not file or name in file}
+    if output is not None:
+        output.mkdir(parents=True, exist_ok=True)
+        for name, text in chosen.items():
+            (output / name).write_text(text)
+        out.print(f"wrote {len(chosen)} files to {output}")
+        return
+    for name, text in chosen.items():
+        sys.stdout.write(f"# ==> {name} <==\n{text}")
+        if not text.endswith("\n"):
+            sys.stdout.write("\n")
