@@ -3,6 +3,7 @@ Pulumi.yaml, stacks come from its stackConfigDir, and `gpuforge init` starts suc
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -128,3 +129,13 @@ def test_the_built_wheel_plans_a_stack_from_outside_the_repository(tmp_path: Pat
     assert not (repo / ".ansible").exists()  # planning writes nothing into the user's directory
     rendered = subprocess.run([*gpuforge, "policies"], cwd=repo, capture_output=True, text=True)
     assert rendered.returncode == 0 and "security-" in rendered.stdout
+
+
+def test_stacks_lists_every_stack_in_deploy_order() -> None:
+    result = runner.invoke(app, ["stacks", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert {r["stack"] for r in rows} == set(find_project().stack_names())
+    order = [r["environment"] for r in rows]
+    assert order == sorted(order, key=["dev", "staging", "prod"].index)  # prod last
+    assert next(r for r in rows if r["stack"] == "onprem-lab")["region"] is None
