@@ -157,7 +157,7 @@ def build_aws_network_and_cluster(
                 subnet_ids=network.subnet_ids,
                 security_group_ids=network.security_group_ids,
                 kms_key_arn=key.arn,
-                node_role_names=[g.role_name for n, g in groups.items() if n in slurm_groups],
+                node_role_names={n: g.role_name for n, g in groups.items() if n in slurm_groups},
                 tags=tags,
             ),
             opts=child,

@@ -41,7 +41,7 @@ class SlurmControlPlaneArgs:
     subnet_ids: dict[Tier, dict[str, pulumi.Output[str]]]  # tier -> AZ -> subnet id
     security_group_ids: dict[str, pulumi.Output[str]]
     kms_key_arn: pulumi.Input[str]
-    node_role_names: list[pulumi.Input[str]] = field(default_factory=list)  # roles that read the secrets
+    node_role_names: dict[str, pulumi.Input[str]] = field(default_factory=dict)  # node group -> its role
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -239,6 +239,10 @@ class SlurmControlPlane(pulumi.ComponentResource):
         aws.iam.RolePolicy(f"{name}-ctl-secrets", role=role.id, policy=policy(list(self.secret_arns.values())),
                            opts=child)
         munge_only = policy([self.secret_arns["munge_key"]])
-        for i, reader in enumerate(args.node_role_names):
-            aws.iam.RolePolicy(f"{name}-node-munge-{i}", role=reader, policy=munge_only, opts=child)
+        for group, reader in sorted(args.node_role_names.items()):
+            # A renamed group (renamed_from) keeps its policy: the old name becomes an alias.
+            old = args.resolved.spec.node_groups[group].renamed_from
+            aliases = [pulumi.Alias(name=f"{name}-{old}-munge")] if old else None
+            aws.iam.RolePolicy(f"{name}-{group}-munge", role=reader, policy=munge_only,
+                               opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(aliases=aliases)))
         return role
