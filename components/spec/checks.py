@@ -19,6 +19,7 @@ from components.catalog import Catalog, CatalogError, InstanceType, load_catalog
 
 from .errors import SpecError, SpecIssue, issues_from_validation_error
 from .models import KUBERNETES_ORCHESTRATORS, ClusterSpec, FsxLustre, NodeGroup
+from .monitoring import check_monitoring
 from .scheduler_checks import ResolvedScheduler, check_scheduler
 from .site_checks import ResolvedSite, check_hybrid, check_site
 from .sizing import LustreSizing, size_lustre
@@ -243,6 +244,7 @@ def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
     issues += _check_bucket_names(spec)
     scheduler, scheduler_issues = check_scheduler(spec, catalog, subnets, site)
     issues += scheduler_issues
+    issues += check_monitoring(spec)
 
     if issues:
         raise SpecError(issues, source)

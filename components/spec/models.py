@@ -33,7 +33,7 @@ def parse_cidr(value: str, example: str) -> ipaddress.IPv4Network:
     except ValueError as exc:
         raise ValueError(f"{value!r} is not a CIDR block; write it like {example}") from exc
     if network.version != 4:
-        raise ValueError(f"{value} is an IPv6 block; this field takes an IPv4 CIDR like {example}")
+        raise ValueError(f"{value} is an IPv6 block and this field is IPv4; write an IPv4 CIDR like {example}")
     if str(network) != value.strip():
         if "/" not in value:
             raise ValueError(f"{value!r} has no prefix length; write the block like {network} or {example}")
@@ -58,7 +58,7 @@ def parse_ipv4(value: str, what: str) -> str:
     except ValueError as exc:
         raise ValueError(f"{value!r} is not an IP address; write the {what} like 10.10.0.11") from exc
     if address.version != 4:
-        raise ValueError(f"{value} is an IPv6 address; the {what} takes an IPv4 address like 10.10.0.11")
+        raise ValueError(f"{value} is an IPv6 address and the {what} is IPv4; write an IPv4 address like 10.10.0.11")
     return value
 
 
@@ -821,6 +821,10 @@ class ClusterSpec(SpecModel):
         description="EC2 Image Builder pipeline that runs playbooks/bake-image.yml and publishes the AMI id to "
         "an SSM parameter (aws placement); node groups use it with image: {pipeline: true}.",
     )
+    monitoring: Monitoring | None = Field(
+        default=None,
+        description="Prometheus and Alertmanager: where they run, retention, receivers, the power budget watched.",
+    )
     catalog: dict[str, Any] = Field(
         default_factory=dict,
         description="Overrides of catalog entries for this stack, keyed like the catalog's data files.",
@@ -842,6 +846,8 @@ class ClusterSpec(SpecModel):
 
 
 # The site model refers back to SpecModel and Name above, so it is imported last.
+# The site model and the monitoring section refer back to SpecModel and Name above, so they are imported last.
+from .monitoring import Monitoring  # noqa: E402
 from .scheduler import SchedulerSpec  # noqa: E402
 from .site import HybridSpec, Site  # noqa: E402
 

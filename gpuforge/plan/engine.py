@@ -23,6 +23,7 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from components.assets import BUNDLED, SOURCE_ROOT
+from components.spec.monitoring import declared_secrets
 from gpuforge.plan.model import COMPUTED, Plan, PlanResource
 from gpuforge.plan.policy_check import check_plan
 from gpuforge.plan.stacks import Project, StackFile, load_stack, project_of
@@ -103,10 +104,13 @@ class _RecordingMonitor(mocks.MockMonitor):
         return super().RegisterResourceOutputs(request)
 
 
+SECRET = "[secret]"
+
+
 def _plain(value: Any) -> Any:
     """JSON-ready values. The wire format carries every number as a double, so integral
-    floats become ints again (count 64, not 64.0). Secret values are never recorded."""
-    if isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig:
+    floats become ints again (count 64, not 64.0). A secret is never written out."""
+    if rpc.is_rpc_secret(value):
         return SECRET
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
@@ -155,9 +159,14 @@ def run_program(stack_file: StackFile, program: Path) -> tuple[list[PlanResource
     """Evaluate the Pulumi program for one stack under the mock monitor."""
     monitor = _RecordingMonitor()
     _offline_runtime(monitor, stack_file.name)
-    pulumi.runtime.set_all_config(
-        {k: v if isinstance(v, str) else json.dumps(v, default=str) for k, v in stack_file.config.items()}
-    )
+    config = {k: v if isinstance(v, str) else json.dumps(v, default=str) for k, v in stack_file.config.items()}
+    # Secrets the spec names (`pulumi config set --secret`) cannot be decrypted offline, and are often not
+    # set on a developer's checkout: the program reads a placeholder, marked secret like the real value.
+    secret_keys = [f"{PROJECT}:{key}" for key in declared_secrets(stack_file.cluster)]
+    for key in secret_keys:
+        if not isinstance(stack_file.config.get(key), str):
+            config[key] = SECRET
+    pulumi.runtime.set_all_config(config, secret_keys=secret_keys)
     exported: dict[str, Any] = {}
 
     async def evaluate() -> None:

@@ -139,3 +139,15 @@ def test_waivers_that_match_nothing_or_expired_fail_validate(tmp_path: Path) -> 
     output = validate(stack).replace("\n", " ")
     assert "policy.waivers[0].expires: expired on 2020-01-01" in output
     assert "policy.waivers[0].resource: 'no-such-bucket' matches no resource" in output
+
+
+def test_plan_reports_spec_and_policy_problems_before_running_the_program(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuforge.plan import engine
+
+    evaluated: list[object] = []
+    monkeypatch.setattr(engine, "run_program", lambda *args: evaluated.append(args) or ([], {}))
+    stack = ROOT / "tests" / "fixtures" / "stacks" / "invalid" / "spec-and-policy-problems-together.yaml"
+    result = runner.invoke(app, ["plan", str(stack), "--no-tree"], env={"COLUMNS": "250"})
+    assert result.exit_code == 2, result.output
+    assert "cluster.node_groups[train].count" in result.output and "policy.levels[security]" in result.output
+    assert evaluated == [], "a stack with problems declares nothing"
