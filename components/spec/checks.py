@@ -241,9 +241,9 @@ def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
     issues += _check_kubernetes(spec, groups, site)
     image_build_az, pipeline_issues = _check_image_pipeline(spec, catalog) if region_known else (None, [])
     issues += pipeline_issues
-    issues += _check_bucket_names(spec)
     scheduler, scheduler_issues = check_scheduler(spec, catalog, subnets, site)
     issues += scheduler_issues
+    issues += _check_bucket_names(spec)
     issues += check_monitoring(spec)
 
     if issues:

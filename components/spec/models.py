@@ -845,7 +845,6 @@ class ClusterSpec(SpecModel):
         return self.environment == "prod"
 
 
-# The site model refers back to SpecModel and Name above, so it is imported last.
 # The site model and the monitoring section refer back to SpecModel and Name above, so they are imported last.
 from .monitoring import Monitoring  # noqa: E402
 from .scheduler import SchedulerSpec  # noqa: E402

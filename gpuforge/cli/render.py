@@ -84,9 +84,8 @@ def slurm(
     ] = False,
 ) -> None:
     """The Slurm configuration the cluster's nodes receive: slurm.conf, gres.conf, cgroup.conf,
-    job_container.conf, topology.conf, and /etc/default/slurmd per node group."""
+    job_container.conf, topology.conf, and /etc/default/slurmd per node group (docs/slurm.md)."""
     from components.spec import resolve
-    from gpuforge.cli import fail
     from gpuforge.plan.stacks import load_stack
     from gpuforge.render.slurm import SlurmRenderError, render_slurm, slurm_config
 
@@ -95,7 +94,7 @@ def slurm(
         resolved = resolve(stack_file.cluster, str(stack_file.path))
         files = render_slurm(slurm_config(resolved, stand_in_gpus=stand_in_gpus))
     except SpecError as error:
-        fail(error)
+        raise _invalid(error) from None
     except SlurmRenderError as error:
         err.print(f"[bold red]error[/]: {escape(str(error))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None

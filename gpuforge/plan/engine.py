@@ -32,7 +32,6 @@ from gpuforge.review.cost import estimate_cost
 
 PROJECT = "gpuforge"
 MOCK_ACCOUNT = "123456789012"
-SECRET = "[secret]"
 # Resource type -> (output holding the secret, the mock value's prefix). tests/slurm checks that these
 # values appear nowhere in a plan, its Markdown, the stack outputs or user data.
 MOCK_SECRET_PREFIX = "gpuforge-mock-secret"

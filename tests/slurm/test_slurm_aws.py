@@ -63,7 +63,8 @@ def test_prod_controllers_database_home_and_protection() -> None:
     home = _one(plan, "aws:efs/fileSystem:FileSystem")
     assert home["encrypted"] and home["protect"]
     assert _one(plan, "aws:efs/backupPolicy:BackupPolicy")["backupPolicy"]["status"] == "ENABLED"
-    names = {r.inputs["name"] for r in plan.resources if r.type == "aws:secretsmanager/secret:Secret"}
+    names = {r.inputs["name"] for r in plan.resources
+             if r.type == "aws:secretsmanager/secret:Secret" and SLURM in r.urn}
     assert names == {"gpuforge/forge-prod/slurm/munge-key", "gpuforge/forge-prod/slurm/db-password"}
 
 
