@@ -23,7 +23,8 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from components.spec import resolve
-from gpuforge.plan.model import COMPUTED, Plan, PlanResource
+from components.spec.secrets import NAMESPACE, SECRET_KEYS
+from gpuforge.plan.model import COMPUTED, SECRET, Plan, PlanResource
 from gpuforge.plan.policy_check import check_plan
 from gpuforge.plan.stacks import PROJECT_ROOT, StackFile, load_stack
 from gpuforge.plan.summary import summarize
@@ -58,9 +59,13 @@ class _Mocks(mocks.Mocks):
         return f"{args.name}-id", state
 
     def call(self, args: mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        # An empty failure list, not None: the SDK's mock monitor iterates it.
         if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
-            return {"accountId": MOCK_ACCOUNT, "arn": f"arn:aws:iam::{MOCK_ACCOUNT}:user/mock", "userId": "mock"}, None
-        return {}, None
+            return {"accountId": MOCK_ACCOUNT, "arn": f"arn:aws:iam::{MOCK_ACCOUNT}:user/mock", "userId": "mock"}, []
+        if args.token == "aws:iam/getSessionContext:getSessionContext":
+            # The deployer's IAM identity behind its session (an assumed role's role ARN).
+            return {"arn": args.args.get("arn"), "issuerArn": f"arn:aws:iam::{MOCK_ACCOUNT}:role/mock-deployer"}, []
+        return {}, []
 
 
 class _RecordingMonitor(mocks.MockMonitor):
@@ -81,6 +86,9 @@ class _RecordingMonitor(mocks.MockMonitor):
                 custom=bool(request.custom),
                 retain_on_delete=bool(request.retainOnDelete),
                 dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
+                depends_on=sorted(request.dependencies),
+                # A provider reference is "<urn>::<id>".
+                provider=request.provider.rsplit("::", 1)[0] if request.provider else None,
             )
         return response
 
@@ -92,7 +100,10 @@ class _RecordingMonitor(mocks.MockMonitor):
 
 def _plain(value: Any) -> Any:
     """JSON-ready values. The wire format carries every number as a double, so integral
-    floats become ints again (count 64, not 64.0)."""
+    floats become ints again (count 64, not 64.0). A secret stays secret: its value never reaches
+    the plan (JSON, Markdown, console, policy messages)."""
+    if rpc.is_rpc_secret(value):
+        return SECRET
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -129,6 +140,33 @@ def _offline_runtime(monitor: _RecordingMonitor, stack: str) -> None:
         sdk_resource._get_stack_trace = _no_stack_trace
 
 
+def offline_config(config: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """The stack's config as the SDK takes it, and which keys are secret. Offline there is no key to
+    decrypt a `{secure: ...}` value, and a plan must not hold one anyway: every secret, and every
+    secret gpuforge reads that the file lacks, is the SECRET placeholder, marked secret."""
+    plain = {k: v if isinstance(v, str) else json.dumps(v, default=str) for k, v in config.items()}
+    secret_keys = [k for k, v in config.items() if isinstance(v, dict) and set(v) == {"secure"}]
+    secret_keys += [f"{NAMESPACE}:{k}" for k in SECRET_KEYS if f"{NAMESPACE}:{k}" not in config]
+    plain.update({k: SECRET for k in secret_keys})
+    return plain, secret_keys
+
+
+async def _redacted(value: Any) -> Any:
+    """Stack outputs resolved, with every secret Output replaced by SECRET (resolving an Output
+    drops its secretness, so ask first). Values the mocks leave computed stay Unknown."""
+    if isinstance(value, pulumi.Output):
+        if await value.is_secret():
+            return SECRET
+        if not await value.is_known():
+            return Unknown()
+        return await _redacted(await value.future(with_unknowns=True))
+    if isinstance(value, dict):
+        return {k: await _redacted(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [await _redacted(v) for v in value]
+    return value
+
+
 def _no_stack_trace() -> Any:
     return source_pb2.StackTrace()
 
@@ -139,17 +177,15 @@ def run_program(
     """Evaluate the Pulumi program for one stack under the mock monitor."""
     monitor = _RecordingMonitor()
     _offline_runtime(monitor, stack_file.name)
-    pulumi.runtime.set_all_config(
-        {k: v if isinstance(v, str) else json.dumps(v, default=str) for k, v in stack_file.config.items()}
-    )
+    config, secret_keys = offline_config(stack_file.config)
+    pulumi.runtime.set_all_config(config, secret_keys)
     exported: dict[str, Any] = {}
 
     async def evaluate() -> None:
         runpy.run_path(str(program), run_name="__main__")
         root = settings.get_root_resource()
         outputs = getattr(root, "outputs", {})
-        # with_unknowns: one value the mocks leave computed must not blank the whole export.
-        exported.update(await pulumi.Output.from_input(dict(outputs)).future(with_unknowns=True) or {})
+        exported.update(await _redacted(dict(outputs)))
 
     _sync_await(run_pulumi_func(evaluate))
     # Registrations complete in whatever order the RPCs finish: sort so the same stack always
