@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from components.spec import SpecError, SpecIssue
+from components.spec.secrets import clear_text_secrets
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_KEY = "gpuforge:cluster"
@@ -50,5 +51,8 @@ def load_stack(stack: str | Path, root: Path = PROJECT_ROOT) -> StackFile:
         raise SpecError(
             [SpecIssue("config", f"no {CLUSTER_KEY} key", f"put the spec under config: {CLUSTER_KEY}:")], str(path)
         )
+    secrets = clear_text_secrets(config)
+    if secrets:
+        raise SpecError(secrets, str(path))
     name = path.name.removeprefix("Pulumi.").removesuffix(".yaml").removesuffix(".yml")
     return StackFile(name, path, config)
