@@ -150,7 +150,7 @@ def build_aws_network_and_cluster(
                     else None
                 ),
             ),
-            opts=child,
+            opts=_keep_identity(child, f"{name}-{group.spec.renamed_from}" if group.spec.renamed_from else None),
         )
 
     image_pipeline = _image_pipeline(name, resolved, network, key.arn, tags, child)
@@ -345,3 +345,11 @@ def _fsx_storage_class(
         csi_chart="aws_fsx_csi_driver",
         csi_values={"controller": {"serviceAccount": {"annotations": {ROLE_ARN_ANNOTATION: role.arn}}}},
     )
+
+
+def _keep_identity(opts: pulumi.ResourceOptions, previous_name: str | None) -> pulumi.ResourceOptions:
+    """A renamed node group keeps its resources: an alias to the component's previous name, which
+    the engine extends to every child named after the component (`{name}-asg`, `{name}-lt`, ...)."""
+    if previous_name is None:
+        return opts
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=[pulumi.Alias(name=previous_name)]))

@@ -160,6 +160,15 @@ def _check_placement(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]:
         issues.append(SpecIssue("cluster.hybrid", "hybrid placement needs the site-to-cloud link", "add hybrid: link:"))
     if not spec.node_groups:
         issues.append(SpecIssue("cluster.node_groups", "no node group", "declare at least one node group"))
+    for name, group in spec.node_groups.items():
+        if group.renamed_from is not None and group.renamed_from in spec.node_groups:
+            issues.append(
+                SpecIssue(
+                    f"cluster.node_groups[{name}].renamed_from",
+                    f"{group.renamed_from!r} is still a node group of this stack",
+                    "name the group's previous key, which no group uses any more",
+                )
+            )
     if spec.network is None:
         return [*issues, SpecIssue("cluster.network", "missing: the cloud side needs a VPC", "add it")]
     region = spec.region or ""

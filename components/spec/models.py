@@ -250,6 +250,11 @@ class NodeGroup(SpecModel):
         "kubernetes section), kubernetes (hybrid: burst nodes join the site's cluster), slurm (the Slurm "
         "playbooks), or none (plain instances).",
     )
+    renamed_from: str | None = Field(
+        default=None,
+        description="The group's previous key, when it was renamed: its Pulumi resources keep their identity "
+        "(aliases), so the rename terminates no node. Remove it once the rename is deployed everywhere.",
+    )
 
     @model_validator(mode="after")
     def _spares_fit(self) -> NodeGroup:

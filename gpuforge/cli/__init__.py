@@ -137,6 +137,34 @@ def schema(
         output.write_text(text)
 
 
+DEPLOY_ORDER = {"dev": 0, "staging": 1, "prod": 2}
+
+
+@app.command()
+def stacks(
+    json_out: Annotated[bool, typer.Option("--json", help="One JSON object per stack (a CI matrix).")] = False,
+) -> None:
+    """List the project's stacks (Pulumi.<stack>.yaml in its stackConfigDir) in deploy order (dev,
+    staging, prod): placement, region and environment, read from each stack file without planning it."""
+    from gpuforge.plan.stacks import find_project, stack_summary
+
+    try:
+        rows = sorted(
+            (stack_summary(name) for name in find_project().stack_names()),
+            key=lambda row: (DEPLOY_ORDER.get(row["environment"] or "", 1), row["stack"]),
+        )
+    except SpecError as error:
+        fail(error)
+    if json_out:
+        sys.stdout.write(json.dumps(rows) + "\n")
+        return
+    for row in rows:
+        out.print(
+            f"{row['stack']:<16} {row['placement'] or '?':<8} {row['region'] or '-':<12} {row['environment'] or '?'}",
+            highlight=False,
+        )
+
+
 @app.command()
 def init(
     directory: Annotated[Path, typer.Argument(help="Where to create the project (default: here).")] = Path("."),
@@ -161,6 +189,3 @@ def init(
 review.register(app)  # diff, preview, up, destroy, outputs
 nodes.register(app)  # inventory, bake, check
 
-
-if __name__ == "__main__":
-    app()

@@ -30,6 +30,7 @@ class PlanResource:
     dependencies: dict[str, list[str]] = field(default_factory=dict)  # input name -> URNs it came from
     depends_on: list[str] = field(default_factory=list)  # every URN it waits for (depends_on and inputs)
     provider: str | None = None  # URN of the provider resource it is created through
+    aliases: list[str] = field(default_factory=list)  # previous names (Pulumi aliases): the same resource
 
 
 @dataclass
@@ -64,6 +65,7 @@ class Plan:
                     "inputs": r.inputs,
                     "protect": r.protect,
                     "retainOnDelete": r.retain_on_delete,
+                    **({"aliases": r.aliases} if r.aliases else {}),
                 }
                 for r in self.resources
             ],

@@ -113,3 +113,21 @@ def project_of(stack_file: StackFile) -> Project:
         return find_project(stack_file.path.parent)
     except SpecError:
         return find_project()
+
+
+def stack_summary(stack: str) -> dict[str, str | None]:
+    """Name, placement kind, AWS region and environment as the stack file states them (unvalidated:
+    what a CI matrix needs to pick credentials and a GitHub environment)."""
+    raw = load_stack(stack).cluster
+    cluster: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    placement: dict[str, Any] = cluster["placement"] if isinstance(cluster.get("placement"), dict) else {}
+
+    def text(value: Any) -> str | None:
+        return value if isinstance(value, str) else None
+
+    return {
+        "stack": stack,
+        "placement": text(placement.get("kind")),
+        "region": text(placement.get("region")),
+        "environment": text(cluster.get("environment")),
+    }
