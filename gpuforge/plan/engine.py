@@ -87,13 +87,10 @@ class _RecordingMonitor(mocks.MockMonitor):
                 custom=bool(request.custom),
                 retain_on_delete=bool(request.retainOnDelete),
                 dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
-<<<<<<< HEAD
                 depends_on=sorted(request.dependencies),
                 # A provider reference is "<urn>::<id>".
                 provider=request.provider.rsplit("::", 1)[0] if request.provider else None,
-=======
                 aliases=[a.spec.name for a in request.aliases if a.HasField("spec") and a.spec.name],
->>>>>>> main
             )
         return response
 
