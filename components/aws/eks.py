@@ -175,10 +175,11 @@ class EksCluster(pulumi.ComponentResource):
         deployer = aws.iam.get_session_context_output(
             arn=account.arn, opts=pulumi.InvokeOutputOptions(parent=self)
         ).issuer_arn
-        for key, principal, policy, namespaces in [
+        entries: list[tuple[str, pulumi.Input[str], str, tuple[str, ...]]] = [
             ("deployer", deployer, DEPLOYER_POLICY, ()),
             *((k, e.principal_arn, e.policy, tuple(e.namespaces)) for k, e in spec.access_entries.items()),
-        ]:
+        ]
+        for key, principal, policy, namespaces in entries:
             access = aws.eks.AccessEntry(
                 f"{name}-access-{key}",
                 cluster_name=cluster.name,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,7 +80,7 @@ class EksAttachment:
     cluster_security_group_id: pulumi.Input[str]
     kubernetes_version: pulumi.Input[str]
     # The add-ons nodes need to become Ready (vpc-cni, kube-proxy, pod identity agent).
-    depends_on: list[pulumi.Resource] = field(default_factory=list)
+    depends_on: Sequence[pulumi.Resource] = ()
 
 
 def node_labels(group: ResolvedNodeGroup) -> dict[str, str]:
@@ -403,7 +404,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
             labels=node_labels(group),
             tags={**args.tags, NODE_GROUP_TAG: group.name},
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=eks.depends_on)),
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=list(eks.depends_on))),
         )
         self.asg_name = node_group.resources.apply(_first_asg_name)
         self.launch_template_id = template.id

@@ -158,7 +158,7 @@ def build_aws_network_and_cluster(
     platform: GpuPlatform | None = None
     roles: ServiceAccountRoles | None = None
     if eks is not None and kube is not None:
-        provider = eks.kubernetes_provider(
+        kube_provider = eks.kubernetes_provider(
             f"{name}-eks", nodes=[groups[g] for g in sorted(resolved.kubernetes_node_groups)]
         )
         teams = kube.platform.teams
@@ -193,7 +193,7 @@ def build_aws_network_and_cluster(
                     {team: {ROLE_ARN_ANNOTATION: arn} for team, arn in roles.role_arns.items()} if roles else {}
                 ),
             ),
-            opts=pulumi.ResourceOptions(parent=parent, providers={"kubernetes": provider}),
+            opts=pulumi.ResourceOptions(parent=parent, providers={"kubernetes": kube_provider}),
         )
 
     kubernetes_outputs: dict[str, Any] = {}
