@@ -56,27 +56,30 @@ def fail(error: SpecError) -> NoReturn:
 
 @app.command()
 def validate(stack: StackArg) -> None:
-    """Validate a stack's cluster spec (models and catalog) and its gpuforge:policy settings. Exit 0 valid, 2 not."""
-    from components.spec import resolve
+    """Validate a stack: the cluster spec (models and catalog), its gpuforge:policy settings, and its
+    waivers (expired, or matching no resource of the offline plan). Exit 0 valid, 2 not."""
+    from datetime import date
+
     from gpuforge.plan.stacks import load_stack
-    from policies.settings import settings_from_config
+    from gpuforge.plan.validation import check_stack, waiver_issues
 
     try:
         stack_file = load_stack(stack)
+        checked = check_stack(stack_file)
+        if checked.settings.policy.waivers:
+            from gpuforge.plan.engine import run_program
+            from gpuforge.plan.stacks import project_of
+
+            resources, _ = run_program(stack_file, project_of(stack_file).program)
+            issues = waiver_issues(checked.settings, resources, date.today())
+            if issues:
+                raise SpecError(issues, str(stack_file.path))
     except SpecError as error:
         fail(error)
-    source = str(stack_file.path)
-    issues = []
-    for check in (lambda: resolve(stack_file.cluster, source), lambda: settings_from_config(stack_file.config, source)):
-        try:
-            check()
-        except SpecError as error:
-            issues += error.issues
-    if issues:
-        fail(SpecError(issues, source))
-    resolved = resolve(stack_file.cluster, source)
+    resolved = checked.resolved
     groups = ", ".join(f"{n} ({g.spec.count}x {g.spec.instance_type})" for n, g in resolved.node_groups.items())
-    out.print(f"[green]valid[/]: {stack_file.path} — {groups}")
+    hosts = f"{len(resolved.site.hosts)} site hosts" if resolved.site is not None else ""
+    out.print(f"[green]valid[/]: {escape(str(stack_file.path))} — {escape(', '.join(p for p in (groups, hosts) if p))}")
 
 
 @app.command()

@@ -23,7 +23,6 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from components.assets import BUNDLED, SOURCE_ROOT
-from components.spec import resolve
 from components.spec.secrets import NAMESPACE, SECRET_KEYS
 from gpuforge.plan.model import COMPUTED, SECRET, Plan, PlanResource
 from gpuforge.plan.policy_check import check_plan
@@ -197,9 +196,12 @@ def run_program(stack_file: StackFile, program: Path) -> tuple[list[PlanResource
 
 
 def plan_stack(stack: str | Path, project: Project | None = None) -> Plan:
-    """Resolve the stack's spec (raises SpecError) and evaluate the project's program offline."""
+    """Check the stack's spec and policy settings (raises SpecError listing every problem of both),
+    then evaluate the project's program offline."""
+    from gpuforge.plan.validation import check_stack
+
     stack_file = load_stack(stack, project)
-    resolved = resolve(stack_file.cluster, source=str(stack_file.path))
+    resolved = check_stack(stack_file).resolved
     resources, outputs = run_program(stack_file, (project or project_of(stack_file)).program)
     prices = resolved.catalog.prices
     cost = estimate_cost(resources, prices) if prices else None
