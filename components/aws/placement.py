@@ -12,7 +12,9 @@ from components.catalog.aws_wiring import load_aws_wiring
 from components.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsClass
 from components.spec import ResolvedSpec
 from components.spec.models import Tier
+from components.spec.monitoring import receiver_secret_names
 
+from .alert_secrets import AlertSecrets, AlertSecretsArgs
 from .eks import EksCluster, EksClusterArgs
 from .iam import fsx_key_grant_policy
 from .image_pipeline import ImagePipeline, ImagePipelineArgs
@@ -211,9 +213,18 @@ def build_aws_network_and_cluster(
             "pipelineArn": image_pipeline.pipeline_arn,
             "ssmParameter": image_pipeline.parameter_name,
         }
+    monitoring_outputs: dict[str, Any] = {}
+    if spec.monitoring is not None:
+        secrets = AlertSecrets(
+            f"{name}-alert-secrets",
+            AlertSecretsArgs(spec.name, receiver_secret_names(spec.monitoring), key.arn, spec.protected),
+            opts=child,
+        )
+        monitoring_outputs["monitoring"] = {"server": spec.monitoring.server.kind, "alertSecretArns": secrets.arns}
     outputs = {
         **kubernetes_outputs,
         **pipeline_outputs,
+        **monitoring_outputs,
         "cluster": {"name": spec.name, "environment": spec.environment, "placement": "aws", "region": region},
         "kmsKeyArn": key.arn,
         "network": {

@@ -19,6 +19,7 @@ from components.catalog import Catalog, CatalogError, InstanceType, load_catalog
 
 from .errors import SpecError, SpecIssue, issues_from_validation_error
 from .models import KUBERNETES_ORCHESTRATORS, ClusterSpec, FsxLustre, NodeGroup
+from .monitoring import check_monitoring
 from .site_checks import ResolvedSite, check_hybrid, check_site
 from .sizing import LustreSizing, size_lustre
 from .subnets import Subnets, plan_subnets
@@ -239,6 +240,7 @@ def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
     image_build_az, pipeline_issues = _check_image_pipeline(spec, catalog) if region_known else (None, [])
     issues += pipeline_issues
     issues += _check_bucket_names(spec)
+    issues += check_monitoring(spec)
 
     if issues:
         raise SpecError(issues, source)

@@ -842,6 +842,10 @@ class ClusterSpec(SpecModel):
         description="EC2 Image Builder pipeline that runs playbooks/bake-image.yml and publishes the AMI id to "
         "an SSM parameter (aws placement); node groups use it with image: {pipeline: true}.",
     )
+    monitoring: Monitoring | None = Field(
+        default=None,
+        description="Prometheus and Alertmanager: where they run, retention, receivers, the power budget watched.",
+    )
     catalog: dict[str, Any] = Field(
         default_factory=dict,
         description="Overrides of catalog entries for this stack, keyed like the catalog's data files.",
@@ -862,7 +866,8 @@ class ClusterSpec(SpecModel):
         return self.environment == "prod"
 
 
-# The site model refers back to SpecModel and Name above, so it is imported last.
+# The site model and the monitoring section refer back to SpecModel and Name above, so they are imported last.
+from .monitoring import Monitoring  # noqa: E402
 from .site import HybridSpec, Site  # noqa: E402
 
 ClusterSpec.model_rebuild()

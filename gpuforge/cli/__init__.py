@@ -15,7 +15,7 @@ import typer
 from rich.markup import escape
 
 from components.spec import SpecError
-from gpuforge.cli import nodes, review
+from gpuforge.cli import nodes, render, review
 from gpuforge.console import err, out
 
 app = typer.Typer(
@@ -191,4 +191,5 @@ def init(
 
 review.register(app)  # diff, preview, up, destroy, outputs
 nodes.register(app)  # inventory, bake, check
+app.add_typer(render.app, name="render")  # render monitoring, ...
 

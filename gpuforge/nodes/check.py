@@ -99,6 +99,18 @@ def expectations_from_vars(hostvars: Mapping[str, Any]) -> NodeExpectations:
     )
 
 
+def _role_failures(host_dir: Path) -> list[str]:
+    """The problems the gpu_healthcheck role recorded for one node (its failures.json), if any."""
+    path = host_dir / "failures.json"
+    if not path.is_file():
+        return []
+    try:
+        failures = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return []
+    return [str(item) for item in failures] if isinstance(failures, list) else []
+
+
 def drain_commands(nodes: list[NodeHealth], method: DrainMethod) -> list[list[str]]:
     """Commands that take the unhealthy nodes out of service (Slurm drain, or Kubernetes cordon+drain)."""
     commands: list[list[str]] = []
@@ -181,6 +193,9 @@ def run_checks(
                 if path.name != "failures.json"
             }
             health = evaluate_node(host, outputs, expectations_from_vars(hostvars.get(host, {})))
+            # The role's own verdicts come first: they also say why a tool gave no output at all
+            # (nvidia-smi missing, nccl-tests not built), which the parsers cannot know.
+            health.problems[:0] = [p for p in _role_failures(Path(fetch) / host) if p not in health.problems]
             summary = result.hosts.get(host)
             if summary and summary.unreachable:
                 health.problems.insert(0, "unreachable")

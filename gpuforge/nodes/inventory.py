@@ -159,7 +159,7 @@ def _group_vars(
                 "efa_installer_version": software.get("efaInstallerVersion"),
                 "nccl_tuning_aws_ofi_nccl_version": software.get("awsOfiNcclVersion"),
                 "nccl_tuning_efa_installer_version": software.get("efaInstallerVersion"),
-                "nccl_tuning_gpudirect_rdma": facts["gpudirect_rdma"],
+                "nccl_tuning_gpudirect_rdma": bool(facts["gpudirect_rdma"]),  # not listed: no GDR
                 "gpu_healthcheck_expected_efa": int(group.get("efaInterfacesPerNode") or 0),
             }
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import runpy
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from components.assets import BUNDLED, SOURCE_ROOT
+from components.spec.monitoring import declared_secrets
 from components.spec.secrets import NAMESPACE, SECRET_KEYS
 from gpuforge.plan.model import COMPUTED, SECRET, Plan, PlanResource
 from gpuforge.plan.policy_check import check_plan
@@ -101,8 +103,8 @@ class _RecordingMonitor(mocks.MockMonitor):
 
 def _plain(value: Any) -> Any:
     """JSON-ready values. The wire format carries every number as a double, so integral
-    floats become ints again (count 64, not 64.0). A secret stays secret: its value never reaches
-    the plan (JSON, Markdown, console, policy messages)."""
+    floats become ints again (count 64, not 64.0). A secret is never written out: its value never
+    reaches the plan (JSON, Markdown, console, policy messages)."""
     if rpc.is_rpc_secret(value):
         return SECRET
     if isinstance(value, dict):
@@ -144,14 +146,18 @@ def _offline_runtime(monitor: _RecordingMonitor, stack: str) -> None:
         sdk_resource._get_stack_trace = _no_stack_trace
 
 
-def offline_config(config: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+def offline_config(config: dict[str, Any], declared: Iterable[str] = ()) -> tuple[dict[str, str], list[str]]:
     """The stack's config as the SDK takes it, and which keys are secret. Offline there is no key to
-    decrypt a `{secure: ...}` value, and a plan must not hold one anyway: every secret, and every
-    secret gpuforge reads that the file lacks, is the SECRET placeholder, marked secret."""
+    decrypt a `{secure: ...}` value, and a plan must not hold one anyway: every secret in the file,
+    every secret gpuforge reads and every secret the spec declares is the SECRET placeholder, marked
+    secret (a plain string the file gives for a declared secret is kept, still marked secret)."""
     plain = {k: v if isinstance(v, str) else json.dumps(v, default=str) for k, v in config.items()}
-    secret_keys = [k for k, v in config.items() if isinstance(v, dict) and set(v) == {"secure"}]
-    secret_keys += [f"{NAMESPACE}:{k}" for k in SECRET_KEYS if f"{NAMESPACE}:{k}" not in config]
-    plain.update({k: SECRET for k in secret_keys})
+    secure = {k for k, v in config.items() if isinstance(v, dict) and set(v) == {"secure"}}
+    wanted = {f"{NAMESPACE}:{k}" for k in (*SECRET_KEYS, *declared)}
+    secret_keys = sorted(secure | wanted)
+    for key in secret_keys:
+        if not isinstance(config.get(key), str):
+            plain[key] = SECRET
     return plain, secret_keys
 
 
@@ -179,8 +185,10 @@ def run_program(stack_file: StackFile, program: Path) -> tuple[list[PlanResource
     """Evaluate the Pulumi program for one stack under the mock monitor."""
     monitor = _RecordingMonitor()
     _offline_runtime(monitor, stack_file.name)
-    config, secret_keys = offline_config(stack_file.config)
-    pulumi.runtime.set_all_config(config, secret_keys)
+    # Secrets cannot be decrypted offline, and are often not set on a developer's checkout: the
+    # program reads a placeholder, marked secret like the real value.
+    config, secret_keys = offline_config(stack_file.config, declared_secrets(stack_file.cluster))
+    pulumi.runtime.set_all_config(config, secret_keys=secret_keys)
     exported: dict[str, Any] = {}
 
     async def evaluate() -> None:
