@@ -237,6 +237,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
     asg_name: pulumi.Output[str]
     launch_template_id: pulumi.Output[str]
     role_arn: pulumi.Output[str]
+    role_name: pulumi.Output[str]
 
     def __init__(self, name: str, args: GpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuforge:aws:GpuNodeGroup", name, node_group_props(args.group), opts)
@@ -287,6 +288,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
         self.asg_name = asg.name
         self.launch_template_id = template.id
         self.role_arn = role.arn
+        self.role_name = role.name
         self.register_outputs(
             {
                 "asgName": asg.name,
@@ -409,6 +411,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
         self.asg_name = node_group.resources.apply(_first_asg_name)
         self.launch_template_id = template.id
         self.role_arn = role.arn
+        self.role_name = role.name
         self.register_outputs(
             {
                 "eksNodeGroup": node_group.node_group_name,

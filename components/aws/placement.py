@@ -21,6 +21,7 @@ from .image_pipeline import ImagePipeline, ImagePipelineArgs
 from .irsa import ROLE_ARN_ANNOTATION, ServiceAccount, ServiceAccountRoles, ServiceAccountRolesArgs, controller_role
 from .network import SegmentedNetwork, SegmentedNetworkArgs
 from .node_group import CLUSTER_TAG, EksAttachment, GpuNodeGroup, GpuNodeGroupArgs, LustreMount, node_group_props
+from .slurm import SlurmControlPlane, SlurmControlPlaneArgs
 from .storage import ClusterKey, LustreFileSystem, LustreFileSystemArgs, ObjectStore, ObjectStoreArgs
 
 READ_PURPOSES = ("data",)
@@ -157,6 +158,30 @@ def build_aws_network_and_cluster(
 
     image_pipeline = _image_pipeline(name, resolved, network, key.arn, tags, child)
 
+    slurm_outputs: dict[str, Any] = {}
+    sched = resolved.scheduler
+    if sched is not None:
+        slurm_groups = {*sched.groups, *sched.login_groups}
+        slurm = SlurmControlPlane(
+            f"{name}-slurm",
+            SlurmControlPlaneArgs(
+                resolved=resolved,
+                scheduler=sched,
+                subnet_ids=network.subnet_ids,
+                security_group_ids=network.security_group_ids,
+                kms_key_arn=key.arn,
+                node_role_names={n: g.role_name for n, g in groups.items() if n in slurm_groups},
+                tags=tags,
+            ),
+            opts=child,
+        )
+        slurm_outputs["slurm"] = {
+            "controllers": {c.name: c.address for c in sched.controllers},
+            "databaseEndpoint": slurm.database_endpoint,
+            "homeFileSystem": slurm.home_file_system_id,
+            "secretArns": slurm.secret_arns,
+        }
+
     platform: GpuPlatform | None = None
     roles: ServiceAccountRoles | None = None
     if eks is not None and kube is not None:
@@ -224,6 +249,7 @@ def build_aws_network_and_cluster(
     outputs = {
         **kubernetes_outputs,
         **pipeline_outputs,
+        **slurm_outputs,
         **monitoring_outputs,
         "cluster": {"name": spec.name, "environment": spec.environment, "placement": "aws", "region": region},
         "kmsKeyArn": key.arn,

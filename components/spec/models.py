@@ -837,6 +837,11 @@ class ClusterSpec(SpecModel):
         default=None,
         description="Kubernetes control plane and GPU platform, for node groups with orchestrator: eks.",
     )
+    scheduler: SchedulerSpec | None = Field(
+        default=None,
+        description="The Slurm cluster users submit jobs to: controller, accounting, partitions of node groups "
+        "(orchestrator: slurm), login nodes, users and containers.",
+    )
     image_pipeline: ImagePipelineSpec | None = Field(
         default=None,
         description="EC2 Image Builder pipeline that runs playbooks/bake-image.yml and publishes the AMI id to "
@@ -868,6 +873,7 @@ class ClusterSpec(SpecModel):
 
 # The site model and the monitoring section refer back to SpecModel and Name above, so they are imported last.
 from .monitoring import Monitoring  # noqa: E402
+from .scheduler import SchedulerSpec  # noqa: E402
 from .site import HybridSpec, Site  # noqa: E402
 
 ClusterSpec.model_rebuild()

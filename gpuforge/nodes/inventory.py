@@ -277,6 +277,10 @@ def build_inventory(
         roles.setdefault(group_name("role", str(group.get("role") or "none")), {"children": {}})["children"][ng] = {}
     children["gpu_nodes"] = {"children": gpu_children}
     children.update(roles)
+    from gpuforge.nodes.slurm_inventory import slurm_inventory
+
+    slurm_vars, slurm_children = slurm_inventory(stack, outputs, group_name)
+    children.update(slurm_children)
     return {
         "all": {
             "vars": {
@@ -284,6 +288,7 @@ def build_inventory(
                 "gpuforge_cluster": cluster.get("name"),
                 "gpuforge_region": cluster.get("region"),
                 "gpuforge_outputs_source": origin,
+                **slurm_vars,
             },
             "children": children,
         }

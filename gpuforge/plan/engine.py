@@ -34,6 +34,13 @@ from gpuforge.review.cost import estimate_cost
 
 PROJECT = "gpuforge"
 MOCK_ACCOUNT = "123456789012"
+# Resource type -> (output holding the secret, the mock value's prefix). tests/slurm checks that these
+# values appear nowhere in a plan, its Markdown, the stack outputs or user data.
+MOCK_SECRET_PREFIX = "gpuforge-mock-secret"
+MOCK_SECRETS = {
+    "random:index/randomPassword:RandomPassword": ("result", MOCK_SECRET_PREFIX),
+    "random:index/randomBytes:RandomBytes": ("base64", MOCK_SECRET_PREFIX),
+}
 
 
 class _Mocks(mocks.Mocks):
@@ -48,6 +55,10 @@ class _Mocks(mocks.Mocks):
             state.setdefault("bucket", args.name)
         elif args.typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
             state.update(dnsName=f"{args.name}.fsx.mock.amazonaws.com", mountName="mockmnt")
+        elif args.typ in MOCK_SECRETS:
+            # Generated secrets get a recognisable value, so a test can prove none reaches any output.
+            field, value = MOCK_SECRETS[args.typ]
+            state[field] = f"{value}-{args.name}"
         elif args.typ == "aws:kms/key:Key":
             state.setdefault("keyId", f"{args.name}-key-id")
         elif args.typ == "aws:eks/cluster:Cluster":
