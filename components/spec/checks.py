@@ -419,6 +419,25 @@ def _resolve_group(
                 "pin availability_zone, or use placement: spread / none",
             )
         )
+    if group.capacity.type == "capacity_block" and group.placement not in (None, "none"):
+        issues.append(
+            SpecIssue(
+                f"{path}.placement",
+                f"{group.placement}: a Capacity Block's instances are already placed together, and a placement "
+                "group can make its launches fail with insufficient capacity",
+                "remove placement (a Capacity Block takes none)",
+            )
+        )
+    reserved_placement = "cluster" if getattr(group.capacity, "placement_group", None) else "none"
+    if group.capacity.type == "capacity_reservation" and group.placement not in (None, reserved_placement):
+        issues.append(
+            SpecIssue(
+                f"{path}.placement",
+                f"{group.placement}: a capacity reservation launches into the placement group it was created in "
+                f"({getattr(group.capacity, 'placement_group', None) or 'none'}), not a new one",
+                "remove placement; name the reservation's placement group in capacity.placement_group",
+            )
+        )
     if group.capacity.type in ("capacity_reservation", "capacity_block") and group.availability_zone is None:
         issues.append(
             SpecIssue(

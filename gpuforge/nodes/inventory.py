@@ -176,7 +176,12 @@ def _group_vars(
         )
     fs = outputs.get("parallelFs")
     if fs and fs.get("dnsName") and fs.get("mountName"):
-        vars_["lustre_client_filesystem"] = {"dnsName": fs["dnsName"], "mountName": fs["mountName"]}
+        vars_["lustre_client_filesystem"] = {
+            "dnsName": fs["dnsName"],
+            "mountName": fs["mountName"],
+            # EFA-enabled file system: nodes with EFA devices configure LNet over EFA (lustre_client).
+            "efa": bool(fs.get("efa", False)),
+        }
     mounts = site_mounts(outputs)
     if mounts:
         vars_["site_mounts_mounts"] = mounts

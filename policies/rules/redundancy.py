@@ -97,10 +97,16 @@ def efa_single_az(r: Resource, ctx: RuleContext) -> Iterator[Violation]:
     "redundancy-efa-placement-group",
     types=(NODE_GROUP,),
     why="A cluster placement group keeps EFA nodes on a short, non-blocking network path.",
-    fix="leave placement unset (cluster is the EFA default) or set placement: cluster",
+    fix="leave placement unset (cluster is the EFA default) or set placement: cluster; reserved capacity "
+    "(Capacity Blocks, ODCRs) is placed by its reservation",
 )
 def efa_placement(r: Resource, ctx: RuleContext) -> Iterator[Violation]:
     placement = r.get("placement")
+    # Reserved capacity is placed by its reservation: a Capacity Block is already placed together and
+    # takes no placement group; an ODCR uses the group it was created in, or none (ParallelCluster
+    # ec2_validators; wiring-placementgroup-capacity checks the launch side).
+    if r.get("capacity") in ("capacity_block", "capacity_reservation"):
+        return
     if r.get("fabric") == "efa" and not is_unknown(placement) and placement != "cluster":
         yield Violation(
             "redundancy-efa-placement-group",

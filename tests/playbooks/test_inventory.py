@@ -40,7 +40,8 @@ def test_prod_train_group_vars_come_from_spec_and_catalog() -> None:
     assert train["gpu_healthcheck_busbw_floor_gbps"] == pytest.approx(it.nccl_busbw_reference_gbps * 0.8)
     assert train["nccl_net_plugin"] == "aws-ofi-nccl"
     assert train["nccl_tuning_aws_ofi_nccl_version"] and train["nccl_tuning_efa_installer_version"]
-    assert set(train["lustre_client_filesystem"]) == {"dnsName", "mountName"}
+    assert set(train["lustre_client_filesystem"]) == {"dnsName", "mountName", "efa"}
+    assert train["lustre_client_filesystem"]["efa"] is True  # prod's file system is EFA-enabled
 
 
 def test_floor_fraction_is_configurable() -> None:

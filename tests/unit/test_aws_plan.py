@@ -32,11 +32,11 @@ def test_non_efa_group_has_only_the_primary_interface(prod_plan: Plan) -> None:
     assert "interfaceType" not in interfaces[0]
 
 
-def test_efa_group_is_in_a_cluster_placement_group_in_one_az(prod_plan: Plan) -> None:
-    pg = one(prod_plan, "aws:ec2/placementGroup:PlacementGroup", "forge-prod-train-pg")
-    assert pg.inputs["strategy"] == "cluster"
+def test_efa_group_on_an_odcr_uses_the_reservations_placement_group_in_one_az(prod_plan: Plan) -> None:
+    # An ODCR serves only launches into the placement group it was made in: no new one is created.
+    assert not prod_plan.by_type("aws:ec2/placementGroup:PlacementGroup")
     asg = one(prod_plan, "aws:autoscaling/group:Group", "forge-prod-train-asg")
-    assert asg.inputs["placementGroup"] == "forge-prod-train-pg-id"
+    assert asg.inputs["placementGroup"] == "forge-prod-train-cluster"
     assert asg.inputs["vpcZoneIdentifiers"] == ["forge-prod-net-compute-us-east-1a-id"]
     assert not [r for r in prod_plan.resources if r.name == "forge-prod-login-pg"], "no placement group for login"
 
