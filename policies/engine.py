@@ -43,6 +43,8 @@ PACK_DESCRIPTIONS = {
     "security": "gpuforge security baseline: IMDSv2, encryption, no public exposure, least-privilege IAM, EKS.",
     "redundancy": "gpuforge redundancy: spares, EFA single-AZ placement, multi-AZ services, durable storage.",
     "power": "gpuforge power: cluster budget with PUE and spares, rack budgets, A/B feed N+N with derate.",
+    "wiring": "gpuforge wiring: what no schema sees between resources (key policies and the roles that use "
+    "the key, routes, endpoints, add-ons, ordering), so a planned cluster also works when deployed.",
 }
 
 
@@ -85,6 +87,8 @@ def resource_from_policy_resource(r: PolicyResource) -> Resource:
         parent=parent,
         protect=bool(r.opts.protect) if r.opts else False,
         dependencies={k: tuple(d.urn for d in v) for k, v in (r.property_dependencies or {}).items()},
+        depends_on=tuple(d.urn for d in (r.dependencies or [])),
+        provider=r.provider.urn if r.provider is not None else None,
     )
 
 

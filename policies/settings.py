@@ -1,7 +1,7 @@
 """Policy settings: the `gpuforge:policy` key of a stack file, beside `gpuforge:cluster`.
 
     gpuforge:policy:
-      levels:                         # per rule id, or per pack (security, redundancy, power)
+      levels:                         # per rule id, or per pack (security, redundancy, power, wiring)
         security-bucket-versioning: advisory
       params:                         # per rule id: the rule's tunables (gpuforge policies lists them)
         redundancy-nodegroup-spares: {nodes_per_spare: 16}
@@ -43,7 +43,7 @@ def _unknown_rule(rule_id: str, path: str, packs: bool = False) -> list[SpecIssu
         return []
     what = "rule or pack" if packs else "rule"
     hint = suggestion(rule_id, [*PACKS, *REGISTRY] if packs else list(REGISTRY))
-    fix = hint or ("use a pack (security, redundancy, power) or " if packs else "use ")
+    fix = hint or (f"use a pack ({', '.join(PACKS)}) or " if packs else "use ")
     fix += "" if hint else "a rule id from `gpuforge policies`"
     return [SpecIssue(path, f"unknown {what} {rule_id!r}" + unusual_characters(rule_id), fix)]
 
@@ -77,7 +77,7 @@ class PolicySettings(SpecModel):
 
     levels: dict[str, LevelSetting] = Field(
         default_factory=dict,
-        description="Enforcement per rule id or per pack (security, redundancy, power): mandatory, advisory or "
+        description="Enforcement per rule id or per pack (security, redundancy, power, wiring): mandatory, advisory or "
         "disabled. Default: each rule's level for the environment (mandatory in prod, advisory in dev).",
     )
     params: dict[str, dict[str, Any]] = Field(

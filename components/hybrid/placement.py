@@ -58,6 +58,7 @@ def build_hybrid_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resou
                 network.subnet_ids["management"][az] for az in sorted(spec.network.availability_zones)
             ],
             burst_security_group_id=network.security_group_ids["compute"],
+            kms_key_arn=aws_outputs["kmsKeyArn"],
         ),
         opts=in_aws,
     )
@@ -93,7 +94,9 @@ def build_hybrid_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resou
         bucket = aws_outputs["objectStores"][sync.cloud_store]
         ObjectSync(
             f"{name}-sync",
-            ObjectSyncArgs(sync, store.endpoint, sync.cloud_store, bucket["arn"], aws_outputs["kmsKeyArn"]),
+            ObjectSyncArgs(
+                sync, store.endpoint, sync.cloud_store, bucket["arn"], aws_outputs["kmsKeyArn"], store.ca_certificate
+            ),
             opts=in_aws,
         )
         hybrid_outputs["objectSync"] = {

@@ -249,6 +249,13 @@ class SiteObjectStore(SpecModel):
     buckets: dict[Name, Literal["data", "checkpoints", "artifacts"]] = Field(
         default_factory=dict, description="Buckets on the store, keyed by name, with what each holds."
     )
+    ca_certificate: str | None = Field(
+        default=None,
+        pattern=r"^-----BEGIN CERTIFICATE-----",
+        description="PEM chain of the private CA that signed the store's certificate. Needed when the endpoint "
+        "is an internal name or a private address, which no public CA certifies: DataSync trusts only the "
+        "chain it is given.",
+    )
 
 
 class SiteStorage(SpecModel):

@@ -176,7 +176,12 @@ def _group_vars(
         )
     fs = outputs.get("parallelFs")
     if fs and fs.get("dnsName") and fs.get("mountName"):
-        vars_["lustre_client_filesystem"] = {"dnsName": fs["dnsName"], "mountName": fs["mountName"]}
+        vars_["lustre_client_filesystem"] = {
+            "dnsName": fs["dnsName"],
+            "mountName": fs["mountName"],
+            # EFA-enabled file system: nodes with EFA devices configure LNet over EFA (lustre_client).
+            "efa": bool(fs.get("efa", False)),
+        }
     mounts = site_mounts(outputs)
     if mounts:
         vars_["site_mounts_mounts"] = mounts
@@ -272,6 +277,10 @@ def build_inventory(
         roles.setdefault(group_name("role", str(group.get("role") or "none")), {"children": {}})["children"][ng] = {}
     children["gpu_nodes"] = {"children": gpu_children}
     children.update(roles)
+    from gpuforge.nodes.slurm_inventory import slurm_inventory
+
+    slurm_vars, slurm_children = slurm_inventory(stack, outputs, group_name)
+    children.update(slurm_children)
     return {
         "all": {
             "vars": {
@@ -279,6 +288,7 @@ def build_inventory(
                 "gpuforge_cluster": cluster.get("name"),
                 "gpuforge_region": cluster.get("region"),
                 "gpuforge_outputs_source": origin,
+                **slurm_vars,
             },
             "children": children,
         }

@@ -136,11 +136,11 @@ def test_protected_prod_bucket_replacement_says_protected_and_retained() -> None
 
 
 def test_placement_group_strategy_change_replaces_it() -> None:
-    base = plan_json("prod")
+    base = plan_json("dev")  # dev's EFA group has a cluster placement group (prod's sits in its reservation's)
     head = copy.deepcopy(base)
-    next(r for r in head["resources"] if r["name"] == "forge-prod-train-pg")["inputs"]["strategy"] = "spread"
+    next(r for r in head["resources"] if r["name"] == "forge-dev-train-pg")["inputs"]["strategy"] = "spread"
     result = diff_plans(base, head)
-    assert [(c.name, c.action) for c in result.by_action("replace")] == [("forge-prod-train-pg", "replace")]
+    assert [(c.name, c.action) for c in result.by_action("replace")] == [("forge-dev-train-pg", "replace")]
     assert result.risks == []  # not stateful
 
 

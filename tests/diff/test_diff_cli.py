@@ -55,7 +55,9 @@ def test_diff_dev_to_prod_prints_gpu_power_and_cost(plans: dict[str, Path], tmp_
     power = {side: json.loads(plans[side].read_text())["summary"]["power_kw"] for side in ("dev", "prod")}
     assert data["impact"]["totals"]["power_kw"]["delta"] == pytest.approx(power["prod"] - power["dev"], abs=0.01)
     assert data["impact"]["totals"]["monthly_cost_usd"]["delta"] > 0
-    assert data["counts"]["delete"] == 71 and data["counts"]["create"] == 104
+    resources = {side: json.loads(plans[side].read_text())["resources"] for side in ("dev", "prod")}
+    custom = {side: sum(r["custom"] for r in rs) for side, rs in resources.items()}
+    assert (data["counts"]["delete"], data["counts"]["create"]) == (custom["dev"], custom["prod"])  # no URN in common
     text = md.read_text()
     assert "**GPUs +504**" in text and "[!WARNING]" in text and "two different stacks" in text
 

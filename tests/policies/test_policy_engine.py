@@ -12,6 +12,7 @@ import pytest
 from policy_fixtures import Case, load_cases, urn
 from pulumi_policy import (
     EnforcementLevel,
+    PolicyProviderResource,
     PolicyResource,
     PolicyResourceOptions,
     ResourceValidationArgs,
@@ -53,6 +54,10 @@ def stack_args(resources: list[Resource], config: dict | None = None) -> StackVa
         pr = policy_resources[r.urn]
         pr.parent = policy_resources.get(r.parent) if r.parent else None
         pr.property_dependencies = {k: [policy_resources[u] for u in v] for k, v in r.dependencies.items()}
+        pr.dependencies = [policy_resources[u] for u in r.depends_on]
+        if r.provider:
+            provider = policy_resources[r.provider]
+            pr.provider = PolicyProviderResource(provider.resource_type, provider.props, provider.urn, provider.name)
     return StackValidationArgs(list(policy_resources.values()), config or {})
 
 
