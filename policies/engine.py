@@ -43,6 +43,8 @@ PACK_DESCRIPTIONS = {
     "security": "gpuforge security baseline: IMDSv2, encryption, no public exposure, least-privilege IAM, EKS.",
     "redundancy": "gpuforge redundancy: spares, EFA single-AZ placement, multi-AZ services, durable storage.",
     "power": "gpuforge power: cluster budget with PUE and spares, rack budgets, A/B feed N+N with derate.",
+    "wiring": "gpuforge wiring: what no schema sees between resources (selectors and labels, taints and "
+    "tolerations, routes, roles, keys), each rule with its source.",
 }
 
 
@@ -85,6 +87,7 @@ def resource_from_policy_resource(r: PolicyResource) -> Resource:
         parent=parent,
         protect=bool(r.opts.protect) if r.opts else False,
         dependencies={k: tuple(d.urn for d in v) for k, v in (r.property_dependencies or {}).items()},
+        depends_on=tuple(d.urn for d in (r.dependencies or [])),
     )
 
 

@@ -1,7 +1,7 @@
 """Policy settings: the `gpuforge:policy` key of a stack file, beside `gpuforge:cluster`.
 
     gpuforge:policy:
-      levels:                         # per rule id, or per pack (security, redundancy, power)
+      levels:                         # per rule id, or per pack (security, redundancy, power, wiring)
         security-bucket-versioning: advisory
       params:                         # per rule id: the rule's tunables (gpuforge policies lists them)
         redundancy-nodegroup-spares: {nodes_per_spare: 16}
@@ -31,7 +31,7 @@ from .rules import PACKS, REGISTRY, Rule, Violation
 
 POLICY_KEY = "gpuforge:policy"
 CLUSTER_KEY = "gpuforge:cluster"
-RULE_ID_PATTERN = r"^(security|redundancy|power)-[a-z0-9]+(-[a-z0-9]+)+$"
+RULE_ID_PATTERN = r"^(security|redundancy|power|wiring)-[a-z0-9]+(-[a-z0-9]+)+$"
 LevelSetting = Literal["mandatory", "advisory", "disabled"]
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "integer": (int,),
@@ -75,7 +75,7 @@ class PolicySettings(BaseModel):
 
     levels: dict[str, LevelSetting] = Field(
         default_factory=dict,
-        description="Enforcement per rule id or per pack (security, redundancy, power): mandatory, advisory or "
+        description="Enforcement per rule id or per pack (security, redundancy, power, wiring): mandatory, advisory or "
         "disabled. Default: each rule's level for the environment (mandatory in prod, advisory in dev).",
     )
     params: dict[str, dict[str, Any]] = Field(

@@ -280,6 +280,7 @@ def _gpu_pools(resolved: ResolvedSpec) -> list[GpuPool]:
             cpus_per_node=group.instance.vcpus,
             memory_mib_per_node=group.instance.memory_mib,
             fabric_devices_per_node=group.efa_interfaces,
+            node_kind="eks",
         )
     return [pools[m] for m in sorted(pools)]
 

@@ -64,6 +64,7 @@ class BurstCapacityArgs:
     region: str
     pools: list[BurstPool]
     kueue_api_version: str
+    kueue: pulumi.Resource | None = None  # the Kueue release whose CRDs the queue needs
 
 
 class BurstCapacity(pulumi.ComponentResource):
@@ -86,6 +87,6 @@ class BurstCapacity(pulumi.ComponentResource):
             kind="ClusterQueue",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=queue),
             spec=burst_queue_spec(args.pools),
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.kueue] if args.kueue else []),
         )
         self.register_outputs({"clusterQueue": queue, "cohort": COHORT})

@@ -75,11 +75,13 @@ def build_hybrid_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resou
         kueue_api = load_charts().chart("kueue").api_version or "kueue.x-k8s.io/v1beta1"
         BurstCapacity(
             f"{name}-burst",
-            BurstCapacityArgs(region=spec.region, pools=pools, kueue_api_version=kueue_api),
+            BurstCapacityArgs(
+                region=spec.region, pools=pools, kueue_api_version=kueue_api, kueue=site_component.platform.kueue
+            ),
             opts=pulumi.ResourceOptions(
                 parent=parent,
                 providers={"kubernetes": site_component.provider},
-                depends_on=[site_component.platform],
+                depends_on=[site_component.platform.kueue],
             ),
         )
         hybrid_outputs["burst"] = {

@@ -38,15 +38,18 @@ class SitePower(SpecModel):
     pue: float = Field(ge=1.0, le=3.0, description="The site's measured power usage effectiveness.")
 
 
-class RackFeeds(SpecModel):
-    """N+N: each side alone must carry the rack (policies apply the 80 % continuous derate)."""
-
-    a_kw: float = Field(gt=0, description="Rated capacity of the rack's A-side feed (PDU circuit), kW.")
-    b_kw: float = Field(gt=0, description="Rated capacity of the rack's B-side feed (PDU circuit), kW.")
+FeedName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,30}$")]  # a, b, c or pdu-a, pdu-b, ...
+FeedKw = Annotated[float, Field(gt=0)]
 
 
 class Rack(SpecModel):
-    feeds: RackFeeds = Field(description="A and B power feeds, rated kW each (before the continuous derate).")
+    feeds: dict[FeedName, FeedKw] = Field(
+        min_length=2,
+        description="Power feeds (PDU circuits) by name and rated kW, before the 80 % continuous derate, e.g. "
+        "{a: 57.5, b: 57.5, c: 57.5}. Each server's PSUs are spread over them in name order (PSU i on feed i mod "
+        "feeds): the loss of any one feed must leave every server its N PSUs (of the catalog's N+M) and the other "
+        "feeds within their continuous rating. A DGX H100 (4+2) needs three feeds: on two, a lost feed leaves 3.",
+    )
     cooling_kw: float = Field(gt=0, description="Heat the rack's cooling removes, kW: the rack's power ceiling.")
     units: int = Field(default=42, ge=1, le=60, description="Usable rack units (U).")
     scalable_unit: Name = Field(
@@ -144,6 +147,23 @@ class SiteFabric(SpecModel):
         description="Subnet manager hosts (UFM or opensm) and their management addresses; two for failover.",
     )
     sharp: bool = Field(default=False, description="SHARP in-network reductions (InfiniBand only).")
+    rail_islands: bool = Field(
+        default=False,
+        description="With spines: 0 and more than one rail, each rail's leaves form a fabric of their own (a rail "
+        "island): NCCL crosses rails only over NVLink (PXN). Declare it, and on InfiniBand name each rail's subnet "
+        "manager in island_subnet_managers.",
+    )
+    island_subnet_managers: dict[int, list[HostName]] = Field(
+        default_factory=dict,
+        description="Rail islands on InfiniBand: per rail, the subnet_managers hosts running a subnet manager on "
+        "that rail's subnet (every disconnected subnet needs its own).",
+    )
+    switch_power_kw: float | None = Field(
+        default=None,
+        gt=0,
+        description="Maximum power of one leaf or spine switch, kW, from its datasheet: the fabric's switches "
+        "count in the site's IT load.",
+    )
 
     @field_validator("partitions")
     @classmethod
@@ -174,6 +194,11 @@ class SiteFabric(SpecModel):
         if self.kind == "infiniband" and not self.subnet_managers:
             raise ValueError("an InfiniBand fabric needs a subnet manager: list subnet_managers (two for failover)")
         return self
+
+    @property
+    def oversubscription(self) -> float:
+        """Leaf host ports per uplink port: 1.0 is non-blocking."""
+        return self.downlinks / self.uplinks if self.uplinks else float("inf")
 
     @property
     def uplinks(self) -> int:
@@ -228,6 +253,23 @@ class SiteObjectStore(SpecModel):
     buckets: dict[Name, Literal["data", "checkpoints", "artifacts"]] = Field(
         default_factory=dict, description="Buckets on the store, keyed by name, with what each holds."
     )
+    cidrs: list[str] = Field(
+        default_factory=list,
+        description="Addresses the endpoint resolves to (its load balancer or gateways), e.g. [10.64.8.30/32]: "
+        "training pods may reach them (the default egress policy only allows public HTTPS).",
+    )
+
+    @field_validator("cidrs")
+    @classmethod
+    def _store_cidrs(cls, value: list[str]) -> list[str]:
+        for cidr in value:
+            parse_cidr(cidr, example="10.64.8.30/32")
+        return value
+
+    @property
+    def port(self) -> int:
+        host = self.endpoint.removeprefix("https://").rstrip("/")
+        return int(host.rsplit(":", 1)[1]) if ":" in host else 443
 
 
 class SiteStorage(SpecModel):
@@ -247,6 +289,22 @@ class SiteStorage(SpecModel):
 
 
 # --- the site ----------------------------------------------------------------------------------
+
+
+class Equipment(SpecModel):
+    """Everything in the site's IT load besides the GPU hosts and the fabric's switches."""
+
+    kind: Literal["subnet_manager", "management_switch", "management_server", "storage", "other"] = Field(
+        description="What it is: UFM/subnet manager appliances, management switches and servers, storage."
+    )
+    power_kw: float = Field(gt=0, description="Maximum power of one unit, kW, from its datasheet.")
+    count: int = Field(default=1, ge=1, description="Units of this kind.")
+    rack: Name | None = Field(
+        default=None,
+        description="A key of site.racks it draws from (counted in that rack's feeds); none: a rack outside them.",
+    )
+    psus: int = Field(default=2, ge=1, description="PSUs per unit, spread over the rack's feeds like a server's.")
+    psus_required: int = Field(default=1, ge=1, description="PSUs a unit needs up (N of N+M).")
 
 
 class SiteKubernetes(SpecModel):
@@ -270,6 +328,10 @@ class Site(SpecModel):
     hosts: dict[HostName, Host] = Field(min_length=1, description="Bare-metal hosts keyed by host name.")
     fabric: SiteFabric | None = Field(default=None, description="Compute fabric; none for hosts without one.")
     storage: SiteStorage = Field(default_factory=SiteStorage, description="Storage endpoints.")
+    equipment: dict[Name, Equipment] = Field(
+        default_factory=dict,
+        description="Subnet managers, management network, storage and other devices: counted in the IT load.",
+    )
     kubernetes: SiteKubernetes | None = Field(
         default=None, description="The site's Kubernetes cluster, for hosts with orchestrator kubernetes."
     )

@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from components.catalog import Catalog, CatalogError, ServerModel
-from components.power import CONTINUOUS_DERATE, Feed, RackLoad, feed_headroom
+from components.power import CONTINUOUS_DERATE, Feed, PsuLoad, RackLoad, feed_loss, psus_over_feeds
 
 from .errors import SpecIssue
 from .models import ClusterSpec
@@ -40,17 +40,65 @@ class ResolvedSite:
     spec: Site
     hosts: dict[str, ResolvedHost]
 
+    def rack_devices(self, rack: str) -> tuple[PsuLoad, ...]:
+        """Hosts and equipment drawing from the rack, with their PSUs spread over its feeds."""
+        feeds = self.spec.racks[rack].feeds
+        devices = [
+            PsuLoad(h.name, h.node_power_kw, psus_over_feeds(h.server.psus.count, feeds), h.server.psus.required)
+            for h in sorted(self.hosts.values(), key=lambda h: h.name)
+            if h.spec.rack == rack
+        ]
+        for name, unit in sorted(self.spec.equipment.items()):
+            if unit.rack == rack:
+                devices += [
+                    PsuLoad(
+                        name if unit.count == 1 else f"{name}-{i + 1}",
+                        unit.power_kw,
+                        psus_over_feeds(unit.psus, feeds),
+                        unit.psus_required,
+                    )
+                    for i in range(unit.count)
+                ]
+        return tuple(devices)
+
     def rack_load_kw(self, rack: str) -> float:
-        return sum(h.node_power_kw for h in self.hosts.values() if h.spec.rack == rack)
+        return sum(d.load_kw for d in self.rack_devices(rack))
 
     def rack_load(self, rack: str) -> RackLoad:
         r = self.spec.racks[rack]
-        feeds = (Feed(f"{rack}-a", "A", capacity_kw=r.feeds.a_kw), Feed(f"{rack}-b", "B", capacity_kw=r.feeds.b_kw))
-        return RackLoad(rack, self.rack_load_kw(rack), feeds, budget_kw=r.cooling_kw)
+        feeds = tuple(Feed(name, name, capacity_kw=kw) for name, kw in sorted(r.feeds.items()))
+        return RackLoad(rack, self.rack_load_kw(rack), feeds, budget_kw=r.cooling_kw, devices=self.rack_devices(rack))
+
+    def su_names(self) -> list[str]:
+        return sorted({r.scalable_unit for r in self.spec.racks.values()})
+
+    @property
+    def fabric_switches(self) -> tuple[int, int]:
+        """(leaves, spines): a leaf per rail per scalable unit with fabric hosts."""
+        fabric = self.spec.fabric
+        if fabric is None:
+            return 0, 0
+        units = {h.scalable_unit for h in self.hosts.values() if h.spec.hcas}
+        return len(units) * fabric.rails, fabric.spines
+
+    @property
+    def switch_kw(self) -> float:
+        fabric = self.spec.fabric
+        return sum(self.fabric_switches) * (fabric.switch_power_kw or 0.0) if fabric else 0.0
+
+    @property
+    def equipment_kw(self) -> float:
+        return sum(e.power_kw * e.count for e in self.spec.equipment.values())
+
+    @property
+    def hosts_kw(self) -> float:
+        return sum(h.node_power_kw for h in self.hosts.values())
 
     @property
     def it_kw(self) -> float:
-        return sum(h.node_power_kw for h in self.hosts.values())
+        """Everything the site powers for the cluster: hosts, fabric switches, subnet managers,
+        management network and servers, storage."""
+        return self.hosts_kw + self.switch_kw + self.equipment_kw
 
     @property
     def facility_kw(self) -> float:
@@ -95,6 +143,8 @@ def check_site(spec: ClusterSpec, catalog: Catalog) -> tuple[ResolvedSite | None
     issues += _check_leaf_ports(site, hosts)
     resolved = ResolvedSite(site, hosts)
     issues += _check_feeds(resolved)
+    issues += _check_islands(site)
+    issues += _check_equipment(site)
     issues += _check_pools(spec, resolved)
     if site.kubernetes is None:
         for name, host in site.hosts.items():
@@ -106,6 +156,16 @@ def check_site(spec: ClusterSpec, catalog: Catalog) -> tuple[ResolvedSite | None
                         "add site.kubernetes (api_server), or use orchestrator: slurm / none",
                     )
                 )
+    store = site.storage.object_store
+    if store is not None and site.kubernetes is not None and not store.cidrs:
+        issues.append(
+            SpecIssue(
+                f"{SITE}.storage.object_store.cidrs",
+                f"the site's training pods cannot reach {store.endpoint}: its addresses are not declared, and "
+                "the pods' egress policy allows only public HTTPS",
+                "list the addresses the endpoint resolves to, e.g. cidrs: [10.64.8.30/32]",
+            )
+        )
     if site.fabric is not None and spec.kubernetes is not None:
         teams = set(spec.kubernetes.platform.teams)
         for tenant in site.fabric.partitions:
@@ -295,27 +355,34 @@ def _check_leaf_ports(site: Site, hosts: dict[str, ResolvedHost]) -> list[SpecIs
 
 
 def _check_feeds(site: ResolvedSite) -> list[SpecIssue]:
+    """The loss of any one feed: every device keeps its N PSUs, every other feed stays within its
+    continuous rating with the load it picks up."""
     issues: list[SpecIssue] = []
     for rack_name, rack in site.spec.racks.items():
         load = site.rack_load(rack_name)
         path = f"{SITE}.racks[{rack_name}]"
-        for side, room in feed_headroom(load).items():
-            if not room.ok:
-                both = sum(f.continuous_kw() for f in load.feeds)
+        for lost, result in feed_loss(load).items():
+            if result.short:
+                detail = ", ".join(f"{d} keeps {left} of the {need} PSUs it needs" for d, left, need in result.short)
                 issues.append(
                     SpecIssue(
-                        f"{path}.feeds.{side.lower()}_kw",
-                        f"side {side} alone carries {room.load_kw:,.1f} kW against {room.limit_kw:,.1f} kW "
-                        f"continuous ({CONTINUOUS_DERATE:.0%} of rating)"
-                        + (
-                            f"; A+B together ({both:,.1f} kW) would carry it, which is no redundancy under N+N"
-                            if both >= room.load_kw
-                            else ""
-                        ),
-                        f"move hosts to another rack, or feed side {side} with at least "
-                        f"{room.load_kw / CONTINUOUS_DERATE:,.1f} kW rated",
+                        f"{path}.feeds",
+                        f"losing feed {lost}: {detail} (PSUs spread over {len(load.feeds)} feeds in name order)",
+                        "add feeds so that no feed carries more PSUs of a server than its spares (a DGX H100, 4+2: "
+                        "three feeds of two PSUs each), or use servers with more spare PSUs",
                     )
                 )
+            for feed, room in sorted(result.feeds.items()):
+                if not room.ok:
+                    issues.append(
+                        SpecIssue(
+                            f"{path}.feeds.{feed}",
+                            f"with feed {lost} lost, feed {feed} carries {room.load_kw:,.1f} kW against "
+                            f"{room.limit_kw:,.1f} kW continuous ({CONTINUOUS_DERATE:.0%} of rating)",
+                            f"move hosts to another rack, or rate feed {feed} at least "
+                            f"{room.load_kw / CONTINUOUS_DERATE:,.1f} kW",
+                        )
+                    )
         if load.load_kw > rack.cooling_kw:
             issues.append(
                 SpecIssue(
@@ -427,4 +494,83 @@ def _burst_models(spec: ClusterSpec, site_models: set[str]) -> list[SpecIssue]:
                     "burst with the site's GPU model: teams borrow within one Kueue flavor",
                 )
             )
+    return issues
+
+
+def _check_islands(site: Site) -> list[SpecIssue]:
+    """Rail-optimized without spines: each rail's leaves are cut off from the others. That is a
+    valid design (rail islands, NCCL crossing rails over NVLink) only when declared, and every
+    InfiniBand island, being its own subnet, needs its own subnet manager."""
+    fabric = site.fabric
+    if fabric is None:
+        return []
+    path = f"{SITE}.fabric"
+    issues: list[SpecIssue] = []
+    if fabric.rail_islands and fabric.spines:
+        return [SpecIssue(f"{path}.rail_islands", f"rail islands with {fabric.spines} spines", "remove one")]
+    if fabric.rails > 1 and fabric.spines == 0 and not fabric.rail_islands:
+        issues.append(
+            SpecIssue(
+                f"{path}.spines",
+                f"{fabric.rails} rails and no spines: each rail's leaves form a separate fabric, unreachable from the "
+                "others",
+                "add spines, or declare rail_islands: true (and on InfiniBand a subnet manager per rail in "
+                "island_subnet_managers)",
+            )
+        )
+    if fabric.rail_islands and fabric.kind == "infiniband":
+        missing = [r for r in range(fabric.rails) if not fabric.island_subnet_managers.get(r)]
+        if missing:
+            issues.append(
+                SpecIssue(
+                    f"{path}.island_subnet_managers",
+                    f"rail(s) {', '.join(map(str, missing))} have no subnet manager; an island without one never "
+                    "comes up",
+                    "name a subnet_managers host for every rail, e.g. {0: [ufm-01], 1: [ufm-01], ...}",
+                )
+            )
+        for rail, hosts in sorted(fabric.island_subnet_managers.items()):
+            unknown = [h for h in hosts if h not in fabric.subnet_managers]
+            if rail >= fabric.rails or unknown:
+                issues.append(
+                    SpecIssue(
+                        f"{path}.island_subnet_managers[{rail}]",
+                        f"rail {rail}"
+                        + (f" is beyond the fabric's {fabric.rails}" if rail >= fabric.rails else "")
+                        + (f"; {', '.join(unknown)} not in subnet_managers" if unknown else ""),
+                        f"use rails 0..{fabric.rails - 1} and hosts of subnet_managers",
+                    )
+                )
+    if fabric.switch_power_kw is None:
+        issues.append(
+            SpecIssue(
+                f"{path}.switch_power_kw",
+                "the fabric's switches are not in the site's IT load",
+                "set switch_power_kw to one switch's datasheet maximum, kW",
+            )
+        )
+    return issues
+
+
+def _check_equipment(site: Site) -> list[SpecIssue]:
+    issues: list[SpecIssue] = []
+    for name, unit in site.equipment.items():
+        path = f"{SITE}.equipment[{name}]"
+        if unit.rack is not None and unit.rack not in site.racks:
+            issues.append(
+                SpecIssue(f"{path}.rack", f"no rack named {unit.rack!r}", f"use one of {', '.join(site.racks)}")
+            )
+        if unit.psus_required > unit.psus:
+            issues.append(
+                SpecIssue(f"{path}.psus_required", f"{unit.psus_required} of {unit.psus} PSUs", "at most psus")
+            )
+    kinds = {e.kind for e in site.equipment.values()}
+    if site.fabric is not None and site.fabric.kind == "infiniband" and "subnet_manager" not in kinds:
+        issues.append(
+            SpecIssue(
+                f"{SITE}.equipment",
+                "the subnet manager hosts (fabric.subnet_managers) draw no power in the plan",
+                "list them, e.g. ufm: {kind: subnet_manager, count: 2, power_kw: <datasheet maximum>}",
+            )
+        )
     return issues

@@ -81,6 +81,7 @@ class _RecordingMonitor(mocks.MockMonitor):
                 custom=bool(request.custom),
                 retain_on_delete=bool(request.retainOnDelete),
                 dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
+                depends_on=sorted(set(request.dependencies)),
             )
         return response
 

@@ -27,6 +27,7 @@ class PlanResource:
     retain_on_delete: bool = False
     outputs: dict[str, Any] = field(default_factory=dict)
     dependencies: dict[str, list[str]] = field(default_factory=dict)  # input name -> URNs it came from
+    depends_on: list[str] = field(default_factory=list)  # every URN the resource waits for (dependsOn included)
 
 
 @dataclass
@@ -61,6 +62,7 @@ class Plan:
                     "inputs": r.inputs,
                     "protect": r.protect,
                     "retainOnDelete": r.retain_on_delete,
+                    "dependsOn": r.depends_on,
                 }
                 for r in self.resources
             ],

@@ -81,6 +81,7 @@ def to_rule_resources(resources: Iterable[PlanResource]) -> list[Resource]:
             parent=r.parent,
             protect=r.protect,
             dependencies={k: tuple(v) for k, v in getattr(r, "dependencies", {}).items()},
+            depends_on=tuple(getattr(r, "depends_on", ())),
         )
         for r in resources
     ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import power, redundancy, security
+from . import power, redundancy, security, wiring_k8s
 from .base import (
     PACKS,
     REGISTRY,
@@ -31,6 +31,7 @@ __all__ = [
     "redundancy",
     "rules_for",
     "security",
+    "wiring_k8s",
 ]
 
 

@@ -19,7 +19,7 @@ from typing import Any, Literal
 Level = Literal["mandatory", "advisory", "disabled"]
 Environment = Literal["dev", "staging", "prod"]
 ENVIRONMENTS: tuple[Environment, ...] = ("dev", "staging", "prod")
-PACKS = ("security", "redundancy", "power")
+PACKS = ("security", "redundancy", "power", "wiring")
 
 # Default levels per environment.
 STANDARD: Mapping[str, Level] = {"prod": "mandatory", "staging": "mandatory", "dev": "advisory"}
@@ -76,6 +76,8 @@ class Resource:
     protect: bool = False
     # property name -> URNs of the resources that property's value came from
     dependencies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # every URN the resource waits for: its property dependencies and its dependsOn
+    depends_on: tuple[str, ...] = ()
 
     def get(self, *path: str | int, default: Any = None) -> Any:
         """inputs[a][b]...; `default` where a step is missing, UNKNOWN where a step is unknown."""

@@ -35,8 +35,9 @@ def test_placement_summary_and_link(hybrid: Plan) -> None:
     s = hybrid.summary
     assert (s.nodes, s.spare_nodes, s.gpus) == (4 + 2, 1, 32 + 16)
     cloud_kw = 1.55 * 3 * hybrid.resolved.node_groups["burst"].node_power_kw  # 2 active + 1 spare, catalog PUE
-    assert s.power_kw == pytest.approx(cloud_kw + 1.4 * 4 * 10.2, abs=0.01)
-    assert s.power_budget_kw == 60 + 75
+    # The site: four DGX H100, eight rail leaves at 1.7 kW, UFM, management switch and storage (4.4 kW).
+    assert s.power_kw == pytest.approx(cloud_kw + 1.4 * (4 * 10.2 + 8 * 1.7 + 4.4), abs=0.01)
+    assert s.power_budget_kw == 60 + 85
     link = hybrid.outputs["hybrid"]["link"]
     assert link["kind"] == "vpn" and "198.51.100.10" in link["description"] and "BGP" in link["description"]
     text = markdown_plan(hybrid)

@@ -42,7 +42,8 @@ def resource_args(r: Resource, config: dict | None = None) -> ResourceValidation
 
 
 def stack_args(resources: list[Resource], config: dict | None = None) -> StackValidationArgs:
-    """PolicyResources linked like the analyzer links them: parent and property dependencies as objects."""
+    """PolicyResources linked like the analyzer links them: parent, dependencies and property dependencies
+    as objects."""
     policy_resources = {
         r.urn: PolicyResource(
             r.type, unknown_checking_proxy(dict(r.inputs)), r.urn, r.name, _opts(r), None, None, [], {}
@@ -53,6 +54,7 @@ def stack_args(resources: list[Resource], config: dict | None = None) -> StackVa
         pr = policy_resources[r.urn]
         pr.parent = policy_resources.get(r.parent) if r.parent else None
         pr.property_dependencies = {k: [policy_resources[u] for u in v] for k, v in r.dependencies.items()}
+        pr.dependencies = [policy_resources[u] for u in r.depends_on]
     return StackValidationArgs(list(policy_resources.values()), config or {})
 
 

@@ -57,7 +57,7 @@ def test_default_levels_are_mandatory_in_prod_and_never_mandatory_in_dev() -> No
 
 def test_packs_cover_the_issue() -> None:
     packs = {r.pack for r in REGISTRY.values()}
-    assert packs == {"security", "redundancy", "power"}
+    assert packs == {"security", "redundancy", "power", "wiring"}
     expected = {
         "security-launchtemplate-imdsv2",
         "security-volume-encrypted",
@@ -80,6 +80,14 @@ def test_packs_cover_the_issue() -> None:
         "redundancy-stateful-protected",
         "power-cluster-budget",
         "power-rack-feed-redundancy",
+        "wiring-daemonset-gpu-nodes",
+        "wiring-kueue-flavor-nodes",
+        "wiring-release-crd-order",
+        "wiring-kueue-quota-allocatable",
+        "wiring-kueue-frameworks",
+        "wiring-kueue-metrics",
+        "wiring-networkpolicy-site-store",
+        "wiring-node-taints-registration",
     }
     assert expected <= set(REGISTRY)
 
