@@ -7,13 +7,12 @@ behaves the same in both renderers.
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import jinja2
 from packaging.version import Version
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+from components.assets import TEMPLATES_DIR
 
 _OPERATORS = {
     "<": Version.__lt__,
@@ -38,7 +37,7 @@ def version_test(value: str, other: str, operator: str = "eq") -> bool:
 @cache
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
+        loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,

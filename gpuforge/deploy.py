@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from gpuforge.plan.stacks import PROJECT_ROOT
+from gpuforge.plan.stacks import Project, find_project
 
 INSTALL_URL = "https://www.pulumi.com/docs/install/"
 
@@ -32,31 +31,34 @@ def pulumi_cli() -> str | None:
     return shutil.which("pulumi")
 
 
-def policy_packs(root: Path = PROJECT_ROOT) -> list[str]:
-    """Every directory under policies/ with a PulumiPolicy.yaml, as `--policy-pack` paths."""
-    return sorted(str(p.parent) for p in (root / "policies").glob("*/PulumiPolicy.yaml"))
+def policy_packs(project: Project) -> list[str]:
+    """Every directory under the project's policies/ with a PulumiPolicy.yaml, as `--policy-pack`
+    paths (`gpuforge init` scaffolds the three packs into a new repository)."""
+    return sorted(str(p.parent) for p in (project.root / "policies").glob("*/PulumiPolicy.yaml"))
 
 
-def select_stack(stack: str, root: Path = PROJECT_ROOT) -> Any:
-    """The named stack of the local program (created on first use), or PulumiMissing."""
+def select_stack(stack: str, project: Project) -> Any:
+    """The named stack of the project's program (created on first use), or PulumiMissing."""
     if pulumi_cli() is None:
         raise PulumiMissing()
     from pulumi import automation as auto
 
-    return auto.create_or_select_stack(stack_name=stack, work_dir=str(root))
+    return auto.create_or_select_stack(stack_name=stack, work_dir=str(project.root))
 
 
-def preview(stack: str, on_output: Callable[[str], Any] = print, root: Path = PROJECT_ROOT) -> Any:
-    return select_stack(stack, root).preview(policy_packs=policy_packs(root), on_output=on_output, diff=True)
+def preview(stack: str, on_output: Callable[[str], Any] = print, project: Project | None = None) -> Any:
+    project = project or find_project()
+    return select_stack(stack, project).preview(policy_packs=policy_packs(project), on_output=on_output, diff=True)
 
 
-def up(stack: str, on_output: Callable[[str], Any] = print, root: Path = PROJECT_ROOT) -> Any:
-    return select_stack(stack, root).up(policy_packs=policy_packs(root), on_output=on_output)
+def up(stack: str, on_output: Callable[[str], Any] = print, project: Project | None = None) -> Any:
+    project = project or find_project()
+    return select_stack(stack, project).up(policy_packs=policy_packs(project), on_output=on_output)
 
 
-def destroy(stack: str, on_output: Callable[[str], Any] = print, root: Path = PROJECT_ROOT) -> Any:
-    return select_stack(stack, root).destroy(on_output=on_output)
+def destroy(stack: str, on_output: Callable[[str], Any] = print, project: Project | None = None) -> Any:
+    return select_stack(stack, project or find_project()).destroy(on_output=on_output)
 
 
-def outputs(stack: str, root: Path = PROJECT_ROOT) -> dict[str, Any]:
-    return {key: value.value for key, value in select_stack(stack, root).outputs().items()}
+def outputs(stack: str, project: Project | None = None) -> dict[str, Any]:
+    return {key: value.value for key, value in select_stack(stack, project or find_project()).outputs().items()}

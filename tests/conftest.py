@@ -7,6 +7,9 @@ import pytest
 from gpuforge.plan.model import Plan
 from tests.support import planned
 
+# Booted machines (systemd-nspawn) for any test directory: the machine_pool and two_machines fixtures.
+pytest_plugins = ["tests.machines.plugin"]
+
 
 @pytest.fixture
 def dev_plan() -> Plan:

@@ -23,13 +23,13 @@ import pulumi
 import pulumi_aws as aws
 import yaml
 
+from components.assets import asset_dir
 from components.spec.models import ImagePipelineSpec, Software
 from components.spec.models import ObjectStore as ObjectStoreSpec
 
 from .node_group import SSM_CORE_POLICY
 from .storage import ObjectStore, ObjectStoreArgs
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 # What the bake needs on the instance: the playbooks (roles reference templates/ through a symlink).
 ARCHIVE_DIRS = ("playbooks", "templates")
 IMAGE_BUILDER_INSTANCE_POLICY = "arn:aws:iam::aws:policy/EC2InstanceProfileForImageBuilder"
@@ -58,13 +58,14 @@ class ImagePipelineArgs:
     tags: dict[str, str] = field(default_factory=dict)
 
 
-def archive_files(root: Path = PROJECT_ROOT) -> dict[str, Path]:
+def archive_files() -> dict[str, Path]:
     """The files shipped to the build instance, keyed by their path in the archive (symlinks
     followed, so the zip holds plain files)."""
     files: dict[str, Path] = {}
     for top in ARCHIVE_DIRS:
-        for path in sorted((root / top).rglob("*")):
-            relative = path.relative_to(root)
+        base = asset_dir(top)
+        for path in sorted(base.rglob("*")):
+            relative = Path(top) / path.relative_to(base)
             if path.is_file() and "__pycache__" not in relative.parts and path.suffix not in (".pyc", ".retry"):
                 files[relative.as_posix()] = path
     return files

@@ -25,6 +25,10 @@ from .efa import efa_layout
 from .iam import assume_role_policy, bucket_access_policy
 
 NODE_FACTS = ("nodeGroup", "role", "instanceType", "gpuModel", "gpusPerNode", "fabric", "efaInterfacesPerNode")
+# The stable tag every instance of a node group carries (ASG names get a random suffix from Pulumi):
+# gpuforge/nodes/inventory.py's aws_ec2 inventory selects hosts by it.
+NODE_GROUP_TAG = "gpuforge:node-group"
+CLUSTER_TAG = "gpuforge:cluster"  # set on every resource by the AWS provider's default tags (placement.py)
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
 # What an EKS node needs (EKS user guide, "Amazon EKS node IAM role"): join the cluster, pull
 # images, and let the VPC CNI assign pod addresses.
@@ -166,8 +170,12 @@ def gpu_launch_template(
         user_data=user_data,
         capacity_reservation_specification=_capacity_reservation(group),
         instance_market_options=_market_options(group, spot_in_template=not eks),
+        # gpuforge:node-group on every instance, whichever path launches it (ASG or EKS managed group):
+        # the inventory finds a group's instances by it, not by the ASG's generated name.
         tag_specifications=[
-            aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags={**tags, "Name": name})
+            aws.ec2.LaunchTemplateTagSpecificationArgs(
+                resource_type=kind, tags={**tags, "Name": name, NODE_GROUP_TAG: group.name}
+            )
             for kind in ("instance", "volume", "network-interface")
         ],
         opts=opts,
@@ -257,7 +265,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             suspended_processes=["AZRebalance"],
             tags=[
                 aws.autoscaling.GroupTagArgs(key=key, value=value, propagate_at_launch=True)
-                for key, value in {**args.tags, "gpuforge:node-group": group.name}.items()
+                for key, value in {**args.tags, NODE_GROUP_TAG: group.name}.items()
             ],
             opts=child,
         )
@@ -361,7 +369,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             ),
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
             labels=node_labels(group),
-            tags={**args.tags, "gpuforge:node-group": group.name},
+            tags={**args.tags, NODE_GROUP_TAG: group.name},
             opts=child,
         )
         self.asg_name = node_group.resources.apply(_first_asg_name)

@@ -15,7 +15,7 @@ from .eks import EksCluster, EksClusterArgs
 from .image_pipeline import ImagePipeline, ImagePipelineArgs
 from .irsa import ROLE_ARN_ANNOTATION, ServiceAccount, ServiceAccountRoles, ServiceAccountRolesArgs
 from .network import SegmentedNetwork, SegmentedNetworkArgs
-from .node_group import EksAttachment, GpuNodeGroup, GpuNodeGroupArgs, LustreMount, node_group_props
+from .node_group import CLUSTER_TAG, EksAttachment, GpuNodeGroup, GpuNodeGroupArgs, LustreMount, node_group_props
 from .storage import ClusterKey, LustreFileSystem, LustreFileSystemArgs, ObjectStore, ObjectStoreArgs
 
 READ_PURPOSES = ("data",)
@@ -34,7 +34,7 @@ def build_aws_network_and_cluster(
     assert spec.network is not None  # resolve() admits aws and hybrid placement only with a network
     region = spec.region
     assert region is not None  # resolve() admits only aws placement here
-    tags = {"gpuforge:cluster": spec.name, "gpuforge:environment": spec.environment, **spec.tags}
+    tags = {CLUSTER_TAG: spec.name, "gpuforge:environment": spec.environment, **spec.tags}
 
     def regional_provider(suffix: str, in_region: str) -> aws.Provider:
         return aws.Provider(

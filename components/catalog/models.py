@@ -223,8 +223,21 @@ class ServerModel(_Frozen):
     rack_units: PositiveInt | None = None  # chassis height (U); None: the host states u_height
     cpu_threads: PositiveInt | None = None  # logical CPUs, for whole-node Kueue quotas on-prem
     memory_gib: PositiveInt | None = None  # system memory
+    nvswitch: bool = False  # NVSwitch baseboard: the node needs Fabric Manager and has NVLinks to check
+    # Compute-fabric HCAs in rail (= GPU) order, as the default RDMA device names; empty where the
+    # names depend on the vendor's layout (the host then lists its own in site.hosts[].hcas).
+    compute_hcas: tuple[str, ...] = ()
+    fabric_source: str | None = None  # where nvswitch and compute_hcas come from
     source: str
     secondary: bool = False
+
+    @model_validator(mode="after")
+    def _hcas_counted(self) -> ServerModel:
+        if self.compute_hcas and len(self.compute_hcas) != self.hca_count:
+            raise ValueError(f"compute_hcas lists {len(self.compute_hcas)} HCAs but hca_count is {self.hca_count}")
+        if (self.nvswitch or self.compute_hcas) and not self.fabric_source:
+            raise ValueError("nvswitch and compute_hcas need fabric_source (where the facts come from)")
+        return self
 
 
 class CapacityRule(_Frozen):

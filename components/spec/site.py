@@ -81,7 +81,9 @@ class Host(SpecModel):
     management_ip: str = Field(description="Management (in-band) address Ansible and the scheduler reach.")
     hcas: dict[str, int] = Field(
         default_factory=dict,
-        description="Compute-fabric HCAs and the rail each is cabled to, e.g. {mlx5_0: 0, mlx5_1: 1, ...}.",
+        description="Compute-fabric HCAs and the rail each is cabled to, e.g. {mlx5_0: 0, mlx5_3: 1, ...}; "
+        "default for a training host on the fabric: the catalog's compute ports of its model in GPU order "
+        "(DGX H100/H200: mlx5_0, mlx5_3, mlx5_4, mlx5_5, mlx5_6, mlx5_9, mlx5_10, mlx5_11).",
     )
     pool: Name = Field(default="train", description="Node pool (inventory group, node-group label) of the host.")
     role: NodeRole = Field(default="training", description="training, login or services.")

@@ -195,6 +195,9 @@ def _resolve_hosts(site: Site, catalog: Catalog) -> tuple[dict[str, ResolvedHost
         except CatalogError as exc:
             issues.append(SpecIssue(f"{path}.model", str(exc).strip("'\""), "use a server model from the catalog"))
             continue
+        if not host.hcas and site.fabric is not None and host.role == "training" and server.compute_hcas:
+            # The model's compute ports in rail order (catalog, with its source): a DGX need not list them.
+            host = host.model_copy(update={"hcas": {device: rail for rail, device in enumerate(server.compute_hcas)}})
         if rack is not None:
             hosts[name] = ResolvedHost(name, host, server, rack.scalable_unit, catalog.node_power_kw(host.model))
     return hosts, issues

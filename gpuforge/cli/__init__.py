@@ -32,6 +32,23 @@ StackArg = Annotated[
 ]
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from gpuforge import __version__
+
+        out.print(f"gpuforge {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Infrastructure as code for AI training clusters."""
+
+
 def fail(error: SpecError) -> NoReturn:
     err.print("[bold red]invalid spec[/]: " + escape(error.report()), highlight=False, soft_wrap=True)
     raise typer.Exit(2)
@@ -118,6 +135,27 @@ def schema(
         sys.stdout.write(text)
     else:
         output.write_text(text)
+
+
+@app.command()
+def init(
+    directory: Annotated[Path, typer.Argument(help="Where to create the project (default: here).")] = Path("."),
+    name: Annotated[str | None, typer.Option(help="The Pulumi project name (default: the directory's).")] = None,
+) -> None:
+    """Start a repository of stacks: Pulumi.yaml, the program, stacks/Pulumi.dev.yaml, the schema,
+    policy packs and the review/deploy workflows. Existing files are kept."""
+    from gpuforge.scaffold import scaffold
+
+    done = scaffold(directory, name)
+    for relative in done.written:
+        out.print(f"[green]wrote[/] {escape(str(directory / relative))}", highlight=False)
+    for relative in done.kept:
+        out.print(f"[yellow]kept[/]  {escape(str(directory / relative))} (already there)", highlight=False)
+    out.print(
+        f"next: cd {escape(str(directory))} && python -m venv .venv && .venv/bin/pip install -r requirements.txt "
+        "&& .venv/bin/gpuforge plan dev",
+        highlight=False,
+    )
 
 
 review.register(app)  # diff, preview, up, destroy, outputs

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
@@ -14,7 +17,7 @@ from rich.table import Table
 
 from components.spec import SpecError
 from gpuforge.console import err, out
-from gpuforge.nodes.bake import PlaybookResult
+from gpuforge.nodes.bake import EventHandler, PlaybookResult
 from gpuforge.nodes.check import ALL_CHECKS, DrainMethod
 
 StackArg = Annotated[str, typer.Argument(help="A stack name in stacks/ (dev, prod, ...).", show_default=False)]
@@ -30,6 +33,20 @@ NodeGroupOpt = Annotated[
     str | None, typer.Option("--node-group", help="With rootfs: whose variables to apply (default: the first).")
 ]
 LimitOpt = Annotated[str | None, typer.Option("--limit", help="Ansible host pattern to restrict the run to.")]
+InventoryOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--inventory",
+        "-i",
+        help="Extra inventory (hosts file, directory or aws_ec2 plugin config) merged over the stack's "
+        "groups and variables; repeatable. Put hosts in ng_<group> (see gpuforge inventory STACK).",
+    ),
+]
+UserOpt = Annotated[str | None, typer.Option("--user", "-u", help="SSH user (ansible --user).")]
+PrivateKeyOpt = Annotated[
+    Path | None, typer.Option("--private-key", help="SSH private key file (ansible --private-key).")
+]
+ForksOpt = Annotated[int | None, typer.Option("--forks", min=1, help="Hosts run in parallel (ansible --forks).")]
 FloorOpt = Annotated[
     float, typer.Option("--floor-fraction", help="Bus bandwidth floor as a fraction of the catalog's reference.")
 ]
@@ -52,7 +69,7 @@ def inventory(
 ) -> None:
     """Print the Ansible inventory (YAML) for a stack: groups per node group (ng_*) and role (role_*),
     with fabric, instance type, GPU count and NCCL settings as group vars."""
-    from gpuforge.nodes.inventory import aws_ec2_inventory, build_inventory
+    from gpuforge.nodes.inventory import ENGINE_ONLY, aws_ec2_inventory, build_inventory, engine_only_values
 
     if source not in ("auto", "stack", "plan"):
         raise _usage_error(f"--source {source}: use auto, stack or plan")
@@ -63,46 +80,106 @@ def inventory(
             if aws_ec2
             else build_inventory(stack, source=origin, floor_fraction=floor_fraction)
         )
-    except SpecError as error:
-        raise _usage_error(error.report()) from None
+    except (SpecError, RuntimeError) as error:
+        raise _usage_error(error.report() if isinstance(error, SpecError) else str(error)) from None
+    if not aws_ec2 and document["all"]["vars"].get("gpuforge_outputs_source") == "plan":
+        unknown = engine_only_values(document)
+        detail = (
+            f"; {len(unknown)} value(s) only the deployed stack knows read {ENGINE_ONLY!r} "
+            f"({', '.join(sorted({path.rsplit('.', 2)[-2] for path in unknown}))})"
+            if unknown
+            else ""
+        )
+        err.print(
+            f"[yellow]warning[/]: stack {escape(stack)}: outputs from the offline plan, not a deployed stack"
+            f"{escape(detail)}. Deploy it (pulumi up) and use --source stack for the real values.",
+            highlight=False,
+            soft_wrap=True,
+        )
     sys.stdout.write(yaml.safe_dump(document, sort_keys=False))
 
 
 def _recap(result: PlaybookResult) -> None:
-    if not result.hosts:
-        out.print(
-            f"{result.playbook}: no hosts matched. Offline, an AWS stack's nodes are Auto Scaling members "
-            "that only the aws_ec2 inventory (with credentials) can list; use --target rootfs:PATH to bake "
-            "an image root file system instead."
+    table = Table("host", "ok", "changed", "failed", "unreachable", "skipped", title=f"{result.playbook}: summary")
+    for host, ok, changed, failed, unreachable, skipped in result.summary_rows():
+        table.add_row(
+            escape(host),
+            str(ok),
+            str(changed),
+            f"[red]{failed}[/]" if failed else "0",
+            f"[red]{unreachable}[/]" if unreachable else "0",
+            str(skipped),
         )
-        return
-    table = Table("host", "ok", "changed", "failed", "unreachable", "skipped", title=result.playbook)
-    for row in result.summary_rows():
-        table.add_row(*map(str, row))
     out.print(table)
     for failure in result.failures:
         err.print(f"[red]failed[/] {escape(failure.host)}: {escape(failure.task)}: {escape(failure.message)}")
+
+
+@contextmanager
+def _progress(json_out: bool, title: str) -> Iterator[EventHandler | None]:
+    """The event handler for a run: none for --json, a live table on a terminal, lines in a log."""
+    from gpuforge.nodes.progress import LiveProgress, line_printer
+
+    if json_out:
+        yield None
+    elif out.is_terminal:
+        with LiveProgress(out, title) as live:
+            yield live.handle
+    else:
+        yield line_printer(out.print)
 
 
 def bake(
     stack: StackArg,
     target: TargetOpt = "hosts",
     node_group: NodeGroupOpt = None,
-    check: Annotated[bool, typer.Option("--check", help="Ansible check mode: report what would change.")] = False,
+    inventory_files: InventoryOpt = None,
+    user: UserOpt = None,
+    private_key: PrivateKeyOpt = None,
+    extra_vars: Annotated[
+        list[str] | None,
+        typer.Option("--extra-vars", "-e", help="KEY=VALUE, a YAML/JSON mapping or @FILE; repeatable, later wins."),
+    ] = None,
+    forks: ForksOpt = None,
     limit: LimitOpt = None,
+    check: Annotated[bool, typer.Option("--check", help="Ansible check mode: report what would change.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the run as JSON: per-host counts, failures.")] = False,
 ) -> None:
-    """Run the playbooks through ansible-runner: site.yml on live nodes, or bake-image.yml into a root
-    file system. Progress as tasks run, then ok/changed/failed per host; exit 1 on any failure."""
+    """Run the playbooks through ansible-runner: site.yml on live nodes over SSH, or bake-image.yml into a
+    root file system. Live progress per host and role, then ok/changed/failed/unreachable per host.
+    Exit 1 when a host failed or no host matched, 2 on a usage mistake."""
+    from gpuforge.nodes.bake import NoHostsMatched, parse_extra_vars
     from gpuforge.nodes.bake import bake as run_bake
-    from gpuforge.nodes.bake import progress_printer
 
     try:
-        result = run_bake(
-            stack, target=target, check=check, limit=limit, node_group=node_group, on_event=progress_printer(out.print)
-        )
+        extravars = parse_extra_vars(extra_vars or [])
+        with _progress(json_out, f"gpuforge bake {stack}") as on_event:
+            result = run_bake(
+                stack,
+                target=target,
+                check=check,
+                limit=limit,
+                node_group=node_group,
+                on_event=on_event,
+                extravars=extravars,
+                inventory_files=inventory_files or [],
+                user=user,
+                private_key=private_key,
+                forks=forks,
+            )
+    except NoHostsMatched as error:
+        if json_out:
+            nothing = {"ok": False, "hosts": {}, "failures": [], "reason": str(error)}
+            sys.stdout.write(json.dumps(nothing, indent=2) + "\n")
+        else:
+            err.print(f"[bold red]error[/]: {escape(str(error))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
     except (SpecError, FileNotFoundError, ValueError) as error:
         raise _usage_error(error.report() if isinstance(error, SpecError) else str(error)) from None
-    _recap(result)
+    if json_out:
+        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
+    else:
+        _recap(result)
     if not result.ok:
         raise typer.Exit(1)
 
@@ -118,10 +195,14 @@ def check(
     drain: Annotated[str, typer.Option(help="How failing nodes are drained: none, slurm or kubernetes.")] = "none",
     execute_drain: Annotated[bool, typer.Option(help="Run the drain commands (default: print them).")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    inventory_files: InventoryOpt = None,
+    user: UserOpt = None,
+    private_key: PrivateKeyOpt = None,
+    forks: ForksOpt = None,
 ) -> None:
     """Health and fabric acceptance: GPUs and driver, DCGM diagnostics, NVLink, XID errors, EFA or
-    InfiniBand ports, and nccl-tests bus bandwidth against the catalog's floor. Exit 1 names failing nodes."""
-    from gpuforge.nodes.bake import progress_printer
+    InfiniBand ports, and nccl-tests bus bandwidth against the catalog's floor. Exit 1 names failing
+    nodes and their reasons, or says that no host was checked (zero hosts checked is not a pass)."""
     from gpuforge.nodes.check import check as run_check
 
     selected = tuple(c.strip() for c in checks.split(",") if c.strip())
@@ -132,18 +213,23 @@ def check(
         raise _usage_error(f"--drain {drain}: use none, slurm or kubernetes")
     method: DrainMethod = drain  # type: ignore[assignment]
     try:
-        report = run_check(
-            stack,
-            target=target,
-            node_group=node_group,
-            checks=selected,
-            dcgm_level=dcgm_level,
-            floor_fraction=floor_fraction,
-            limit=limit,
-            drain=method,
-            execute_drain=execute_drain,
-            on_event=None if json_out else progress_printer(out.print),
-        )
+        with _progress(json_out, f"gpuforge check {stack}") as on_event:
+            report = run_check(
+                stack,
+                target=target,
+                node_group=node_group,
+                checks=selected,
+                dcgm_level=dcgm_level,
+                floor_fraction=floor_fraction,
+                limit=limit,
+                drain=method,
+                execute_drain=execute_drain,
+                on_event=on_event,
+                inventory_files=inventory_files or [],
+                user=user,
+                private_key=private_key,
+                forks=forks,
+            )
     except (SpecError, FileNotFoundError, ValueError) as error:
         raise _usage_error(error.report() if isinstance(error, SpecError) else str(error)) from None
     if json_out:
@@ -157,6 +243,8 @@ def check(
                 out.print(f"  - {escape(problem)}")
         for command in report.drain_commands:
             out.print(("ran: " if execute_drain else "drain with: ") + " ".join(command))
+        if report.reason:
+            err.print(f"[bold red]not ok[/]: {escape(report.reason)}", highlight=False, soft_wrap=True)
     if not report.ok:
         raise typer.Exit(1)
 

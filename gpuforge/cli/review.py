@@ -92,6 +92,11 @@ def destroy(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """`pulumi destroy` of the stack. Protected resources (prod data) make it fail, by design."""
+    from gpuforge import deploy
+
+    if deploy.pulumi_cli() is None:  # say so before asking, not after the user typed yes
+        err.print(f"[bold red]destroy[/]: {escape(str(deploy.PulumiMissing()))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
     if not yes:
         typer.confirm(f"Destroy every resource of stack {stack!r}?", abort=True)
     _engine("destroy", stack)

@@ -8,17 +8,17 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import tempfile
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-PLAYBOOKS_DIR = REPO_ROOT / "playbooks"
+from components.assets import PLAYBOOKS_DIR
 
 EventHandler = Callable[[dict[str, Any]], None]
 
@@ -68,8 +68,19 @@ class PlaybookResult:
         """(host, ok, changed, failed, unreachable, skipped) rows, sorted by host."""
         return [(name, h.ok, h.changed, h.failed, h.unreachable, h.skipped) for name, h in sorted(self.hosts.items())]
 
+    def to_json(self) -> dict[str, Any]:
+        """The run as CI reads it (``gpuforge bake --json``)."""
+        return {
+            "ok": self.ok and bool(self.hosts),
+            "playbook": self.playbook,
+            "status": self.status,
+            "rc": self.rc,
+            "hosts": {name: asdict(summary) for name, summary in sorted(self.hosts.items())},
+            "failures": [asdict(failure) for failure in self.failures],
+        }
 
-def _failure_message(res: Mapping[str, Any]) -> str:
+
+def failure_message(res: Mapping[str, Any]) -> str:
     for key in ("msg", "stderr", "stdout", "reason"):
         value = res.get(key)
         if value:
@@ -105,9 +116,13 @@ def resolve_playbook(playbook: str | Path) -> Path:
     return path.resolve()
 
 
+Inventory = Mapping[str, Any] | Path
+Inventories = Inventory | Sequence[Inventory]
+
+
 def run_playbook(
     playbook: str | Path,
-    inventory: Mapping[str, Any] | Path,
+    inventory: Inventories,
     *,
     extravars: Mapping[str, Any] | None = None,
     limit: str | None = None,
@@ -115,8 +130,15 @@ def run_playbook(
     on_event: EventHandler | None = None,
     private_data_dir: Path | None = None,
     verbosity: int = 0,
+    forks: int | None = None,
+    user: str | None = None,
+    private_key: Path | None = None,
 ) -> PlaybookResult:
-    """Run *playbook* against *inventory* (a YAML inventory dict or a file) with ansible-runner."""
+    """Run *playbook* against *inventory* with ansible-runner.
+
+    *inventory* is a YAML inventory dict, a file or directory Ansible reads (a hosts file, a dynamic
+    inventory plugin's config), or a list of them, merged by Ansible in order (later sources win).
+    """
     import ansible_runner  # type: ignore[import-untyped]  # imported late: plans need no Ansible
 
     playbook_path = resolve_playbook(playbook)
@@ -129,7 +151,7 @@ def run_playbook(
                 TaskFailure(
                     host=str(data.get("host", "?")),
                     task=str(data.get("task", "?")),
-                    message=_failure_message(data.get("res") or {}),
+                    message=failure_message(data.get("res") or {}),
                 )
             )
         if on_event is not None:
@@ -141,6 +163,10 @@ def run_playbook(
         cmdline.append("--check")
     if verbosity:
         cmdline.append("-" + "v" * verbosity)
+    if user:
+        cmdline += ["--user", user]
+    if private_key:
+        cmdline += ["--private-key", str(private_key.expanduser().resolve())]
     env = {
         # ansible-playbook from the same environment as this Python (a venv need not be activated).
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -153,22 +179,26 @@ def run_playbook(
     with tempfile.TemporaryDirectory(prefix="gpuforge-runner-") as tmp:
         pdd = Path(private_data_dir or tmp)
         pdd.mkdir(parents=True, exist_ok=True)
-        if isinstance(inventory, Path):
-            inventory_arg = str(inventory.resolve())
-        else:
-            inv_file = pdd / "inventory.yml"
-            inv_file.write_text(yaml.safe_dump(dict(inventory), sort_keys=False))
-            inventory_arg = str(inv_file)
+        sources = list(inventory) if isinstance(inventory, Sequence) else [inventory]
+        inventory_args: list[str] = []
+        for index, source in enumerate(sources):
+            if isinstance(source, Path):
+                inventory_args.append(str(source.resolve()))
+            else:
+                inv_file = pdd / f"inventory-{index}.yml"
+                inv_file.write_text(yaml.safe_dump(dict(source), sort_keys=False))
+                inventory_args.append(str(inv_file))
         old_path = os.environ.get("PATH", "")
         os.environ["PATH"] = env["PATH"]
         try:
             runner = ansible_runner.run(
                 private_data_dir=str(pdd),
                 playbook=str(playbook_path),
-                inventory=inventory_arg,
+                inventory=inventory_args if len(inventory_args) > 1 else inventory_args[0],
                 extravars=dict(extravars or {}),
                 limit=limit,
-                cmdline=" ".join(cmdline) or None,
+                forks=forks,
+                cmdline=" ".join(shlex.quote(arg) for arg in cmdline) or None,
                 envvars=env,
                 event_handler=handle,
                 quiet=True,
@@ -212,30 +242,8 @@ def parse_target(target: str) -> tuple[str, Path | None]:
     raise ValueError(f"--target {target!r}: expected 'hosts' or 'rootfs:PATH'")
 
 
-def progress_printer(write: Callable[[str], None]) -> EventHandler:
-    """An event handler that writes one line per task start and per host result."""
-
-    def handle(event: dict[str, Any]) -> None:
-        kind = event.get("event")
-        data = event.get("event_data") or {}
-        if kind == "playbook_on_play_start":
-            write(f"PLAY {data.get('play', '')}")
-        elif kind == "playbook_on_task_start":
-            write(f"  TASK {data.get('task', '')}")
-        elif kind in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable", "runner_on_skipped"):
-            res = data.get("res") or {}
-            state = {
-                "runner_on_ok": "changed" if res.get("changed") else "ok",
-                "runner_on_failed": "FAILED",
-                "runner_on_unreachable": "UNREACHABLE",
-                "runner_on_skipped": "skipped",
-            }[kind]
-            line = f"    {data.get('host', '?')}: {state}"
-            if state in ("FAILED", "UNREACHABLE"):
-                line += f" - {_failure_message(res)}"
-            write(line)
-
-    return handle
+class NoHostsMatched(RuntimeError):
+    """The run configured nothing: no host of the inventory matched (the message says why)."""
 
 
 def bake(
@@ -247,41 +255,91 @@ def bake(
     node_group: str | None = None,
     on_event: EventHandler | None = None,
     extravars: Mapping[str, Any] | None = None,
+    inventory_files: Sequence[Path] = (),
+    user: str | None = None,
+    private_key: Path | None = None,
+    forks: int | None = None,
 ) -> PlaybookResult:
     """``gpuforge bake STACK``: site.yml on the stack's nodes, or bake-image.yml into a root file system.
 
-    With ``target="rootfs:PATH"`` the node group's variables (the first group, or *node_group*) are
-    applied to the root file system, as an image build for that group does.
+    Hosts come from the stack (on-premises hosts; on AWS the aws_ec2 plugin, with credentials) and from
+    *inventory_files*, which Ansible merges over the stack's groups and variables (a hosts file that
+    puts machines into ``ng_<group>``, or overrides an address). With ``target="rootfs:PATH"`` the node
+    group's variables (the first group, or *node_group*) are applied to the root file system, as an
+    image build for that group does. Raises NoHostsMatched when the run matched no host.
     """
-    from gpuforge.nodes.inventory import build_inventory, node_group_vars
+    from gpuforge.nodes.inventory import build_inventory, engine_only_values, node_group_vars
 
     kind, rootfs = parse_target(target)
+    for path in inventory_files:
+        if not path.exists():
+            raise FileNotFoundError(f"--inventory {path}: no such file or directory")
+    if private_key is not None and not private_key.expanduser().is_file():
+        raise FileNotFoundError(f"--private-key {private_key}: no such file")
     inventory = build_inventory(stack)
+    options: dict[str, Any] = {
+        "extravars": extravars,
+        "check": check,
+        "limit": limit,
+        "on_event": on_event,
+        "forks": forks,
+        "user": user,
+        "private_key": private_key,
+    }
     if kind == "rootfs":
         assert rootfs is not None
         if not rootfs.is_dir():
             raise FileNotFoundError(f"--target rootfs:{rootfs}: no such directory")
-        group_vars = node_group_vars(inventory, node_group)
-        return run_playbook(
-            "bake-image.yml",
-            rootfs_inventory(rootfs, group_vars),
-            extravars=extravars,
-            check=check,
-            limit=limit,
-            on_event=on_event,
+        # An image holds no deployed stack's values: leave out what only the engine knows.
+        image_unknown = {path.split(".")[-2] for path in engine_only_values(inventory)}
+        group_vars = {k: v for k, v in node_group_vars(inventory, node_group).items() if k not in image_unknown}
+        return run_playbook("bake-image.yml", rootfs_inventory(rootfs, group_vars), **options)
+    aws_hosts = _aws_credentials() and any(
+        not group.get("hosts") for name, group in inventory["all"]["children"].items() if name.startswith("ng_")
+    )
+    unknown = sorted({path.split(".")[-2] for path in engine_only_values(inventory)} - set(extravars or {}))
+    if unknown and (aws_hosts or inventory_files):
+        raise ValueError(
+            f"stack {stack}: its outputs come from the offline plan, which does not know {', '.join(unknown)}; "
+            "deploy the stack and read its outputs (Pulumi CLI), or pass them with --extra-vars"
         )
-    if not _aws_credentials():
-        # Offline (no credentials): the groups and their variables are complete, the ASG members unknown;
-        # the run then matches no hosts, which still proves the playbooks and variables load.
-        return run_playbook("site.yml", inventory, extravars=extravars, check=check, limit=limit, on_event=on_event)
-    from gpuforge.nodes.inventory import aws_ec2_inventory
-
+    sources: list[Inventory] = [inventory, *inventory_files]
     with tempfile.TemporaryDirectory(prefix="gpuforge-inventory-") as tmp:
-        # A directory inventory: the static groups/vars and the aws_ec2 plugin filling ng_<group> with
-        # each Auto Scaling group's running instances.
-        (Path(tmp) / "00-groups.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
-        (Path(tmp) / "10-cluster.aws_ec2.yml").write_text(yaml.safe_dump(aws_ec2_inventory(stack), sort_keys=False))
-        return run_playbook("site.yml", Path(tmp), extravars=extravars, check=check, limit=limit, on_event=on_event)
+        if aws_hosts:
+            from gpuforge.nodes.inventory import aws_ec2_inventory
+
+            # The aws_ec2 plugin fills ng_<group> with each node group's running instances (by tag).
+            plugin_file = Path(tmp) / "cluster.aws_ec2.yml"
+            plugin_file.write_text(yaml.safe_dump(aws_ec2_inventory(stack), sort_keys=False))
+            sources.insert(1, plugin_file)
+        result = run_playbook("site.yml", sources, **options)
+    if not result.hosts:
+        raise NoHostsMatched(_no_hosts_reason(stack, inventory, inventory_files, limit, aws_hosts))
+    return result
+
+
+def _no_hosts_reason(
+    stack: str, inventory: Mapping[str, Any], inventory_files: Sequence[Path], limit: str | None, aws: bool
+) -> str:
+    groups = inventory["all"]["children"]
+    listed = sum(len(group.get("hosts") or {}) for name, group in groups.items() if name.startswith("ng_"))
+    parts = [f"site.yml matched no host of stack {stack}: nothing was configured."]
+    if limit:
+        parts.append(f"--limit {limit!r} selected none of them.")
+    if not listed and not inventory_files:
+        if aws:
+            parts.append("The aws_ec2 inventory found no running instance tagged gpuforge:node-group in this cluster.")
+        else:
+            parts.append(
+                "Its node groups list no hosts: AWS instances are found by the aws_ec2 inventory, which needs "
+                "AWS credentials (and boto3); or pass --inventory FILE with hosts in the ng_<group> groups "
+                "(gpuforge inventory STACK shows them), or --target rootfs:PATH to bake an image."
+            )
+    elif inventory_files:
+        parts.append(
+            "Hosts in --inventory files must be in a GPU node group (ng_<group> under gpu_nodes) to be configured."
+        )
+    return " ".join(parts)
 
 
 def _aws_credentials() -> bool:
@@ -291,3 +349,38 @@ def _aws_credentials() -> bool:
     except ImportError:
         return False
     return boto3.session.Session().get_credentials() is not None
+
+
+def parse_extra_vars(values: Sequence[str]) -> dict[str, Any]:
+    """``--extra-vars`` as ansible-playbook takes them: ``KEY=VALUE`` pairs, a YAML/JSON mapping, or
+    ``@FILE``; later ones win. Raises ValueError naming every value that is none of these."""
+    merged: dict[str, Any] = {}
+    problems: list[str] = []
+    for value in values:
+        text = value.strip()
+        if text.startswith("@"):
+            path = Path(text[1:]).expanduser()
+            if not path.is_file():
+                problems.append(f"{value}: no such file")
+                continue
+            text = path.read_text()
+        if text.startswith(("{", "---")) or value.startswith("@"):
+            try:
+                loaded = yaml.safe_load(text)
+            except yaml.YAMLError as exc:
+                problems.append(f"{value}: not YAML/JSON ({str(exc).splitlines()[0]})")
+                continue
+            if not isinstance(loaded, dict):
+                problems.append(f"{value}: expected a mapping of variables")
+                continue
+            merged.update(loaded)
+            continue
+        pairs = shlex.split(text)
+        bad = [pair for pair in pairs if "=" not in pair or not pair.split("=", 1)[0].isidentifier()]
+        if bad or not pairs:
+            problems.append(f"{value}: expected KEY=VALUE, a YAML/JSON mapping or @FILE")
+            continue
+        merged.update(dict(pair.split("=", 1) for pair in pairs))
+    if problems:
+        raise ValueError("--extra-vars: " + "; ".join(problems))
+    return merged

@@ -3,14 +3,26 @@ nodes and (optionally) drain them from the scheduler."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from gpuforge.nodes.bake import EventHandler, PlaybookResult, parse_target, rootfs_inventory, run_playbook
+import yaml
+
+from gpuforge.nodes.bake import (
+    EventHandler,
+    Inventories,
+    Inventory,
+    PlaybookResult,
+    parse_target,
+    rootfs_inventory,
+    run_playbook,
+)
 from gpuforge.nodes.health import DEFAULT_FLOOR_FRACTION, NodeExpectations, NodeHealth, evaluate_node
 
 DrainMethod = Literal["none", "slurm", "kubernetes"]
@@ -29,11 +41,25 @@ class CheckReport:
 
     @property
     def ok(self) -> bool:
-        return not self.failing and self.playbook.ok
+        """Every checked node healthy, and at least one checked: zero hosts checked proves nothing."""
+        return bool(self.nodes) and not self.failing and self.playbook.ok
+
+    @property
+    def reason(self) -> str | None:
+        """Why the report is not ok, in one sentence (None when it is)."""
+        if not self.nodes:
+            return "no host was checked: the inventory matched no GPU node (gpu_nodes), so nothing is proven healthy"
+        if self.failing:
+            return f"{len(self.failing)} of {len(self.nodes)} node(s) failing: {', '.join(self.failing)}"
+        if not self.playbook.ok:
+            return f"healthcheck.yml failed ({self.playbook.status}, rc {self.playbook.rc})"
+        return None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
+            "reason": self.reason,
+            "checked": len(self.nodes),
             "failing": self.failing,
             "nodes": {
                 node.host: {"healthy": node.healthy, "problems": node.problems, "busbw_gbps": node.busbw_gbps}
@@ -90,8 +116,29 @@ def drain_commands(nodes: list[NodeHealth], method: DrainMethod) -> list[list[st
     return commands
 
 
+def inventory_hostvars(inventory: Inventories) -> dict[str, dict[str, Any]]:
+    """Every host's variables as Ansible merges them (all < groups < hosts, later sources win)."""
+    if isinstance(inventory, Mapping):
+        return _host_vars(inventory)
+    sources: list[Inventory] = [inventory] if isinstance(inventory, Path) else list(inventory)
+    with tempfile.TemporaryDirectory(prefix="gpuforge-hostvars-") as tmp:
+        command = [str(Path(sys.executable).parent / "ansible-inventory"), "--list"]
+        for index, source in enumerate(sources):
+            if isinstance(source, Path):
+                command += ["-i", str(source.resolve())]
+            else:
+                file = Path(tmp) / f"inventory-{index}.yml"
+                file.write_text(yaml.safe_dump(dict(source), sort_keys=False))
+                command += ["-i", str(file)]
+        listing = subprocess.run(command, capture_output=True, text=True, check=False)
+    if listing.returncode != 0:
+        raise ValueError(f"cannot read the inventory: {listing.stderr.strip()}")
+    hostvars = json.loads(listing.stdout).get("_meta", {}).get("hostvars") or {}
+    return {host: dict(hvars) for host, hvars in hostvars.items()}
+
+
 def run_checks(
-    inventory: Mapping[str, Any],
+    inventory: Inventories,
     *,
     checks: tuple[str, ...] = ALL_CHECKS,
     dcgm_level: int = 2,
@@ -100,6 +147,9 @@ def run_checks(
     execute_drain: bool = False,
     on_event: EventHandler | None = None,
     runner: Callable[..., Any] = subprocess.run,
+    forks: int | None = None,
+    user: str | None = None,
+    private_key: Path | None = None,
 ) -> CheckReport:
     """Run healthcheck.yml on *inventory*, judge every node from its raw outputs, and drain if asked."""
     unknown = set(checks) - set(ALL_CHECKS)
@@ -107,7 +157,7 @@ def run_checks(
         raise ValueError(f"unknown checks {sorted(unknown)}; choose from {', '.join(ALL_CHECKS)}")
     if dcgm_level not in (1, 2, 3, 4):
         raise ValueError(f"DCGM diagnostic level must be 1-4, not {dcgm_level}")
-    hostvars = _host_vars(inventory)
+    hostvars = inventory_hostvars(inventory)
     with tempfile.TemporaryDirectory(prefix="gpuforge-check-") as fetch:
         result = run_playbook(
             "healthcheck.yml",
@@ -119,6 +169,9 @@ def run_checks(
             },
             limit=limit,
             on_event=on_event,
+            forks=forks,
+            user=user,
+            private_key=private_key,
         )
         nodes: list[NodeHealth] = []
         for host in sorted(set(result.hosts) | {p.name for p in Path(fetch).iterdir()}):
@@ -154,15 +207,26 @@ def check(
     drain: DrainMethod = "none",
     execute_drain: bool = False,
     on_event: EventHandler | None = None,
+    inventory_files: tuple[Path, ...] | list[Path] = (),
+    forks: int | None = None,
+    user: str | None = None,
+    private_key: Path | None = None,
 ) -> CheckReport:
-    """``gpuforge check STACK``: the stack's nodes (or one root file system, as a dry run of the checks)."""
+    """``gpuforge check STACK``: the stack's nodes (plus hosts from *inventory_files*, merged over the
+    stack's groups as ``gpuforge bake`` does), or one root file system, as a dry run of the checks."""
     from gpuforge.nodes.inventory import build_inventory, node_group_vars
 
-    inventory = build_inventory(stack, floor_fraction=floor_fraction)
+    for path in inventory_files:
+        if not path.exists():
+            raise FileNotFoundError(f"--inventory {path}: no such file or directory")
+    stack_inventory = build_inventory(stack, floor_fraction=floor_fraction)
     kind, rootfs = parse_target(target)
+    inventory: Inventories = stack_inventory
     if kind == "rootfs":
         assert rootfs is not None
-        inventory = rootfs_inventory(rootfs, node_group_vars(inventory, node_group))
+        inventory = rootfs_inventory(rootfs, node_group_vars(stack_inventory, node_group))
+    elif inventory_files:
+        inventory = [stack_inventory, *inventory_files]
     return run_checks(
         inventory,
         checks=checks,
@@ -171,4 +235,7 @@ def check(
         drain=drain,
         execute_drain=execute_drain,
         on_event=on_event,
+        forks=forks,
+        user=user,
+        private_key=private_key,
     )

@@ -6,10 +6,18 @@ Where the facts come from:
   plan (``gpuforge.plan.engine.plan_stack``), which registers the same outputs;
 - hardware facts (NVSwitch, EFA count, NVLinks per GPU, the bus-bandwidth reference): the catalog.
 
-Hosts: AWS node groups are Auto Scaling groups, so their instances are found at run time by Ansible's
-``amazon.aws.aws_ec2`` inventory plugin, filtered on each group's ``aws:autoscaling:groupName`` tag and
-put into the same ``ng_<name>`` groups (``aws_ec2_inventory``; pass both files with ``-i``). Node
-groups whose outputs list ``hosts`` (on premises) get those hosts directly.
+- hardware facts (NVSwitch, EFA count, NVLinks per GPU, GPUDirect RDMA, compute HCAs in rail order,
+  the bus-bandwidth reference): the catalog, by EC2 instance type or by on-premises server model.
+
+Hosts: AWS node groups are Auto Scaling groups (or EKS managed groups), so their instances are found at
+run time by Ansible's ``amazon.aws.aws_ec2`` inventory plugin, filtered on the stable
+``gpuforge:cluster`` and ``gpuforge:node-group`` tags every instance carries (not on the ASG's name,
+which Pulumi suffixes) and put into the same ``ng_<name>`` groups (``aws_ec2_inventory``; pass both
+files with ``-i``). Node groups whose outputs list ``hosts`` (on premises) get those hosts directly.
+
+Offline, the plan knows every value the spec and the catalog decide, but not those only the engine
+computes (an FSx file system's DNS and mount names, resource ids): the inventory marks those as
+``ENGINE_ONLY`` and says so in ``gpuforge_outputs_source``, never passing a mock value off as real.
 """
 
 from __future__ import annotations
@@ -24,6 +32,15 @@ import yaml
 from gpuforge.nodes.health import DEFAULT_FLOOR_FRACTION
 
 Source = Literal["auto", "stack", "plan"]
+Origin = Literal["stack", "plan"]
+
+# What an inventory built from the offline plan shows for a value only the deployed stack knows.
+ENGINE_ONLY = "<known after pulumi up>"
+# Output fields the engine computes (the offline plan's mocks invent them): never real offline.
+_ENGINE_ONLY_FIELDS = {"parallelFs": ("dnsName", "mountName", "fileSystemId")}
+# The tags the aws_ec2 inventory selects a node group's instances by (components/aws/node_group.py).
+NODE_GROUP_TAG = "gpuforge:node-group"
+CLUSTER_TAG = "gpuforge:cluster"
 
 
 def group_name(prefix: str, name: str) -> str:
@@ -33,16 +50,21 @@ def group_name(prefix: str, name: str) -> str:
 
 def stack_outputs(stack: str, source: Source = "auto") -> dict[str, Any]:
     """Outputs of the deployed stack (Automation API) or, offline, of the plan."""
+    return load_outputs(stack, source)[0]
+
+
+def load_outputs(stack: str, source: Source = "auto") -> tuple[dict[str, Any], Origin]:
+    """The stack's outputs and where they came from: the deployed stack, or the offline plan."""
     if source in ("auto", "stack") and shutil.which("pulumi"):
         try:
             from pulumi import automation
 
-            from gpuforge.plan.stacks import PROJECT_ROOT
+            from gpuforge.plan.stacks import find_project
 
-            ws_stack = automation.select_stack(stack_name=stack, work_dir=str(PROJECT_ROOT))
+            ws_stack = automation.select_stack(stack_name=stack, work_dir=str(find_project().root))
             outputs = {key: value.value for key, value in ws_stack.outputs().items()}
             if outputs:
-                return outputs
+                return outputs, "stack"
         except Exception as exc:  # no such stack, no backend login: fall back only when allowed
             if source == "stack":
                 raise RuntimeError(f"stack {stack}: cannot read its outputs through Pulumi: {exc}") from exc
@@ -50,7 +72,34 @@ def stack_outputs(stack: str, source: Source = "auto") -> dict[str, Any]:
         raise RuntimeError("the Pulumi CLI is not installed: use source='plan' for the offline plan's outputs")
     from gpuforge.plan.engine import plan_stack
 
-    return dict(plan_stack(stack).outputs)
+    return _mark_engine_only(dict(plan_stack(stack).outputs)), "plan"
+
+
+def _mark_engine_only(outputs: dict[str, Any]) -> dict[str, Any]:
+    """The plan's outputs with every engine-computed value replaced by ENGINE_ONLY."""
+    for key, fields in _ENGINE_ONLY_FIELDS.items():
+        section = outputs.get(key)
+        if isinstance(section, Mapping):
+            outputs[key] = {k: (ENGINE_ONLY if k in fields else v) for k, v in section.items()}
+    return outputs
+
+
+def engine_only_values(inventory: Mapping[str, Any]) -> list[str]:
+    """Dotted paths of the inventory's values that only the deployed stack knows."""
+    found: list[str] = []
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                walk(value, f"{path}.{key}" if path else str(key))
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                walk(value, f"{path}[{index}]")
+        elif node == ENGINE_ONLY:
+            found.append(path)
+
+    walk(inventory, "")
+    return found
 
 
 def _catalog() -> Any:
@@ -84,24 +133,18 @@ def _group_vars(
     fabric = group.get("fabric") or "none"
     instance_type = group.get("instanceType")
     gpus = int(group.get("gpusPerNode") or 0)
-    catalog = _catalog()
-    it = catalog.instance_type(instance_type) if instance_type and catalog.has_instance_type(instance_type) else None
-    nvswitch = bool(it and it.nvswitch)
-    nvlinks = 0
-    if nvswitch and group.get("gpuModel"):
-        try:
-            nvlinks = int(catalog.gpu(group["gpuModel"]).nvlink_links or 0)
-        except (KeyError, ValueError):
-            nvlinks = 0
-    reference = it.nccl_busbw_reference_gbps if it else None
+    facts = _hardware_facts(group)
+    reference = facts["busbw_reference_gbps"]
     vars_: dict[str, Any] = {
         "gpuforge_node_group": name,
         "gpuforge_role": group.get("role"),
         "gpuforge_fabric": fabric,
         "gpuforge_instance_type": instance_type,
+        "gpuforge_server_model": group.get("serverModel"),
         "gpuforge_gpus_per_node": gpus,
         "nvidia_driver_branch": str(software.get("nvidiaDriverBranch", "580")),
-        "nvidia_fabricmanager_enabled": nvswitch,
+        # Every NVSwitch system (p4d/p5, DGX/HGX on premises): without Fabric Manager CUDA fails (802).
+        "nvidia_fabricmanager_enabled": facts["nvswitch"],
         "nccl_version": software.get("ncclVersion"),
         "nccl_net_plugin": "aws-ofi-nccl" if fabric == "efa" else "none",
         "nccl_tuning_fabric": fabric,
@@ -109,7 +152,7 @@ def _group_vars(
         "nccl_tuning_nccl_version": software.get("ncclVersion"),
         "gpu_healthcheck_fabric": fabric,
         "gpu_healthcheck_expected_gpus": gpus,
-        "gpu_healthcheck_nvlinks_per_gpu": nvlinks,
+        "gpu_healthcheck_nvlinks_per_gpu": facts["nvlinks_per_gpu"],
         "gpu_healthcheck_busbw_floor_gbps": round(float(reference) * floor_fraction, 3) if reference else None,
     }
     if fabric == "efa":
@@ -118,24 +161,56 @@ def _group_vars(
                 "efa_installer_version": software.get("efaInstallerVersion"),
                 "nccl_tuning_aws_ofi_nccl_version": software.get("awsOfiNcclVersion"),
                 "nccl_tuning_efa_installer_version": software.get("efaInstallerVersion"),
+                "nccl_tuning_gpudirect_rdma": facts["gpudirect_rdma"],
                 "gpu_healthcheck_expected_efa": int(group.get("efaInterfacesPerNode") or 0),
             }
         )
     if fabric in ("infiniband", "roce"):
-        hcas = list(group.get("ibHcas") or [])
+        hcas = list(group.get("ibHcas") or facts["compute_hcas"])
         vars_.update(
             {
                 "rdma_fabric": fabric,
                 "nccl_tuning_ib_hcas": hcas,
                 "nccl_tuning_rail_optimized": bool(group.get("railOptimized", False)),
                 "nccl_tuning_sharp": bool(group.get("sharp", False)),
-                "gpu_healthcheck_ib_hcas": hcas,
+                "gpu_healthcheck_ib_hcas": list(hcas),
             }
         )
     fs = outputs.get("parallelFs")
     if fs and fs.get("dnsName") and fs.get("mountName"):
         vars_["lustre_client_filesystem"] = {"dnsName": fs["dnsName"], "mountName": fs["mountName"]}
+    mounts = site_mounts(outputs)
+    if mounts:
+        vars_["site_mounts_mounts"] = mounts
     return {key: value for key, value in vars_.items() if value is not None}
+
+
+def _hardware_facts(group: Mapping[str, Any]) -> dict[str, Any]:
+    """NVSwitch, NVLinks per GPU, GPUDirect RDMA, compute HCAs and the busbw reference of a node group:
+    from the catalog's instance type (AWS) or server model (on premises)."""
+    catalog = _catalog()
+    instance_type = group.get("instanceType")
+    it = catalog.instance_type(instance_type) if instance_type and catalog.has_instance_type(instance_type) else None
+    model = group.get("serverModel")
+    server = catalog.data.servers.get(model) if model else None
+    nvswitch = bool((it and it.nvswitch) or (server and server.nvswitch))
+    gpu_model = group.get("gpuModel") or (server.gpu_model if server else None)
+    nvlinks = 0
+    if nvswitch and gpu_model and gpu_model in catalog.data.gpus:
+        nvlinks = int(catalog.gpu(gpu_model).nvlink_links or 0)
+    return {
+        "nvswitch": nvswitch,
+        "nvlinks_per_gpu": nvlinks,
+        "gpudirect_rdma": it.gpudirect_rdma if it else None,
+        "compute_hcas": list(server.compute_hcas) if server else [],
+        "busbw_reference_gbps": it.nccl_busbw_reference_gbps if it else None,
+    }
+
+
+def site_mounts(outputs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The site's shared file systems (NFS, Lustre, BeeGFS, WEKA) as the site_mounts role takes them."""
+    mounts = ((outputs.get("site") or {}).get("parallelFs")) or {}
+    return [{"name": name, **dict(mount)} for name, mount in sorted(mounts.items())]
 
 
 def _host_vars(host: Mapping[str, Any]) -> dict[str, Any]:
@@ -168,8 +243,16 @@ def build_inventory(
     floor_fraction: float = DEFAULT_FLOOR_FRACTION,
     outputs: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The YAML inventory (as a dict) for *stack*: ``gpu_nodes``, ``ng_<group>`` and ``role_<role>`` groups."""
-    outputs = dict(outputs) if outputs is not None else stack_outputs(stack, source)
+    """The YAML inventory (as a dict) for *stack*: ``gpu_nodes``, ``ng_<group>`` and ``role_<role>`` groups.
+
+    ``all.vars.gpuforge_outputs_source`` says whether the values come from the deployed stack or the
+    offline plan; offline, values only the engine knows read ENGINE_ONLY (``engine_only_values``).
+    """
+    origin: Origin = "stack"
+    if outputs is None:
+        loaded, origin = load_outputs(stack, source)
+        outputs = loaded
+    outputs = dict(outputs)
     node_groups: Mapping[str, Any] = outputs.get("nodeGroups") or {}
     if not node_groups:
         raise ValueError(f"stack {stack}: outputs have no nodeGroups")
@@ -200,6 +283,7 @@ def build_inventory(
                 "gpuforge_stack": stack,
                 "gpuforge_cluster": cluster.get("name"),
                 "gpuforge_region": cluster.get("region"),
+                "gpuforge_outputs_source": origin,
             },
             "children": children,
         }
@@ -209,27 +293,27 @@ def build_inventory(
 def aws_ec2_inventory(
     stack: str, *, outputs: Mapping[str, Any] | None = None, source: Source = "auto"
 ) -> dict[str, Any]:
-    """``amazon.aws.aws_ec2`` plugin configuration that puts each ASG's running instances into its ng_ group.
+    """``amazon.aws.aws_ec2`` plugin configuration that puts each node group's running instances into
+    its ng_ group, selected by the stable gpuforge:cluster and gpuforge:node-group instance tags.
 
-    Write it as ``<name>.aws_ec2.yml`` and pass it with ``-i`` next to the YAML inventory.
+    Write it as ``<name>.aws_ec2.yml`` and pass it with ``-i`` next to the YAML inventory. The plugin
+    needs boto3 (a gpuforge dependency) and AWS credentials.
     """
     outputs = dict(outputs) if outputs is not None else stack_outputs(stack, source)
-    groups = {name: g for name, g in (outputs.get("nodeGroups") or {}).items() if g.get("asgName")}
-    region = (outputs.get("cluster") or {}).get("region")
+    cluster = outputs.get("cluster") or {}
+    groups = sorted(name for name, g in (outputs.get("nodeGroups") or {}).items() if not g.get("hosts"))
     config: dict[str, Any] = {
         "plugin": "amazon.aws.aws_ec2",
         "filters": {
             "instance-state-name": ["running"],
-            "tag:aws:autoscaling:groupName": sorted(g["asgName"] for g in groups.values()),
+            f"tag:{CLUSTER_TAG}": [cluster.get("name")],
+            f"tag:{NODE_GROUP_TAG}": groups,
         },
         # Compute nodes have no public address (many EFAs): reach them on their private IP.
         "hostnames": ["private-ip-address"],
         "compose": {"ansible_host": "private_ip_address"},
-        "groups": {
-            group_name("ng", name): f"tags['aws:autoscaling:groupName'] == '{g['asgName']}'"
-            for name, g in groups.items()
-        },
+        "groups": {group_name("ng", name): f"tags.get('{NODE_GROUP_TAG}') == '{name}'" for name in groups},
     }
-    if region:
-        config["regions"] = [region]
+    if cluster.get("region"):
+        config["regions"] = [cluster["region"]]
     return config

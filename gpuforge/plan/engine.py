@@ -22,10 +22,11 @@ from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from components.assets import BUNDLED, SOURCE_ROOT
 from components.spec import resolve
 from gpuforge.plan.model import COMPUTED, Plan, PlanResource
 from gpuforge.plan.policy_check import check_plan
-from gpuforge.plan.stacks import PROJECT_ROOT, StackFile, load_stack
+from gpuforge.plan.stacks import Project, StackFile, load_stack, project_of
 from gpuforge.plan.summary import summarize
 from gpuforge.review.cost import estimate_cost
 
@@ -112,11 +113,14 @@ def _plain(value: Any) -> Any:
 
 
 def _project_path(path: str) -> str:
-    """Asset paths relative to the project, so plans compare across checkouts."""
-    try:
-        return Path(path).relative_to(PROJECT_ROOT).as_posix()
-    except ValueError:
-        return path
+    """Paths of gpuforge's own assets relative to where they live (playbooks/..., templates/...), so
+    plans compare across checkouts and installs."""
+    for base in (BUNDLED, SOURCE_ROOT):
+        try:
+            return Path(path).resolve().relative_to(base.resolve()).as_posix()
+        except ValueError:
+            continue
+    return path
 
 
 def _offline_runtime(monitor: _RecordingMonitor, stack: str) -> None:
@@ -134,9 +138,7 @@ def _no_stack_trace() -> Any:
     return source_pb2.StackTrace()
 
 
-def run_program(
-    stack_file: StackFile, program: Path = PROJECT_ROOT / "__main__.py"
-) -> tuple[list[PlanResource], dict[str, Any]]:
+def run_program(stack_file: StackFile, program: Path) -> tuple[list[PlanResource], dict[str, Any]]:
     """Evaluate the Pulumi program for one stack under the mock monitor."""
     monitor = _RecordingMonitor()
     _offline_runtime(monitor, stack_file.name)
@@ -158,11 +160,11 @@ def run_program(
     return sorted(monitor.recorded.values(), key=lambda r: r.urn), _plain(exported)
 
 
-def plan_stack(stack: str | Path, root: Path = PROJECT_ROOT) -> Plan:
-    """Resolve the stack's spec (raises SpecError) and evaluate the program offline."""
-    stack_file = load_stack(stack, root)
+def plan_stack(stack: str | Path, project: Project | None = None) -> Plan:
+    """Resolve the stack's spec (raises SpecError) and evaluate the project's program offline."""
+    stack_file = load_stack(stack, project)
     resolved = resolve(stack_file.cluster, source=str(stack_file.path))
-    resources, outputs = run_program(stack_file, root / "__main__.py")
+    resources, outputs = run_program(stack_file, (project or project_of(stack_file)).program)
     prices = resolved.catalog.prices
     cost = estimate_cost(resources, prices) if prices else None
     return Plan(

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Literal
 
 import jinja2
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
+from components.assets import TEMPLATES_DIR
+
 NCCL_TEMPLATE = "nccl/nccl.env.j2"
 
 Fabric = Literal["efa", "infiniband", "roce", "none"]

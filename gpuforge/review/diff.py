@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from gpuforge.plan.stacks import PROJECT_ROOT
+from gpuforge.plan.stacks import find_project
 from gpuforge.review.cost import LUSTRE, NODE_GROUP, OBJECT_STORE, estimate_cost
 
 TRIGGERS_FILE = Path(__file__).resolve().parent / "replace_triggers.yaml"
@@ -506,7 +506,7 @@ def _git(repo: Path, *args: str) -> str:
     return result.stdout.strip()
 
 
-def plan_revision(revision: str, stack: str, repo: Path = PROJECT_ROOT) -> dict[str, Any]:
+def plan_revision(revision: str, stack: str, repo: Path) -> dict[str, Any]:
     """Plan `stack` as it is at `revision`: that revision's program, components and stack file,
     evaluated by the current interpreter in a temporary worktree (removed afterwards)."""
     sha = _git(repo, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}")
@@ -537,8 +537,22 @@ def plan_revision(revision: str, stack: str, repo: Path = PROJECT_ROOT) -> dict[
             subprocess.run(["git", "-C", str(repo), "worktree", "prune"], capture_output=True, check=False)
 
 
-def load_side(ref: str, stack: str | None, repo: Path = PROJECT_ROOT) -> tuple[dict[str, Any], str]:
-    """A plan JSON file, or a git revision of `repo` planned for `stack`. Returns (plan, label)."""
+def empty_plan(stack: str) -> dict[str, Any]:
+    """The plan of a stack that does not exist yet: a new stack diffs against nothing."""
+    return {"stack": stack, "placement": None, "summary": {}, "outputs": {}, "cost": None, "resources": []}
+
+
+def _stack_at(revision: str, stack: str, repo: Path) -> bool:
+    """Whether the stack's file exists at `revision` (a stack new in a pull request does not)."""
+    stack_file = find_project(repo).stack_dir / f"Pulumi.{stack}.yaml"
+    top = Path(_git(repo, "rev-parse", "--show-toplevel")).resolve()
+    spec = f"{revision}:{stack_file.resolve().relative_to(top).as_posix()}"
+    return subprocess.run(["git", "-C", str(repo), "cat-file", "-e", spec], capture_output=True).returncode == 0
+
+
+def load_side(ref: str, stack: str | None, repo: Path | None = None) -> tuple[dict[str, Any], str]:
+    """A plan JSON file, or a git revision of the project's repository planned for `stack`.
+    Returns (plan, label)."""
     path = Path(ref)
     if path.is_file():
         try:
@@ -554,10 +568,13 @@ def load_side(ref: str, stack: str | None, repo: Path = PROJECT_ROOT) -> tuple[d
         return plan, path.name
     if stack is None:
         raise DiffError(f"{ref}: not a file, so a git revision; pass --stack to say which stack to plan at it")
+    repo = repo or find_project().root
     try:
         sha = _git(repo, "rev-parse", "--short=12", "--verify", "--quiet", f"{ref}^{{commit}}")
     except DiffError:
         raise DiffError(f"{ref}: neither a plan JSON file nor a git revision of {repo}") from None
+    if not _stack_at(ref, stack, repo):
+        return empty_plan(stack), f"{ref} ({sha}, no stack {stack!r} yet)"
     return plan_revision(ref, stack, repo), f"{ref} ({sha})"
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -13,7 +17,7 @@ runner = CliRunner()
 def test_inventory_prod_has_groups_and_nccl_inputs() -> None:
     result = runner.invoke(app, ["inventory", "prod", "--source", "plan"])
     assert result.exit_code == 0, result.output
-    children = yaml.safe_load(result.output)["all"]["children"]
+    children = yaml.safe_load(result.stdout)["all"]["children"]
     train = children["ng_train"]["vars"]
     assert (train["gpuforge_instance_type"], train["gpuforge_fabric"], train["gpuforge_gpus_per_node"]) == (
         "p5.48xlarge",
@@ -31,13 +35,73 @@ def test_inventory_aws_ec2_plugin_targets_each_asg() -> None:
     assert result.exit_code == 0, result.output
     config = yaml.safe_load(result.output)
     assert config["plugin"] == "amazon.aws.aws_ec2"
-    assert "forge-prod-train-asg" in config["filters"]["tag:aws:autoscaling:groupName"]
+    assert config["filters"]["tag:gpuforge:node-group"] == ["login", "services", "train"]
 
 
-def test_bake_dev_check_runs_offline_and_says_why_no_host_matched() -> None:
+def test_bake_matching_no_host_fails_and_says_why() -> None:
+    """Offline, an AWS stack's nodes are unknown: the run configures nothing, so it must not pass."""
     result = runner.invoke(app, ["bake", "dev", "--check"])
-    assert result.exit_code == 0, result.output
-    assert "no hosts matched" in result.output
+    assert result.exit_code == 1, result.output
+    assert "matched no host" in result.stderr and "nothing was configured" in result.stderr
+    assert "--inventory" in result.stderr  # and how to give it hosts
+
+
+def test_bake_json_reports_no_host_for_ci() -> None:
+    result = runner.invoke(app, ["bake", "dev", "--check", "--json"])
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["ok"] is False and report["hosts"] == {} and "matched no host" in report["reason"]
+
+
+def test_bake_limit_matching_nothing_names_the_limit() -> None:
+    result = runner.invoke(app, ["bake", "onprem-lab", "--limit", "nosuchhost", "--check"])
+    assert result.exit_code == 1, result.output
+    assert "--limit 'nosuchhost'" in result.stderr
+
+
+def test_bake_refuses_hosts_when_the_plan_lacks_a_deployed_value(tmp_path: Path) -> None:
+    """An AWS stack's FSx names are only known once deployed: baking real hosts with the offline plan
+    would write a mount that cannot work, so it is refused, naming the value and the way out."""
+    hosts = tmp_path / "hosts.yml"
+    train = {"ng_train": {"hosts": {"n1": {"ansible_host": "127.0.0.9"}}}}
+    hosts.write_text(yaml.safe_dump({"all": {"children": train}}))
+    result = runner.invoke(app, ["bake", "dev", "-i", str(hosts), "--check"])
+    assert result.exit_code == 2, result.output
+    assert "does not know lustre_client_filesystem" in result.output and "--extra-vars" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-i", "/nonexistent/hosts.yml"], "--inventory /nonexistent/hosts.yml: no such file"),
+        (["--private-key", "/nonexistent/key"], "--private-key /nonexistent/key: no such file"),
+        (["-e", "not a pair"], "--extra-vars: not a pair: expected KEY=VALUE"),
+        (["-e", "@/nonexistent/vars.yml"], "@/nonexistent/vars.yml: no such file"),
+        (["--forks", "0"], "--forks"),
+    ],
+)
+def test_bake_option_mistakes_are_usage_errors(args: list[str], message: str) -> None:
+    result = runner.invoke(app, ["bake", "dev", *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_extra_vars_merge_like_ansible(tmp_path: Path) -> None:
+    from gpuforge.nodes.bake import parse_extra_vars
+
+    file = tmp_path / "vars.yml"
+    file.write_text("a: 1\nb: [x]\n")
+    merged = parse_extra_vars([f"@{file}", "a=2 c='three words'", '{"d": {"e": true}}'])
+    assert merged == {"a": "2", "b": ["x"], "c": "three words", "d": {"e": True}}
+
+
+def test_check_with_zero_hosts_is_not_a_pass() -> None:
+    result = runner.invoke(app, ["check", "dev", "--json"])
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    assert report["ok"] is False and report["checked"] == 0
+    assert "no host was checked" in report["reason"]
 
 
 def test_bake_to_a_missing_rootfs_is_a_clear_error() -> None:
@@ -50,3 +114,14 @@ def test_check_rejects_unknown_checks() -> None:
     result = runner.invoke(app, ["check", "dev", "--checks", "gpu,vibes"])
     assert result.exit_code == 2
     assert "vibes" in result.output
+
+
+def test_offline_inventory_never_presents_mock_values_as_real() -> None:
+    """Offline, the FSx DNS and mount names are unknown: they are marked as such, never the plan's
+    mock values, and stderr says the outputs come from the plan."""
+    result = runner.invoke(app, ["inventory", "prod", "--source", "plan"])
+    assert result.exit_code == 0, result.output
+    assert "mock" not in result.stdout
+    fs = yaml.safe_load(result.stdout)["all"]["children"]["ng_train"]["vars"]["lustre_client_filesystem"]
+    assert fs == {"dnsName": "<known after pulumi up>", "mountName": "<known after pulumi up>"}
+    assert "offline plan" in result.stderr and "lustre_client_filesystem" in result.stderr

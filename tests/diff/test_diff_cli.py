@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from gpuforge import deploy
 from gpuforge.cli import app
+from gpuforge.plan.stacks import find_project
 from gpuforge.review.diff import load_side
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,7 +128,7 @@ def test_engine_commands_without_the_cli_point_at_the_install_step(monkeypatch: 
 
 
 def test_policy_packs_are_the_pack_directories() -> None:
-    packs = deploy.policy_packs()
+    packs = deploy.policy_packs(find_project())
     assert all(Path(p, "PulumiPolicy.yaml").is_file() for p in packs)
     assert packs == sorted(str(p.parent) for p in (ROOT / "policies").glob("*/PulumiPolicy.yaml"))
 

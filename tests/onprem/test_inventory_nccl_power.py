@@ -13,7 +13,9 @@ from gpuforge.plan.policy_check import to_rule_resources
 from gpuforge.render.nccl import NcclInputs, nccl_env
 from policies.rules import REGISTRY, RuleContext, Stack
 
-HCAS = [f"mlx5_{i}" for i in range(8)]
+# DGX H100 compute ports in GPU order (catalog servers.dgx-h100.compute_hcas, from the DGX H100/H200
+# user guide's network ports table): the onprem-lab hosts list none, so they get these.
+HCAS = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
 
 
 def test_inventory_hosts_carry_address_bmc_rack_and_rails(lab: Plan) -> None:
@@ -24,11 +26,48 @@ def test_inventory_hosts_carry_address_bmc_rack_and_rails(lab: Plan) -> None:
     b02 = train["hosts"]["dgx-b02"]
     assert b02["ansible_host"] == "10.64.1.16" and b02["gpuforge_bmc_address"] == "10.64.0.16"
     assert b02["gpuforge_rack"] == "r02" and b02["gpuforge_scalable_unit"] == "su1"
-    assert b02["gpuforge_ib_hcas_by_rail"] == {str(i): f"mlx5_{i}" for i in range(8)}
+    assert b02["gpuforge_ib_hcas_by_rail"] == {str(i): hca for i, hca in enumerate(HCAS)}
     assert b02["nccl_tuning_ib_hcas"] == HCAS
     group = train["vars"]
     assert group["rdma_fabric"] == "infiniband" and group["nccl_tuning_rail_optimized"] is True
     assert group["nccl_tuning_sharp"] is True and group["gpuforge_gpus_per_node"] == 8
+    assert group["nccl_tuning_ib_hcas"] == HCAS and group["gpu_healthcheck_ib_hcas"] == HCAS
+
+
+def test_dgx_hosts_get_fabric_manager_and_nvlinks_from_the_catalog(lab: Plan) -> None:
+    """A DGX H100 is an NVSwitch system: without Fabric Manager CUDA fails to initialise (error 802),
+    and the NVLink check expects the H100's 18 links per GPU."""
+    group = build_inventory("onprem-lab", outputs=lab.outputs)["all"]["children"]["ng_train"]["vars"]
+    assert group["gpuforge_server_model"] == "dgx-h100"
+    assert group["nvidia_fabricmanager_enabled"] is True
+    assert group["gpu_healthcheck_nvlinks_per_gpu"] == 18
+
+
+@pytest.mark.parametrize(
+    ("model", "nvswitch", "nvlinks"), [("dgx-h200", True, 18), ("hgx-h100-8gpu", True, 18), ("dgx-a100", True, 12)]
+)
+def test_every_nvswitch_server_model_gets_fabric_manager(model: str, nvswitch: bool, nvlinks: int) -> None:
+    outputs = {
+        "cluster": {"name": "lab"},
+        "nodeGroups": {"g": {"role": "training", "fabric": "none", "gpusPerNode": 8, "serverModel": model}},
+    }
+    group = build_inventory("lab", outputs=outputs)["all"]["children"]["ng_g"]["vars"]
+    assert group["nvidia_fabricmanager_enabled"] is nvswitch
+    assert group["gpu_healthcheck_nvlinks_per_gpu"] == nvlinks
+
+
+def test_explicit_hcas_win_over_the_catalog(lab: Plan) -> None:
+    from components.spec.site_checks import check_site
+
+    spec = lab.resolved.spec
+    assert spec.site is not None
+    hosts = dict(spec.site.hosts)
+    hosts["dgx-a01"] = hosts["dgx-a01"].model_copy(update={"hcas": {f"ib{i}": i for i in range(8)}})
+    site_spec = spec.site.model_copy(update={"hosts": hosts})
+    resolved, issues = check_site(spec.model_copy(update={"site": site_spec}), lab.resolved.catalog)
+    assert not issues and resolved is not None
+    assert resolved.hosts["dgx-a01"].spec.hcas_by_rail() == [f"ib{i}" for i in range(8)]
+    assert resolved.hosts["dgx-a02"].spec.hcas_by_rail() == HCAS
 
 
 def test_nccl_values_per_rail_on_a_rail_optimized_fabric(lab: Plan) -> None:

@@ -44,7 +44,9 @@ def test_rack_and_host_components_carry_the_inventory(lab: Plan) -> None:
     assert a01.parent == racks["r01"].urn and racks["r01"].parent == site.urn
     assert a01.inputs["managementIp"] == "10.64.1.11" and a01.inputs["bmcAddress"] == "10.64.0.11"
     assert a01.inputs["uPosition"] == 3 and a01.inputs["uHeight"] == 8
-    assert a01.inputs["hcas"] == {str(i): f"mlx5_{i}" for i in range(8)}
+    # The catalog's DGX H100 compute ports in GPU order (the stack lists none).
+    dgx_h100 = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
+    assert a01.inputs["hcas"] == {str(i): hca for i, hca in enumerate(dgx_h100)}
     assert a01.outputs["inventory"]["scalableUnit"] == "su1"
     assert site.inputs["fabric"]["leavesPerScalableUnit"] == 8 and site.inputs["fabric"]["sharp"] is True
 
@@ -55,7 +57,7 @@ def test_node_labels_and_taints_per_host(lab: Plan) -> None:
     labels = patches["dgx-b03"]["metadata"]["labels"]
     assert labels["gpuforge.dev/rack"] == "r02" and labels["gpuforge.dev/scalable-unit"] == "su1"
     assert labels["gpuforge.dev/gpu-model"] == "H100" and labels["gpuforge.dev/node-group"] == "train"
-    assert labels["gpuforge.dev/rails"] == "8" and labels["gpuforge.dev/rail-3"] == "mlx5_3"
+    assert labels["gpuforge.dev/rails"] == "8" and labels["gpuforge.dev/rail-3"] == "mlx5_5"
     assert labels["gpuforge.dev/location"] == "onprem"
     # Taints come with registration (the kubelet drop-in), never through the patch (an atomic list).
     assert "spec" not in patches["dgx-b03"]

@@ -38,7 +38,9 @@ def test_lab_site_resolves_with_hosts_racks_and_power() -> None:
     assert site.fabric_switches == (8, 4) and site.switch_kw == pytest.approx(12 * 1.7)
     assert site.facility_kw == pytest.approx(1.35 * (8 * 10.2 + 12 * 1.7 + 10.5))
     assert resolved.pue == 1.35  # onprem: the site's measured PUE, not the catalog's average
-    assert site.hosts["dgx-a01"].spec.hcas_by_rail() == [f"mlx5_{i}" for i in range(8)]
+    # No hcas in the stack: the catalog's DGX H100 compute ports in GPU (rail) order.
+    dgx_h100 = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
+    assert site.hosts["dgx-a01"].spec.hcas_by_rail() == dgx_h100
 
 
 def test_onprem_fixtures_cover_every_site_rule() -> None:

@@ -49,15 +49,33 @@ def test_floor_fraction_is_configurable() -> None:
     assert strict["gpu_healthcheck_busbw_floor_gbps"] > default["gpu_healthcheck_busbw_floor_gbps"]
 
 
-def test_aws_ec2_plugin_config_maps_asgs_to_node_groups() -> None:
+def test_aws_ec2_plugin_config_selects_instances_by_stable_tags() -> None:
+    """Hosts are found by the gpuforge:cluster and gpuforge:node-group tags every instance carries,
+    never by the ASG name (Pulumi suffixes it with random characters)."""
     from gpuforge.plan.engine import plan_stack
 
     outputs = plan_stack("prod").outputs
     config = aws_ec2_inventory("prod", outputs=outputs)
-    asg = outputs["nodeGroups"]["train"]["asgName"]
     assert config["plugin"] == "amazon.aws.aws_ec2"
-    assert asg in config["filters"]["tag:aws:autoscaling:groupName"]
-    assert config["groups"]["ng_train"] == f"tags['aws:autoscaling:groupName'] == '{asg}'"
+    assert config["filters"]["tag:gpuforge:cluster"] == ["forge-prod"]
+    assert "train" in config["filters"]["tag:gpuforge:node-group"]
+    assert config["groups"]["ng_train"] == "tags.get('gpuforge:node-group') == 'train'"
+    assert not any("autoscaling" in key for key in config["filters"])
+
+
+def test_launch_templates_tag_instances_with_their_node_group() -> None:
+    """Whichever path launches an instance (an ASG, or an EKS managed node group, which does not
+    propagate its own tags), the launch template tags it with its node group and cluster."""
+    from gpuforge.plan.engine import plan_stack
+
+    for stack in ("prod", "dev"):
+        plan = plan_stack(stack)
+        templates = plan.by_type("aws:ec2/launchTemplate:LaunchTemplate")
+        assert templates
+        for template in templates:
+            group = template.name.removeprefix(f"{plan.outputs['cluster']['name']}-").rsplit("-lt", 1)[0]
+            specs = {spec["resourceType"]: spec["tags"] for spec in template.inputs["tagSpecifications"]}
+            assert specs["instance"]["gpuforge:node-group"] == group, template.name
 
 
 def test_on_premises_hosts_and_infiniband_vars() -> None:
@@ -107,3 +125,17 @@ def test_drain_commands_per_scheduler() -> None:
     kube = drain_commands(nodes, "kubernetes")
     assert kube[0] == ["kubectl", "cordon", "gpu-1"] and kube[1][:3] == ["kubectl", "drain", "gpu-1"]
     assert drain_commands(nodes, "none") == []
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod", "onprem-lab", "hybrid"])
+def test_offline_inventory_of_every_stack_holds_no_mock_value(stack: str) -> None:
+    """Values only the engine computes are ENGINE_ONLY offline, never the mock monitor's inventions."""
+    from gpuforge.nodes.inventory import ENGINE_ONLY, engine_only_values
+
+    inventory = build_inventory(stack, source="plan")
+    assert inventory["all"]["vars"]["gpuforge_outputs_source"] == "plan"
+    text = yaml.safe_dump(inventory)
+    assert "mock" not in text and "123456789012" not in text
+    for path in engine_only_values(inventory):
+        assert path.endswith((".dnsName", ".mountName")), path
+    assert (ENGINE_ONLY in text) == bool(engine_only_values(inventory))

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from components.assets import SOURCE_ROOT as PROJECT_ROOT
 from gpuforge.plan.engine import plan_stack
 from gpuforge.plan.model import Plan, PlanResource
-from gpuforge.plan.stacks import PROJECT_ROOT
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 

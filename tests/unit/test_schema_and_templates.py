@@ -8,9 +8,9 @@ from pathlib import Path
 
 import yaml
 
+from components.assets import SOURCE_ROOT as PROJECT_ROOT
 from components.spec.schema import render_schema
 from gpuforge.plan.model import Plan
-from gpuforge.plan.stacks import PROJECT_ROOT
 
 GOLDEN = Path(__file__).parent.parent / "golden"
 

@@ -1,0 +1,119 @@
+"""gpuforge run from a team's own repository of stacks, as `pulumi` is: the project is the nearest
+Pulumi.yaml, stacks come from its stackConfigDir, and `gpuforge init` starts such a repository."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from components.assets import SOURCE_ROOT
+from components.spec import SpecError
+from gpuforge import __version__
+from gpuforge.cli import app
+from gpuforge.plan.engine import plan_stack
+from gpuforge.plan.stacks import find_project
+from gpuforge.scaffold import PROGRAM, scaffold
+
+runner = CliRunner()
+
+
+def test_the_project_is_found_from_any_directory_below_pulumi_yaml(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(SOURCE_ROOT / "components" / "aws")
+    project = find_project()
+    assert project.root == SOURCE_ROOT
+    assert project.stack_dir == SOURCE_ROOT / "stacks"  # Pulumi.yaml's stackConfigDir
+    assert project.program == SOURCE_ROOT / "__main__.py"
+    assert "dev" in project.stack_names()
+
+
+def test_outside_a_project_the_error_says_how_to_start_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SpecError) as raised:
+        find_project()
+    assert "no Pulumi.yaml" in raised.value.report() and "gpuforge init" in raised.value.report()
+    result = runner.invoke(app, ["plan", "dev"])
+    assert result.exit_code == 2 and "gpuforge init" in result.output and "Traceback" not in result.output
+
+
+def test_init_scaffolds_a_repository_that_plans_its_dev_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = tmp_path / "team-clusters"
+    result = runner.invoke(app, ["init", str(repo)])
+    assert result.exit_code == 0, result.output
+    manifest = yaml.safe_load((repo / "Pulumi.yaml").read_text())
+    assert manifest["name"] == "team-clusters" and manifest["stackConfigDir"] == "stacks"
+    assert (repo / "requirements.txt").read_text() == f"gpuforge=={__version__}\n"
+    for pack in ("security", "redundancy", "power"):
+        assert (repo / "policies" / pack / "PulumiPolicy.yaml").is_file()
+    assert (repo / ".github" / "workflows" / "review.yml").is_file()
+    assert (repo / "schemas" / "cluster.schema.json").is_file()
+
+    monkeypatch.chdir(repo)
+    plan = plan_stack("dev")  # the scaffolded program, the scaffolded stack, found from the current directory
+    assert plan.stack == "dev" and plan.summary.gpus > 0
+    assert not (repo / ".ansible").exists()
+
+
+def test_init_keeps_what_is_already_there(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.yaml").write_text("name: mine\nruntime: python\n")
+    done = scaffold(tmp_path)
+    assert "Pulumi.yaml" in done.kept and "Pulumi.yaml" not in done.written
+    assert (tmp_path / "Pulumi.yaml").read_text() == "name: mine\nruntime: python\n"
+
+
+def test_this_repository_runs_the_program_init_writes() -> None:
+    assert (SOURCE_ROOT / "__main__.py").read_text() == PROGRAM
+
+
+def test_a_stack_new_in_a_pull_request_diffs_against_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    scaffold(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    shutil.copy(tmp_path / "stacks" / "Pulumi.dev.yaml", tmp_path / "stacks" / "Pulumi.team.yaml")
+    assert runner.invoke(app, ["plan", "team", "--no-tree", "--json", "team.json"]).exit_code == 0
+
+    result = runner.invoke(app, ["diff", "HEAD", "team.json", "--stack", "team", "--json", "-"])
+    assert result.exit_code == 0, result.output
+    assert "no stack 'team' yet" in result.output
+    assert '"action": "create"' in result.output and '"action": "delete"' not in result.output
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == f"gpuforge {__version__}"
+
+
+@pytest.mark.slow
+def test_the_built_wheel_plans_a_stack_from_outside_the_repository(tmp_path: Path) -> None:
+    """What `pip install gpuforge` gives a team: no checkout, assets as package data, the project
+    found from the directory it runs in."""
+    wheels, venv, repo = tmp_path / "wheels", tmp_path / "venv", tmp_path / "clusters"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(wheels), str(SOURCE_ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    wheel = [str(w) for w in wheels.glob("*.whl")]
+    pip = subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", *wheel], capture_output=True, text=True)
+    assert pip.returncode == 0, pip.stderr[-2000:]
+    gpuforge = str(venv / "bin" / "gpuforge")
+
+    repo.mkdir()
+    assert subprocess.run([gpuforge, "init"], cwd=repo, capture_output=True).returncode == 0
+    plan = subprocess.run([gpuforge, "plan", "dev", "--json", "-"], cwd=repo, capture_output=True, text=True)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    assert '"stack": "dev"' in plan.stdout
+    assert not (repo / ".ansible").exists()  # planning writes nothing into the user's directory
+    rendered = subprocess.run([gpuforge, "policies"], cwd=repo, capture_output=True, text=True)
+    assert rendered.returncode == 0 and "security-" in rendered.stdout

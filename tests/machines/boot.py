@@ -1,0 +1,363 @@
+"""Booted machines: systemd-nspawn --boot containers with a real systemd and sshd, reached over loopback.
+
+Every machine shares the host's network namespace and gets an address of its own, 127.0.1.N (all of
+127.0.0.0/8 is local on Linux, no interface to configure), so daemons keep their standard ports and
+configurations: sshd on 127.0.1.N:22, slurmd on 6818, node_exporter on 9100, each bound to its machine's
+address. /etc/hosts on every machine lists all machines of its group.
+
+Addresses are leased across test sessions on this host (several run at once here): a lease is a lock
+file under /run/gpuforge-machines held for the session's lifetime and naming the machine's systemd-nspawn
+process. A session that died without stopping its machines leaves an unlocked lease behind; the next
+session stops that process (by its id, after checking it is that machine) and unmounts its root.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from .images import ADMIN_USER, Image, build, mount_overlay
+
+LEASES_DIR = Path("/run/gpuforge-machines")
+ADDRESS_PREFIX = "127.0.1."
+# .1 to .254 of 127.0.1.0/24; Debian maps the host's own name to 127.0.1.1 in /etc/hosts, so skip it.
+ADDRESS_HOSTS = range(2, 255)
+BOOT_TIMEOUT_S = 180
+STOP_TIMEOUT_S = 60
+
+
+class MachineError(RuntimeError):
+    """A machine did not boot, or a command on it failed."""
+
+
+@dataclass
+class Machine:
+    """One booted machine. ``run`` executes a shell command on it over SSH as the admin user."""
+
+    name: str
+    address: str
+    root: Path  # the machine's merged root file system, as the host sees it
+    key_path: Path
+    known_hosts: Path
+    log_path: Path
+    user: str = ADMIN_USER
+    ssh_port: int = 22
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def ssh_options(self) -> list[str]:
+        return [
+            "-o", "BatchMode=yes",
+            "-o", f"UserKnownHostsFile={self.known_hosts}",
+            "-o", "StrictHostKeyChecking=yes",
+            "-o", "ConnectTimeout=5",
+            "-i", str(self.key_path),
+            "-p", str(self.ssh_port),
+        ]  # fmt: skip
+
+    def run(
+        self, command: str, *, root: bool = False, check: bool = True, timeout: float = 300
+    ) -> subprocess.CompletedProcess[str]:
+        """Run *command* (a shell line) on the machine over SSH; with *root*, through sudo."""
+        remote = f"sudo -n sh -c {shlex.quote(command)}" if root else command
+        result = subprocess.run(
+            ["ssh", *self.ssh_options(), f"{self.user}@{self.address}", remote],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+        if check and result.returncode != 0:
+            raise MachineError(
+                f"{self.name}: `{command}` exited {result.returncode}\n{result.stdout}\n{result.stderr}".rstrip()
+            )
+        return result
+
+    def ansible_vars(self) -> dict[str, Any]:
+        """Inventory variables that reach this machine the way production nodes are reached: SSH and sudo."""
+        return {
+            "ansible_host": self.address,
+            "ansible_port": self.ssh_port,
+            "ansible_user": self.user,
+            "ansible_ssh_private_key_file": str(self.key_path),
+            "ansible_ssh_common_args": f"-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes",
+            "ansible_python_interpreter": "/usr/bin/python3",
+            "ansible_become": True,
+        }
+
+
+@dataclass
+class Machines:
+    """A group of machines booted together from one image (they know each other by name)."""
+
+    image: Image
+    machines: list[Machine]
+
+    def __iter__(self) -> Any:
+        return iter(self.machines)
+
+    def __len__(self) -> int:
+        return len(self.machines)
+
+    def __getitem__(self, index: int) -> Machine:
+        return self.machines[index]
+
+    @property
+    def names(self) -> list[str]:
+        return [m.name for m in self.machines]
+
+    def inventory(self, group: str = "gpu_nodes", host_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        """An Ansible inventory (the YAML structure) with every machine in *group*, plus *host_vars* each."""
+        hosts = {m.name: {**m.ansible_vars(), **(host_vars or {})} for m in self.machines}
+        return {"all": {"children": {group: {"hosts": hosts}}}}
+
+
+class MachinePool:
+    """Boots machines and stops every one of them on ``close`` (a session fixture's finalizer)."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._leases: dict[str, IO[str]] = {}  # address -> its lock file, held until close()
+        self._groups: dict[str, Machines] = {}
+        self._booted: list[Machine] = []
+        self._key, self._known_hosts = self._client_key()
+        stop_stale_machines()
+
+    def _client_key(self) -> tuple[Path, Path]:
+        key = self.workdir / "id_ed25519"
+        _keygen(key, "gpuforge-tests")
+        known_hosts = self.workdir / "known_hosts"
+        known_hosts.touch()
+        return key, known_hosts
+
+    def group(self, prefix: str, count: int, image: Image) -> Machines:
+        """*count* machines named ``<prefix>1..N`` booted from *image*; a second call with the same
+        prefix returns the same machines (the pool is shared by the whole session)."""
+        existing = self._groups.get(prefix)
+        if existing is not None:
+            if existing.image.key != image.key or len(existing) < count:
+                raise ValueError(
+                    f"machines {prefix!r} already booted as {len(existing)} x {existing.image.name}; "
+                    f"use another prefix for {count} x {image.name}"
+                )
+            return existing
+        build(image)
+        names = [f"{prefix}{i}" for i in range(1, count + 1)]
+        addresses = [self._lease_address() for _ in names]
+        hosts = "".join(f"{addr}\t{name}\n" for name, addr in zip(names, addresses, strict=True))
+        machines = [self._prepare(name, addr, image, hosts) for name, addr in zip(names, addresses, strict=True)]
+        for machine in machines:  # start all, then wait for all: they boot in parallel
+            self._start(machine)
+        for machine in machines:
+            self._wait_for_ssh(machine)
+        group = Machines(image=image, machines=machines)
+        self._groups[prefix] = group
+        return group
+
+    def _lease_address(self) -> str:
+        LEASES_DIR.mkdir(parents=True, exist_ok=True)
+        for host in ADDRESS_HOSTS:
+            address = f"{ADDRESS_PREFIX}{host}"
+            path = LEASES_DIR / address
+            lease = open(path, "a+")  # noqa: SIM115 - held open for the session
+            try:
+                fcntl.flock(lease, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lease.close()
+                continue
+            if not path.exists() or os.stat(path).st_ino != os.fstat(lease.fileno()).st_ino:
+                lease.close()  # its owner released and removed it while we locked: not a lease
+                continue
+            if _in_use(address):  # something else on this host listens there: not ours to take
+                lease.close()
+                continue
+            self._leases[address] = lease
+            return address
+        raise MachineError(f"no free address in {ADDRESS_PREFIX}0/24 (leases in {LEASES_DIR})")
+
+    def _prepare(self, name: str, address: str, image: Image, hosts: str) -> Machine:
+        """The machine's root: an overlay of the image with its own identity written into the upper layer."""
+        base = self.workdir / name
+        upper, work, merged = base / "upper", base / "work", base / "root"
+        for d in (upper, work, merged):
+            d.mkdir(parents=True)
+        mount_overlay(merged, image.layers(), upper, work)
+        machine = Machine(
+            name=name,
+            address=address,
+            root=merged,
+            key_path=self._key,
+            known_hosts=self._known_hosts,
+            log_path=base / "console.log",
+        )
+        (merged / "etc/hostname").write_text(f"{name}\n")
+        (merged / "etc/hosts").write_text(f"127.0.0.1\tlocalhost\n{address}\t{name}\n{hosts}")
+        (merged / "etc/ssh/sshd_config.d/gpuforge-test.conf").write_text(
+            f"# Each test machine listens on its own loopback address (host network shared).\n"
+            f"ListenAddress {address}\nPasswordAuthentication no\nPermitRootLogin no\n"
+        )
+        host_key = merged / "etc/ssh/ssh_host_ed25519_key"
+        _keygen(host_key, f"root@{name}")
+        key_type, public_key = host_key.with_suffix(".pub").read_text().split()[:2]
+        with self._known_hosts.open("a") as known:  # so SSH checks each machine's host key
+            known.write(f"{address} {key_type} {public_key}\n")
+        home = merged / "home" / ADMIN_USER
+        ssh_dir = home / ".ssh"
+        ssh_dir.mkdir(mode=0o700, exist_ok=True)
+        shutil.copyfile(self._key.with_suffix(".pub"), ssh_dir / "authorized_keys")
+        owner = home.stat()
+        for path in (ssh_dir, ssh_dir / "authorized_keys"):
+            os.chown(path, owner.st_uid, owner.st_gid)
+        return machine
+
+    def _start(self, machine: Machine) -> None:
+        with machine.log_path.open("wb") as log:
+            # --register=no and --keep-unit: this host has no systemd as PID 1 to register with.
+            machine.process = subprocess.Popen(
+                [
+                    "systemd-nspawn", "-D", str(machine.root), "-M", machine.name, "--hostname", machine.name,
+                    "--boot", "--register=no", "--keep-unit", "--console=read-only",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a Ctrl-C to pytest must not kill it halfway; close() stops it
+            )  # fmt: skip
+        self._booted.append(machine)
+        # What a later session needs to stop this machine should this one die without doing so.
+        lease = self._leases[machine.address]
+        lease.seek(0)
+        lease.truncate()
+        lease.write(json.dumps({"pid": machine.pid, "root": str(machine.root), "name": machine.name}))
+        lease.flush()
+
+    def _wait_for_ssh(self, machine: Machine) -> None:
+        deadline = time.monotonic() + BOOT_TIMEOUT_S
+        while True:
+            assert machine.process is not None
+            if machine.process.poll() is not None:
+                raise MachineError(f"{machine.name} exited while booting:\n{_tail(machine.log_path)}")
+            if machine.run("true", check=False, timeout=10).returncode == 0:
+                # sshd answers once multi-user.target is on its way; wait for the boot to finish.
+                machine.run("systemctl is-system-running --wait >/dev/null || true", root=True, timeout=120)
+                return
+            if time.monotonic() > deadline:
+                raise MachineError(f"{machine.name}: no SSH on {machine.address} after {BOOT_TIMEOUT_S}s:\n"
+                                   f"{_tail(machine.log_path)}")  # fmt: skip
+            time.sleep(1)
+
+    def close(self) -> None:
+        """Stop every machine this pool booted (by its own process id), unmount its root, drop the leases."""
+        errors = []
+        for machine in reversed(self._booted):
+            try:
+                _stop(machine.process, machine.root)
+            except Exception as exc:  # keep stopping the others; report at the end
+                errors.append(f"{machine.name}: {exc}")
+        self._booted.clear()
+        self._groups.clear()
+        for lease in self._leases.values():
+            Path(lease.name).unlink(missing_ok=True)
+            lease.close()
+        self._leases.clear()
+        if errors:
+            raise MachineError("could not stop: " + "; ".join(errors))
+
+
+def _stop(process: subprocess.Popen[bytes] | None, root: Path) -> None:
+    # SIGTERM to systemd-nspawn powers the container off cleanly (its init gets SIGRTMIN+3).
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=STOP_TIMEOUT_S)
+    _unmount(root)
+
+
+def _unmount(root: Path) -> None:
+    if os.path.ismount(root):
+        subprocess.run(["umount", str(root)], check=True, capture_output=True)
+
+
+def stop_stale_machines() -> None:
+    """Stop machines whose test session died: their lease is no longer locked by anyone."""
+    if not LEASES_DIR.is_dir():
+        return
+    for path in LEASES_DIR.iterdir():
+        with path.open("a+") as lease:
+            try:
+                fcntl.flock(lease, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a live session holds it
+            lease.seek(0)
+            try:
+                record = json.loads(lease.read() or "{}")
+            except json.JSONDecodeError:
+                record = {}
+            pid, root = record.get("pid"), record.get("root")
+            if isinstance(pid, int) and isinstance(root, str) and _is_machine_process(pid, root):
+                os.kill(pid, signal.SIGTERM)
+                _wait_gone(pid)
+            if isinstance(root, str):
+                _unmount(Path(root))
+            path.unlink(missing_ok=True)
+
+
+def _is_machine_process(pid: int, root: str) -> bool:
+    """Whether *pid* is still the systemd-nspawn that booted *root* (not a reused process id)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return bool(argv) and argv[0].endswith(b"systemd-nspawn") and root.encode() in argv
+
+
+def _wait_gone(pid: int) -> None:
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if Path(f"/proc/{pid}").exists():
+        os.kill(pid, signal.SIGKILL)
+
+
+def _in_use(address: str) -> bool:
+    """Whether something on this host already listens on *address*:22 (or on every address, port 22)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((address, 22))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
+
+
+def _keygen(path: Path, comment: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for p in (path, path.with_suffix(".pub")):
+        p.unlink(missing_ok=True)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)], check=True, capture_output=True
+    )
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no console log)"
