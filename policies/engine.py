@@ -88,6 +88,7 @@ def resource_from_policy_resource(r: PolicyResource) -> Resource:
         protect=bool(r.opts.protect) if r.opts else False,
         dependencies={k: tuple(d.urn for d in v) for k, v in (r.property_dependencies or {}).items()},
         depends_on=tuple(d.urn for d in (r.dependencies or [])),
+        provider=r.provider.urn if r.provider is not None else None,
     )
 
 

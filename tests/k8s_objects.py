@@ -39,6 +39,10 @@ def _strict(schema: Any) -> Any:
     if not isinstance(schema, dict):
         return schema
     out = {k: _strict(v) for k, v in schema.items()}
+    pattern = out.get("pattern")
+    if isinstance(pattern, str) and pattern.startswith("^(?i)"):
+        # RE2 (the API server's) takes inline flags anywhere; Python's re only at the start.
+        out["pattern"] = "(?i)^" + pattern[len("^(?i)") :]
     if (
         "properties" in out
         and "additionalProperties" not in out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -23,13 +24,22 @@ WRITE_PURPOSES = ("checkpoints", "artifacts")
 
 
 def build_aws_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resource) -> dict[str, Any]:
-    return build_aws_network_and_cluster(name, resolved, parent)[0]
+    return build_aws_network_and_cluster(name, resolved, parent).outputs
 
 
-def build_aws_network_and_cluster(
-    name: str, resolved: ResolvedSpec, parent: pulumi.Resource
-) -> tuple[dict[str, Any], SegmentedNetwork]:
-    """The stack outputs, and the network for a composer (hybrid) that attaches to it."""
+@dataclass(frozen=True)
+class AwsCluster:
+    """What a composer (hybrid) attaches to: the stack outputs, the network, and the EKS cluster
+    with its platform where the spec has one."""
+
+    outputs: dict[str, Any]
+    network: SegmentedNetwork
+    eks: EksCluster | None
+    platform: GpuPlatform | None
+
+
+def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resource) -> AwsCluster:
+    """The stack outputs, and the network, EKS cluster and platform for a composer (hybrid)."""
     spec = resolved.spec
     assert spec.network is not None  # resolve() admits aws and hybrid placement only with a network
     region = spec.region
@@ -228,7 +238,7 @@ def build_aws_network_and_cluster(
             for k, s in stores.items()
         },
     }
-    return outputs, network
+    return AwsCluster(outputs, network, eks, platform)
 
 
 def _image_pipeline(

@@ -261,6 +261,9 @@ def team_quotas(platform: Platform, pools: list[GpuPool], fabric: Fabric) -> dic
 class GpuPlatform(pulumi.ComponentResource):
     namespaces: dict[str, str]  # team -> namespace
     kueue: k8s.helm.v3.Release  # Kueue objects a composer adds (hybrid) wait for it
+    team_namespaces: list[k8s.core.v1.Namespace]
+    gpu_pools: list[GpuPool]  # not `pools`/`fabric`: those are input properties of the component
+    fabric_kind: Fabric
 
     def __init__(self, name: str, args: GpuPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         platform = args.platform
@@ -419,6 +422,8 @@ class GpuPlatform(pulumi.ComponentResource):
             privileged=False,
         )
         self.kueue = kueue
+        self.gpu_pools, self.fabric_kind = list(args.pools), args.fabric
+        self.team_namespaces = []
         self.namespaces = self._teams(name, args, kueue, child)
         self.register_outputs({"namespaces": self.namespaces})
 
@@ -465,6 +470,7 @@ class GpuPlatform(pulumi.ComponentResource):
                 ),
                 opts=child,
             )
+            self.team_namespaces.append(ns)
             in_ns = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[ns]))
             self._network_policies(name, team, ns_name, args.private_https_endpoints, in_ns)
             k8s.core.v1.ServiceAccount(

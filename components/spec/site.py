@@ -390,11 +390,34 @@ class ObjectSync(SpecModel):
     schedule: str = Field(default="rate(1 hour)", description="DataSync schedule expression.")
 
 
+class BurstSpec(SpecModel):
+    """Burst through Kueue MultiKueue: the site's cluster (the manager) dispatches whole jobs to an EKS
+    worker cluster in the region; a job runs on one side of the VPN, never across it."""
+
+    mechanism: Literal["multikueue"] = Field(
+        default="multikueue",
+        description="multikueue: the site's Kueue dispatches to an EKS worker cluster (docs/onprem-hybrid.md says "
+        "why, and what EKS Hybrid Nodes or a Slurm cloud partition would need instead).",
+    )
+    team_gpus: dict[Name, dict[str, int]] = Field(
+        min_length=1,
+        description="Per team, the cloud GPUs by model it may use (whole nodes): the worker's ClusterQueue quotas "
+        "and the site's dispatching queues, e.g. {research: {H100: 16}}.",
+    )
+    local_queue: Name = Field(
+        default="burst",
+        description="LocalQueue in every team namespace (on both clusters) whose jobs run in the cloud.",
+    )
+
+
 class HybridSpec(SpecModel):
     link: SiteLinkSpec = Field(description="Site-to-cloud connectivity.")
     allowed_from_site: list[int] = Field(
-        default_factory=lambda: [10250],
-        description="TCP ports burst nodes open to the site's CIDRs (10250: kubelet, reached by the site's "
-        "control plane).",
+        default_factory=list,
+        description="Extra TCP ports cloud nodes open to the site's CIDRs. MultiKueue needs none: the site's Kueue "
+        "reaches only the worker's API endpoint (443, opened on the EKS cluster security group).",
+    )
+    burst: BurstSpec | None = Field(
+        default=None, description="Burst capacity: the cloud node groups as a MultiKueue worker cluster."
     )
     object_sync: ObjectSync | None = Field(default=None, description="Object storage between site and S3.")

@@ -423,7 +423,7 @@ def _check_pools(spec: ClusterSpec, site: ResolvedSite) -> list[SpecIssue]:
 
 
 def check_hybrid(spec: ClusterSpec, site: ResolvedSite | None) -> list[SpecIssue]:
-    """Site vs VPC addresses, object sync ends, and burst groups that the site's queues can borrow."""
+    """Site vs VPC addresses, object sync ends, and the burst worker cluster (MultiKueue)."""
     issues: list[SpecIssue] = []
     hybrid = spec.hybrid
     if spec.site is not None and spec.network is not None:
@@ -457,44 +457,95 @@ def check_hybrid(spec: ClusterSpec, site: ResolvedSite | None) -> list[SpecIssue
                     f"use one of {', '.join(spec.storage.object_stores) or '(none declared)'}",
                 )
             )
-    site_models = set(site.gpus_by_model()) if site else set()
-    for name, group in spec.node_groups.items():
-        path = f"cluster.node_groups[{name}].orchestrator"
-        if group.orchestrator == "eks":
-            issues.append(
-                SpecIssue(
-                    path,
-                    "burst groups join the site's scheduler, not an EKS cluster",
-                    "use orchestrator: kubernetes (joins site.kubernetes), slurm or none",
-                )
-            )
-        if group.orchestrator == "kubernetes" and spec.site is not None and spec.site.kubernetes is None:
-            issues.append(
-                SpecIssue(
-                    path,
-                    "orchestrator kubernetes needs site.kubernetes to join",
-                    "add site.kubernetes, or use orchestrator: slurm / none",
-                )
-            )
-    return issues + _burst_models(spec, site_models)
+    return issues + _check_burst(spec)
 
 
-def _burst_models(spec: ClusterSpec, site_models: set[str]) -> list[SpecIssue]:
-    """Kueue lends within a flavor: burst GPUs of a model the site lacks could never be borrowed."""
+def _check_burst(spec: ClusterSpec) -> list[SpecIssue]:
+    """Burst groups form an EKS worker cluster the site's Kueue dispatches to (MultiKueue): the join
+    needs the worker's API reachable from the site over the link (a private endpoint, whose public
+    DNS name EKS advertises with private addresses), and quotas of whole cloud nodes per team."""
     from components.catalog import load_catalog
 
-    catalog = load_catalog(spec.catalog or None)
-    issues = []
+    issues: list[SpecIssue] = []
+    hybrid = spec.hybrid
+    burst = hybrid.burst if hybrid else None
+    eks_groups = {n: g for n, g in spec.node_groups.items() if g.orchestrator == "eks"}
     for name, group in spec.node_groups.items():
-        if group.orchestrator != "kubernetes" or not catalog.has_instance_type(group.instance_type):
-            continue
-        model = catalog.instance_type(group.instance_type).gpu_model
-        if model and site_models and model not in site_models:
+        if group.orchestrator == "kubernetes":
             issues.append(
                 SpecIssue(
-                    f"cluster.node_groups[{name}].instance_type",
-                    f"burst GPUs are {model}; the site's Kubernetes hosts have {', '.join(sorted(site_models))}",
-                    "burst with the site's GPU model: teams borrow within one Kueue flavor",
+                    f"cluster.node_groups[{name}].orchestrator",
+                    "cloud nodes cannot join the site's cluster across the VPN: no join token or bootstrap, no DNS "
+                    "for the site's API, no pod routes, and a Kueue cohort spans one cluster only",
+                    "use orchestrator: eks (the burst worker cluster the site dispatches to through MultiKueue)",
+                )
+            )
+    if eks_groups and burst is None:
+        issues.append(
+            SpecIssue("cluster.hybrid.burst", "EKS burst groups without a dispatch path", "add burst: {team_gpus: ...}")
+        )
+    if burst is None:
+        return issues
+    kube = spec.kubernetes
+    if kube is None or not eks_groups:
+        issues.append(
+            SpecIssue(
+                "cluster.hybrid.burst",
+                "MultiKueue needs a worker cluster: a kubernetes section and node groups with orchestrator eks",
+                "add kubernetes: and set orchestrator: eks on the burst groups",
+            )
+        )
+        return issues
+    if kube.endpoint != "private":
+        issues.append(
+            SpecIssue(
+                "cluster.kubernetes.endpoint",
+                "the site's Kueue must reach the worker's API over the link; with a public endpoint its DNS name "
+                "resolves to public addresses from the site",
+                "use endpoint: private (EKS then advertises the private addresses through the public DNS name)",
+            )
+        )
+    catalog = load_catalog(spec.catalog or None)
+    available: dict[str, tuple[int, int]] = {}
+    for group in eks_groups.values():
+        if not catalog.has_instance_type(group.instance_type):
+            continue
+        it = catalog.instance_type(group.instance_type)
+        if it.gpu_model and it.gpu_count:
+            total, _ = available.get(it.gpu_model, (0, it.gpu_count))
+            available[it.gpu_model] = (total + group.count * it.gpu_count, it.gpu_count)
+    teams = set(kube.platform.teams)
+    asked: dict[str, int] = {}
+    for team, models in burst.team_gpus.items():
+        path = f"cluster.hybrid.burst.team_gpus[{team}]"
+        if team not in teams:
+            issues.append(SpecIssue(path, f"{team} is not a team", f"use one of {', '.join(sorted(teams))}"))
+        for model, gpus in models.items():
+            if model not in available:
+                issues.append(
+                    SpecIssue(
+                        f"{path}[{model}]",
+                        f"no burst group has {model} GPUs",
+                        f"use one of {', '.join(sorted(available)) or '(none)'}",
+                    )
+                )
+                continue
+            if gpus % available[model][1]:
+                issues.append(
+                    SpecIssue(
+                        f"{path}[{model}]",
+                        f"{gpus} is not a whole number of nodes ({available[model][1]} GPUs each)",
+                        f"use a multiple of {available[model][1]}",
+                    )
+                )
+            asked[model] = asked.get(model, 0) + gpus
+    for model, total in sorted(asked.items()):
+        if model in available and total > available[model][0]:
+            issues.append(
+                SpecIssue(
+                    "cluster.hybrid.burst.team_gpus",
+                    f"teams' {model} burst quotas add up to {total} GPUs; the burst groups have {available[model][0]}",
+                    "lower the quotas or add burst nodes",
                 )
             )
     return issues

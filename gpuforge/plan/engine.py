@@ -83,6 +83,8 @@ class _RecordingMonitor(mocks.MockMonitor):
                 retain_on_delete=bool(request.retainOnDelete),
                 dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
                 depends_on=sorted(set(request.dependencies)),
+                # "<provider urn>::<id>"; empty for the default provider
+                provider=request.provider.rsplit("::", 1)[0] if request.provider else None,
             )
         return response
 

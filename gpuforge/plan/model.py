@@ -28,6 +28,7 @@ class PlanResource:
     outputs: dict[str, Any] = field(default_factory=dict)
     dependencies: dict[str, list[str]] = field(default_factory=dict)  # input name -> URNs it came from
     depends_on: list[str] = field(default_factory=list)  # every URN the resource waits for (dependsOn included)
+    provider: str | None = None  # the URN of the provider resource it was registered with, if not the default
 
 
 @dataclass

@@ -82,6 +82,7 @@ def to_rule_resources(resources: Iterable[PlanResource]) -> list[Resource]:
             protect=r.protect,
             dependencies={k: tuple(v) for k, v in getattr(r, "dependencies", {}).items()},
             depends_on=tuple(getattr(r, "depends_on", ())),
+            provider=getattr(r, "provider", None),
         )
         for r in resources
     ]

@@ -78,6 +78,7 @@ class Resource:
     dependencies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # every URN the resource waits for: its property dependencies and its dependsOn
     depends_on: tuple[str, ...] = ()
+    provider: str | None = None  # URN of the provider resource it is registered with (its cluster, its account)
 
     def get(self, *path: str | int, default: Any = None) -> Any:
         """inputs[a][b]...; `default` where a step is missing, UNKNOWN where a step is unknown."""

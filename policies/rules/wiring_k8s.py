@@ -10,6 +10,10 @@ the nodes as the plan declares them:
 - on-premises hosts (`gpuforge:onprem:Host`): `nodeLabels` and the `registerWithTaints` of their
   kubelet drop-in (`kubeletConfig`).
 
+Nodes and objects are matched per cluster, by Kubernetes provider: a host belongs to the provider
+of its NodePatch, an EKS node group to the provider whose kubeconfig comes from its cluster. Where
+the plan records no provider (fixtures, the engine's default provider) every node counts.
+
 Labels the system puts on every node (kubernetes.io, EKS, NFD's feature labels, GPU Feature
 Discovery's nvidia.com labels) are taken as present: no plan can list them.
 """
@@ -60,6 +64,7 @@ class Node:
     resource: Resource
     labels: Mapping[str, str]
     taints: tuple[Taint, ...]
+    cluster: str | None = None  # URN of the Kubernetes provider of its cluster; None: unknown
 
     @property
     def gpu(self) -> bool:
@@ -73,21 +78,30 @@ class Node:
 
 
 def nodes(stack: Stack) -> list[Node]:
+    providers = stack.of_type("pulumi:providers:kubernetes")
     out: list[Node] = []
     for group in stack.of_type(EKS_NODE_GROUP):
         labels = group.get("labels") or {}
         taints = as_list(group.get("taints"))
         if is_unknown(labels):
             continue
-        out.append(Node(group, dict(labels), tuple(taint_from(t) for t in taints if isinstance(t, Mapping))))
+        clusters = set(group.dependencies.get("clusterName", ()))
+        provider = next((p.urn for p in providers if clusters & set(p.dependencies.get("kubeconfig", ()))), None)
+        out.append(Node(group, dict(labels), tuple(taint_from(t) for t in taints if isinstance(t, Mapping)), provider))
     for host in stack.of_type(HOST):
         kubelet = host.get("kubeletConfig")
         labels = host.get("nodeLabels")
         if not isinstance(kubelet, Mapping) or not isinstance(labels, Mapping):
             continue  # not a Kubernetes node
         registered = as_list(kubelet.get("registerWithTaints"))
-        out.append(Node(host, dict(labels), tuple(taint_from(t) for t in registered if isinstance(t, Mapping))))
+        patch = next((c.provider for c in stack.children(host, NODE_PATCH)), None)
+        out.append(Node(host, dict(labels), tuple(taint_from(t) for t in registered if isinstance(t, Mapping)), patch))
     return out
+
+
+def same_cluster(known: list[Node], r: Resource) -> list[Node]:
+    """The nodes of r's cluster (every node where either side's cluster is unknown)."""
+    return [n for n in known if n.cluster is None or r.provider is None or n.cluster == r.provider]
 
 
 def _at(value: Any, path: tuple[str, ...]) -> Any:
@@ -126,8 +140,8 @@ def _describe(taints: list[Taint]) -> str:
     "replaces a list whole) and select only labels the nodes carry",
 )
 def daemonset_gpu_nodes(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
-    gpu_nodes = [n for n in nodes(stack) if n.gpu]
-    if not gpu_nodes:
+    all_gpu_nodes = [n for n in nodes(stack) if n.gpu]
+    if not all_gpu_nodes:
         return
     agents = {c.node_agent.kind: (k, c) for k, c in load_charts().charts.items() if c.node_agent and c.node_agent.kind}
     for r in stack.resources:
@@ -145,6 +159,9 @@ def daemonset_gpu_nodes(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
             config = r.inputs
         agent = chart.node_agent
         assert agent is not None
+        gpu_nodes = same_cluster(all_gpu_nodes, r)
+        if not gpu_nodes:
+            continue
         selector = _at(config, agent.node_selector) if agent.node_selector else None
         if isinstance(selector, Mapping) and selector:
             reached = [n for n in gpu_nodes if n.carries(selector)]
@@ -186,6 +203,7 @@ def daemonset_gpu_nodes(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
 )
 def kueue_flavor_nodes(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
     known = nodes(stack)
+    dispatching = multikueue_flavors(stack)
     for flavor in stack.resources:
         kind = _custom_kind(flavor)
         if kind != ("kueue.x-k8s.io", "ResourceFlavor"):
@@ -193,7 +211,9 @@ def kueue_flavor_nodes(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
         selector = flavor.get("spec", "nodeLabels") or {}
         if is_unknown(selector) or not known:
             continue
-        matched = [n for n in known if n.carries(selector)]
+        if flavor.urn in dispatching:
+            continue  # a MultiKueue flavor: its pods run on the worker cluster, checked there
+        matched = [n for n in same_cluster(known, flavor) if n.carries(selector)]
         if not matched:
             pairs = ", ".join(f"{k}={v}" for k, v in sorted(selector.items()))
             yield Violation(
@@ -249,6 +269,47 @@ def release_crd_order(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
                     + ("" if providers else " (and no such release is declared)")
                     + "; depend on that release",
                 )
+
+
+def _crs(stack: Stack, kind: str) -> list[Resource]:
+    return [r for r in stack.resources if _custom_kind(r) == ("kueue.x-k8s.io", kind)]
+
+
+PULUMI_SECRET_SIG = "4dabf18193072939515e22adb298388d"  # the wire format's marker of a secret value
+
+
+def _sealed(secret: Resource) -> bool:
+    return any(
+        is_unknown(v) or (isinstance(v, Mapping) and PULUMI_SECRET_SIG in v)
+        for v in (secret.get("stringData"), secret.get("data"))
+    )
+
+
+def multikueue_checks(stack: Stack) -> set[str]:
+    return {
+        str(a.get("metadata", "name"))
+        for a in _crs(stack, "AdmissionCheck")
+        if a.get("spec", "controllerName") == "kueue.x-k8s.io/multikueue"
+    }
+
+
+def _flavor_names(queue: Resource) -> set[str]:
+    return {
+        str(f.get("name"))
+        for g in as_list(queue.get("spec", "resourceGroups"))
+        for f in as_list(g.get("flavors"))
+        if isinstance(f, Mapping)
+    }
+
+
+def multikueue_flavors(stack: Stack) -> set[str]:
+    """URNs of the ResourceFlavors only MultiKueue-dispatching ClusterQueues use."""
+    checks = multikueue_checks(stack)
+    dispatch: set[str] = set()
+    local: set[str] = set()
+    for q in _crs(stack, "ClusterQueue"):
+        (dispatch if set(as_list(q.get("spec", "admissionChecks"))) & checks else local).update(_flavor_names(q))
+    return {f.urn for f in _crs(stack, "ResourceFlavor") if f.get("metadata", "name") in dispatch - local}
 
 
 _QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
@@ -443,3 +504,80 @@ def node_taints_registration(r: Resource, ctx: RuleContext) -> Iterator[Violatio
             f"{r.name}: patches taints {', '.join(sorted(str(t.get('key')) for t in taints))} onto the Node; set them "
             "at registration (kubelet registerWithTaints) instead",
         )
+
+
+@stack_rule(
+    "wiring-multikueue-dispatch",
+    why="MultiKueue dispatches only through a complete chain (AdmissionCheck -> MultiKueueConfig -> MultiKueueCluster "
+    "-> kubeconfig Secret in Kueue's namespace), and a dispatching queue must not share flavors or a cohort with "
+    "the site's queues (Kueue lends within a cohort of one cluster: a borrowed job would straddle the VPN) or leave "
+    "out a resource the worker's queues cover (EFA jobs would be inadmissible).",
+    fix="declare the whole chain, give dispatching ClusterQueues their own flavors and no shared cohort, and cover "
+    "every resource the worker's queues cover",
+)
+def multikueue_dispatch(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
+    rule = "wiring-multikueue-dispatch"
+    configs = {str(c.get("metadata", "name")): c for c in _crs(stack, "MultiKueueConfig")}
+    clusters = {str(c.get("metadata", "name")): c for c in _crs(stack, "MultiKueueCluster")}
+    secrets = {
+        (str(s.get("metadata", "namespace")), str(s.get("metadata", "name"))): s
+        for s in stack.of_type("kubernetes:core/v1:Secret")
+    }
+    kueue_ns = load_charts().chart("kueue").namespace
+    for check in _crs(stack, "AdmissionCheck"):
+        if check.get("spec", "controllerName") != "kueue.x-k8s.io/multikueue":
+            continue
+        params = check.get("spec", "parameters") or {}
+        config = configs.get(str(params.get("name"))) if params.get("kind") == "MultiKueueConfig" else None
+        if config is None:
+            yield Violation(rule, check.urn, f"{check.name}: names no declared MultiKueueConfig; declare it")
+            continue
+        for cluster_name in as_list(config.get("spec", "clusters")):
+            cluster = clusters.get(str(cluster_name))
+            if cluster is None:
+                yield Violation(
+                    rule,
+                    config.urn,
+                    f"{config.name}: cluster {cluster_name} is not declared; add its MultiKueueCluster",
+                )
+                continue
+            location = cluster.get("spec", "kubeConfig", "location")
+            secret = secrets.get((kueue_ns, str(location)))
+            if secret is not None and _sealed(secret):
+                continue  # a Pulumi secret: its keys are not shown, the engine checks the value
+            keys = {k for prop in ("stringData", "data") for k in ((secret.get(prop) or {}) if secret else {})}
+            if secret is None or "kubeconfig" not in keys:
+                yield Violation(
+                    rule,
+                    cluster.urn,
+                    f"{cluster.name}: no Secret {kueue_ns}/{location} with a kubeconfig key; create it from the "
+                    "worker's service-account kubeconfig",
+                )
+    checks = multikueue_checks(stack)
+    queues = _crs(stack, "ClusterQueue")
+    dispatching = [q for q in queues if set(as_list(q.get("spec", "admissionChecks"))) & checks]
+    local = [
+        q for q in queues if q not in dispatching and q.provider == (dispatching[0].provider if dispatching else None)
+    ]
+    local_flavors = {f for q in local for f in _flavor_names(q)}
+    local_cohorts = {q.get("spec", "cohort") for q in local} - {None}
+    worker_covered = {
+        str(res)
+        for q in queues
+        if q not in dispatching and q not in local
+        for g in as_list(q.get("spec", "resourceGroups"))
+        for res in as_list(g.get("coveredResources"))
+    }
+    for q in dispatching:
+        problems = []
+        shared = sorted(_flavor_names(q) & local_flavors)
+        if shared:
+            problems.append(f"shares flavor(s) {', '.join(shared)} with the site's queues")
+        if q.get("spec", "cohort") in local_cohorts:
+            problems.append(f"is in the site's cohort {q.get('spec', 'cohort')}")
+        covered = {str(r) for g in as_list(q.get("spec", "resourceGroups")) for r in as_list(g.get("coveredResources"))}
+        missing = sorted(worker_covered - covered)
+        if missing:
+            problems.append(f"does not cover {', '.join(missing)}, which the worker's queues do")
+        if problems:
+            yield Violation(rule, q.urn, f"{q.name}: {'; '.join(problems)}; give it its own flavors and resources")

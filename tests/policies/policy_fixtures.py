@@ -63,6 +63,7 @@ def load_cases(rule_id: str) -> list[Case]:
                 protect=bool(r.get("protect", False)),
                 dependencies={k: tuple(urns[n] for n in v) for k, v in r.get("deps", {}).items()},
                 depends_on=tuple(urns[n] for n in r.get("dependsOn", [])),
+                provider=urns[r["provider"]] if r.get("provider") else None,
             )
             for r in raw
         ]

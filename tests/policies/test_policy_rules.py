@@ -88,6 +88,7 @@ def test_packs_cover_the_issue() -> None:
         "wiring-kueue-metrics",
         "wiring-networkpolicy-site-store",
         "wiring-node-taints-registration",
+        "wiring-multikueue-dispatch",
     }
     assert expected <= set(REGISTRY)
 
