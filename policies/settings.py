@@ -18,48 +18,52 @@ violation counts again at its level, its message naming the expired waiver.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator
 
-from components.spec.errors import SpecError, SpecIssue
+from components.spec.errors import SpecError, SpecIssue, issues_from_validation_error
+from components.spec.models import SpecModel
+from components.spec.suggest import shown, suggestion, unusual_characters
 
 from .rules import PACKS, REGISTRY, Rule, Violation
 
 POLICY_KEY = "gpuforge:policy"
 CLUSTER_KEY = "gpuforge:cluster"
-RULE_ID_PATTERN = r"^(security|redundancy|power|wiring)-[a-z0-9]+(-[a-z0-9]+)+$"
 LevelSetting = Literal["mandatory", "advisory", "disabled"]
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "array": (list,),
-    "string": (str,),
-}
 
 
-def _known_rule(rule_id: str) -> str:
-    if rule_id not in REGISTRY:
-        raise ValueError(f"unknown rule {rule_id!r}; `gpuforge policies` lists the rule ids")
-    return rule_id
+def _unknown_rule(rule_id: str, path: str, packs: bool = False) -> list[SpecIssue]:
+    """An issue when rule_id names no rule (nor pack, where packs may be named)."""
+    if rule_id in REGISTRY or (packs and rule_id in PACKS):
+        return []
+    what = "rule or pack" if packs else "rule"
+    hint = suggestion(rule_id, [*PACKS, *REGISTRY] if packs else list(REGISTRY))
+    fix = hint or ("use a pack (security, redundancy, power) or " if packs else "use ")
+    fix += "" if hint else "a rule id from `gpuforge policies`"
+    return [SpecIssue(path, f"unknown {what} {rule_id!r}" + unusual_characters(rule_id), fix)]
 
 
-class Waiver(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    rule: str = Field(pattern=RULE_ID_PATTERN, description="The rule id waived, e.g. security-bucket-versioning.")
+class Waiver(SpecModel):
+    rule: str = Field(description="The rule id waived, e.g. security-bucket-versioning.")
     resource: str = Field(min_length=1, description="The resource's name or its full URN.")
     reason: str = Field(min_length=10, description="Why, and the ticket that tracks the fix.")
-    expires: date = Field(description="Last day the waiver holds (YYYY-MM-DD); from the next day it is a violation.")
+    # strict=False: a YAML date is text (YAML 1.2, as Pulumi reads it) and is parsed here, the same
+    # way the JSON Schema's `format: date` and check-jsonschema judge it.
+    expires: date = Field(
+        strict=False, description="Last day the waiver holds (YYYY-MM-DD); from the next day it is a violation."
+    )
 
-    @field_validator("rule")
+    @field_validator("expires", mode="before")
     @classmethod
-    def _rule_known(cls, value: str) -> str:
-        return _known_rule(value)
+    def _date_text(cls, value: Any) -> Any:
+        if not isinstance(value, str | date):
+            raise ValueError(f"got {shown(value)}; expected a date written YYYY-MM-DD")
+        return value
 
     def matches(self, violation: Violation) -> bool:
         return self.rule == violation.rule and self.resource in (violation.urn, resource_name(violation.urn))
@@ -68,10 +72,8 @@ class Waiver(BaseModel):
         return today > self.expires
 
 
-class PolicySettings(BaseModel):
+class PolicySettings(SpecModel):
     """Enforcement levels, rule parameters and waivers of one stack."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     levels: dict[str, LevelSetting] = Field(
         default_factory=dict,
@@ -82,30 +84,6 @@ class PolicySettings(BaseModel):
         default_factory=dict, description="Rule parameters keyed by rule id (see `gpuforge policies`)."
     )
     waivers: list[Waiver] = Field(default_factory=list, description="Accepted violations, each with an expiry.")
-
-    @field_validator("levels")
-    @classmethod
-    def _level_keys(cls, value: dict[str, str]) -> dict[str, str]:
-        for key in value:
-            if key not in PACKS:
-                _known_rule(key)
-        return value
-
-    @model_validator(mode="after")
-    def _param_values(self) -> PolicySettings:
-        for rule_id, values in self.params.items():
-            rule = REGISTRY.get(rule_id)
-            if rule is None:
-                raise ValueError(f"params: unknown rule {rule_id!r}; `gpuforge policies` lists the rule ids")
-            for name, value in values.items():
-                spec = rule.params.get(name)
-                if spec is None:
-                    known = ", ".join(rule.params) or "none"
-                    raise ValueError(f"params[{rule_id}]: {rule_id} has no parameter {name!r} (known: {known})")
-                types = _JSON_TYPES.get(str(spec.schema.get("type")), (object,))
-                if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-                    raise ValueError(f"params[{rule_id}].{name}: expected {spec.schema.get('type')}, got {value!r}")
-        return self
 
 
 @dataclass(frozen=True)
@@ -131,32 +109,116 @@ def resource_name(urn: str) -> str:
     return urn.rsplit("::", 1)[-1]
 
 
-def _path(loc: tuple[int | str, ...]) -> str:
-    path = "policy"
-    for part in loc:
-        path += f"[{part}]" if isinstance(part, int) or "-" in str(part) else f".{part}"
-    return path
+_JSON_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "integer": ((int,), "a whole number"),
+    "number": ((int, float), "a number"),
+    "boolean": ((bool,), "true or false"),
+    "array": ((list,), "a list"),
+    "string": ((str,), "text"),
+}
+
+
+def schema_problem(value: Any, schema: Mapping[str, Any]) -> str:
+    """What is wrong with value under a rule parameter's JSON Schema ('' when it conforms).
+
+    Rule parameters use a small part of JSON Schema (type, items, bounds, enum); a keyword
+    outside it is refused when the rule registers (policies/rules/base.py), so none is skipped."""
+    kind = schema.get("type")
+    if kind is not None:
+        types, words = _JSON_TYPES[str(kind)]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            return f"got {shown(value)}; expected {words}"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"got {shown(value)}; expected a finite number"
+    if "enum" in schema and value not in schema["enum"]:
+        return f"got {shown(value)}; expected one of {', '.join(map(str, schema['enum']))}"
+    bounds = (
+        ("minimum", lambda v, b: v >= b, "at least"),
+        ("maximum", lambda v, b: v <= b, "at most"),
+        ("exclusiveMinimum", lambda v, b: v > b, "more than"),
+        ("exclusiveMaximum", lambda v, b: v < b, "less than"),
+    )
+    for keyword, ok, words in bounds:
+        if keyword in schema and isinstance(value, int | float) and not ok(value, schema[keyword]):
+            return f"got {shown(value)}; expected {words} {schema[keyword]}"
+    if isinstance(value, list) and "items" in schema:
+        for i, item in enumerate(value):
+            problem = schema_problem(item, schema["items"])
+            if problem:
+                return f"item {i}: {problem}"
+    return ""
+
+
+def _param_issues(params: Any) -> list[SpecIssue]:
+    """Each rule parameter against its rule's own schema, at policy.params[rule].name."""
+    if not isinstance(params, Mapping):
+        return []  # the model reports the type
+    issues = []
+    for rule_id, values in params.items():
+        path = f"policy.params[{rule_id}]"
+        rule = REGISTRY.get(str(rule_id))
+        if rule is None:
+            issues += _unknown_rule(str(rule_id), path)
+            continue
+        if not isinstance(values, Mapping):
+            continue  # the model reports the type
+        for name, value in values.items():
+            param = rule.params.get(name)
+            if param is None:
+                known = ", ".join(rule.params) or "none"
+                hint = suggestion(name, list(rule.params))
+                issues.append(
+                    SpecIssue(f"{path}.{name}", f"{rule_id} has no parameter {name!r} (its parameters: {known})",
+                              hint.replace("did you mean", "rename it to").rstrip("?") if hint else "remove it")
+                )
+                continue
+            problem = schema_problem(value, param.schema)
+            if problem:
+                issues.append(
+                    SpecIssue(
+                        f"{path}.{name}",
+                        f"{problem} ({name}: {param.description})",
+                        f"set a value that fits, or remove it for the default {shown(param.default)}",
+                    )
+                )
+    return issues
+
+
+def _level_issues(levels: Any) -> list[SpecIssue]:
+    if not isinstance(levels, Mapping):
+        return []
+    return [i for key in levels for i in _unknown_rule(str(key), f"policy.levels[{key}]", packs=True)]
+
+
+def _waiver_rule_issues(waivers: Any) -> list[SpecIssue]:
+    if not isinstance(waivers, list):
+        return []
+    return [
+        issue
+        for i, waiver in enumerate(waivers)
+        if isinstance(waiver, Mapping) and isinstance(waiver.get("rule"), str)
+        for issue in _unknown_rule(waiver["rule"], f"policy.waivers[{i}].rule")
+    ]
 
 
 def parse_policy(data: Any, source: str = "") -> PolicySettings:
-    """Validate a `gpuforge:policy` value; every problem named by its field path (SpecError)."""
+    """Validate a `gpuforge:policy` value; every problem named by its field path (SpecError).
+    Rule ids, parameters (against each rule's own schema) and waivers are all checked here, so a
+    stack that validates cannot fail later in a rule."""
     if data is None:
         return PolicySettings()
+    issues: list[SpecIssue] = []
+    settings = None
     try:
-        return PolicySettings.model_validate(data)
+        settings = PolicySettings.model_validate(data)
     except ValidationError as exc:
-        issues = []
-        for error in exc.errors(include_url=False):
-            message = error["msg"].removeprefix("Value error, ")
-            fix = "remove it" if error["type"] == "extra_forbidden" else ""
-            if error["type"] == "extra_forbidden":
-                message = "unknown field (known: levels, params, waivers)"
-            elif error["type"] == "literal_error":
-                fix = "use mandatory, advisory or disabled"
-            elif error["type"].startswith("date"):
-                fix = "write the date as YYYY-MM-DD"
-            issues.append(SpecIssue(_path(tuple(error["loc"])), message, fix))
-        raise SpecError(issues, source) from None
+        issues += issues_from_validation_error(exc, data, root="policy", model=PolicySettings)
+    if isinstance(data, Mapping):
+        issues += _level_issues(data.get("levels")) + _param_issues(data.get("params"))
+        issues += _waiver_rule_issues(data.get("waivers"))
+    if issues or settings is None:
+        raise SpecError(issues, source)
+    return settings
 
 
 def settings_from_config(config: Mapping[str, Any], source: str = "") -> Settings:
@@ -172,6 +234,21 @@ def policy_json_schema(ref_template: str = "#/$defs/{model}") -> tuple[dict[str,
     defs = schema.pop("$defs", {})
     ids = sorted(REGISTRY)
     schema["properties"]["levels"]["propertyNames"] = {"enum": [*PACKS, *ids]}
-    schema["properties"]["params"]["propertyNames"] = {"enum": [i for i in ids if REGISTRY[i].params]}
+    schema["properties"]["params"] = {
+        **{k: v for k, v in schema["properties"]["params"].items() if k not in ("additionalProperties",)},
+        "properties": {
+            rule_id: {
+                "type": "object",
+                "properties": {
+                    name: {**param.schema, "description": param.description}
+                    for name, param in REGISTRY[rule_id].params.items()
+                },
+                "additionalProperties": False,
+            }
+            for rule_id in ids
+            if REGISTRY[rule_id].params
+        },
+        "additionalProperties": False,
+    }
     defs["Waiver"]["properties"]["rule"]["enum"] = ids
     return schema, defs

@@ -101,6 +101,7 @@ def node_group_props(group: ResolvedNodeGroup) -> dict[str, Any]:
         "nodePowerKw": group.node_power_kw,
         # Only when set, so plans of groups from before the field stay identical.
         **({"orchestrator": spec.orchestrator} if spec.orchestrator != "none" else {}),
+        **({"renamedFrom": spec.renamed_from} if spec.renamed_from else {}),
     }
 
 

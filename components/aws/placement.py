@@ -11,7 +11,9 @@ import pulumi_aws as aws
 from components.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsClass
 from components.spec import ResolvedSpec
 from components.spec.models import Tier
+from components.spec.monitoring import receiver_secret_names
 
+from .alert_secrets import AlertSecrets, AlertSecretsArgs
 from .eks import EksCluster, EksClusterArgs
 from .image_pipeline import ImagePipeline, ImagePipelineArgs
 from .irsa import ROLE_ARN_ANNOTATION, ServiceAccount, ServiceAccountRoles, ServiceAccountRolesArgs
@@ -149,7 +151,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                     else None
                 ),
             ),
-            opts=child,
+            opts=_keep_identity(child, f"{name}-{group.spec.renamed_from}" if group.spec.renamed_from else None),
         )
 
     image_pipeline = _image_pipeline(name, resolved, network, key.arn, tags, child)
@@ -205,9 +207,18 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
             "pipelineArn": image_pipeline.pipeline_arn,
             "ssmParameter": image_pipeline.parameter_name,
         }
+    monitoring_outputs: dict[str, Any] = {}
+    if spec.monitoring is not None:
+        secrets = AlertSecrets(
+            f"{name}-alert-secrets",
+            AlertSecretsArgs(spec.name, receiver_secret_names(spec.monitoring), key.arn, spec.protected),
+            opts=child,
+        )
+        monitoring_outputs["monitoring"] = {"server": spec.monitoring.server.kind, "alertSecretArns": secrets.arns}
     outputs = {
         **kubernetes_outputs,
         **pipeline_outputs,
+        **monitoring_outputs,
         "cluster": {"name": spec.name, "environment": spec.environment, "placement": "aws", "region": region},
         "kmsKeyArn": key.arn,
         "network": {
@@ -319,3 +330,11 @@ def _fsx_storage_class(
         mount_options=["flock"],
         csi_chart="aws_fsx_csi_driver",
     )
+
+
+def _keep_identity(opts: pulumi.ResourceOptions, previous_name: str | None) -> pulumi.ResourceOptions:
+    """A renamed node group keeps its resources: an alias to the component's previous name, which
+    the engine extends to every child named after the component (`{name}-asg`, `{name}-lt`, ...)."""
+    if previous_name is None:
+        return opts
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=[pulumi.Alias(name=previous_name)]))

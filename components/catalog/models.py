@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, PositiveInt, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
 
 from components.catalog.prices import PriceTable, read_prices
 
@@ -33,7 +33,11 @@ DeploymentType = Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2
 
 
 class CatalogError(KeyError):
-    """A catalog lookup or override failed. A KeyError so `except KeyError` callers keep working."""
+    """A catalog lookup or override failed. A KeyError so `except KeyError` callers keep working.
+    For invalid overrides, `validation` holds pydantic's error and the merged document it judged,
+    so the spec can name each problem at its path under cluster.catalog."""
+
+    validation: tuple[ValidationError, Any] | None = None
 
     def __str__(self) -> str:
         # KeyError.__str__ would repr() the message, quoting it.
@@ -41,7 +45,7 @@ class CatalogError(KeyError):
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def _close(name: str, names: list[str]) -> str:
@@ -61,10 +65,10 @@ class Accelerator(_Frozen):
 
 
 class NetworkCard(_Frozen):
-    index: int
-    baseline_gbps: float
-    peak_gbps: float
-    max_interfaces: int
+    index: int = Field(ge=0)
+    baseline_gbps: float = Field(ge=0)
+    peak_gbps: float = Field(ge=0)
+    max_interfaces: int = Field(ge=0)
 
 
 class InstanceExtras(_Frozen):
@@ -99,7 +103,7 @@ class InstanceTypeRow(_Frozen):
     max_network_cards: PositiveInt
     network_cards: tuple[NetworkCard, ...]
     efa_supported: bool
-    max_efa_interfaces: int
+    max_efa_interfaces: int = Field(ge=0)
     ena_srd_supported: bool
     nvme_gb: int
     placement_strategies: tuple[str, ...]
@@ -177,7 +181,7 @@ class InstanceType(InstanceTypeRow):
 
 class Gpu(_Frozen):
     name: str
-    tdp_w: PositiveInt
+    tdp_w: int = Field(gt=0, le=10_000)  # W per GPU
     nvlink_gen: int | None = None
     nvlink_links: int | None = None
     source: str
@@ -185,13 +189,13 @@ class Gpu(_Frozen):
 
 
 class HostPower(_Frozen):
-    overhead_w: PositiveInt  # per full host: CPUs, NICs, fans, switches, PSU losses
+    overhead_w: int = Field(gt=0, le=100_000)  # per full host: CPUs, NICs, fans, switches, PSU losses
     # vCPUs of the host that overhead_w was measured on: an instance is charged its share,
     # so a slice of a host (g5.12xlarge, m7i.large) is not charged a whole server.
     overhead_reference_vcpus: PositiveInt
     overhead_source: str
     overhead_secondary: bool = False
-    pue_default: float
+    pue_default: float = Field(ge=1.0, le=3.0)  # a PUE below 1 would make the facility produce power
     pue_source: str
 
 
@@ -217,7 +221,7 @@ class ServerModel(_Frozen):
     name: str
     gpu_model: str
     gpu_count: PositiveInt
-    system_max_kw: float
+    system_max_kw: float = Field(gt=0, le=1000)
     psus: Psu
     hca_count: int
     rack_units: PositiveInt | None = None  # chassis height (U); None: the host states u_height
@@ -564,7 +568,9 @@ def _build(overrides: Mapping[str, Any] | None) -> Catalog:
     except ValidationError as e:
         where = "catalog overrides" if overrides else "catalog data files"
         lines = [f"{_loc(err['loc']) or '<root>'}: {err['msg']}" for err in e.errors()]
-        raise CatalogError(f"invalid {where}:\n  " + "\n  ".join(lines)) from None
+        error = CatalogError(f"invalid {where}:\n  " + "\n  ".join(lines))
+        error.validation = (e, doc)
+        raise error from None
     return Catalog(data, sources)
 
 

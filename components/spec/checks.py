@@ -19,9 +19,11 @@ from components.catalog import Catalog, CatalogError, InstanceType, load_catalog
 
 from .errors import SpecError, SpecIssue, issues_from_validation_error
 from .models import KUBERNETES_ORCHESTRATORS, ClusterSpec, FsxLustre, NodeGroup
+from .monitoring import check_monitoring
 from .site_checks import ResolvedSite, check_hybrid, check_site
 from .sizing import LustreSizing, size_lustre
 from .subnets import Subnets, plan_subnets
+from .suggest import suggestion, unusual_characters
 
 
 @dataclass(frozen=True)
@@ -82,19 +84,135 @@ def parse_spec(data: Any, source: str = "") -> ClusterSpec:
     try:
         return ClusterSpec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(issues_from_validation_error(exc, data), source) from None
+        raise SpecError(issues_from_validation_error(exc, data, model=ClusterSpec), source) from None
 
 
 def resolve(data: Any, source: str = "") -> ResolvedSpec:
     """Parse and check a spec against the catalog; raises SpecError listing every problem."""
-    spec = parse_spec(data, source)
+    try:
+        spec = parse_spec(data, source)
+    except SpecError as error:
+        # Structural problems do not hide catalog ones: check what remains valid as well.
+        raise SpecError([*error.issues, *_catalog_issues_beside(data, error.issues)], source) from None
     try:
         catalog = load_catalog(spec.catalog or None)
     except CatalogError as exc:
-        raise SpecError([SpecIssue("cluster.catalog", str(exc), "correct the override")], source) from None
+        raise SpecError(catalog_issues(exc), source) from None
+    try:
+        return _resolve(spec, catalog, source)
+    except CatalogError as exc:  # a fact a check needed is missing from an overridden catalog
+        raise SpecError(
+            [SpecIssue("cluster.catalog", str(exc), "restore the catalog entry the override removed or broke")], source
+        ) from None
 
+
+# Checks whose problems stand on their own (one group, one host, one store), safe to report beside
+# structural problems; cross-section sums (quotas, power) wait for a spec that parses.
+_LOCAL_CHECKS = (
+    "cluster.node_groups[",
+    "cluster.placement.",
+    "cluster.network.availability_zones",
+    "cluster.site.hosts[",
+    "cluster.storage.",
+    "cluster.image_pipeline.build_instance_type",
+    "cluster.catalog",
+)
+
+
+def _catalog_issues_beside(data: Any, structural: list[SpecIssue], rounds: int = 8) -> list[SpecIssue]:
+    """Catalog problems of the parts of a spec that are structurally valid: the invalid parts are
+    pruned (a field, else the map entry or list item holding it) until the rest parses."""
+    if not isinstance(data, Mapping):
+        return []
+    pruned_data: Any = _copy(data)
+    pruned: list[str] = [i.path for i in structural]
+    keys: set[str] = set()
+    for _ in range(rounds):
+        try:
+            spec = ClusterSpec.model_validate(pruned_data)
+            break
+        except ValidationError as exc:
+            progressed = False
+            for error in exc.errors(include_url=False):
+                where = _data_prefix(pruned_data, error["loc"])
+                if not where:
+                    return []  # a top-level field (name, placement): nothing sensible remains to check
+                parent = _at(pruned_data, where[:-1])
+                if isinstance(parent, dict) and where[-1] in parent:
+                    del parent[where[-1]]
+                elif isinstance(parent, list) and isinstance(where[-1], int) and where[-1] < len(parent):
+                    parent.pop(where[-1])
+                else:
+                    continue
+                keys.add(str(where[-1]))
+                progressed = True
+            if not progressed:
+                return []
+    else:
+        return []
+    try:
+        catalog = load_catalog(spec.catalog or None)
+        _resolve(spec, catalog, "")
+    except SpecError as error:
+        return [
+            issue
+            for issue in error.issues
+            if issue.path.startswith(_LOCAL_CHECKS)
+            and not any(issue.path.startswith(p) or p.startswith(issue.path) for p in pruned)
+            and not any(re.search(rf"\b{re.escape(k)}\b", issue.message) for k in keys)
+        ]
+    except CatalogError:
+        return []
+    return []
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def _data_prefix(data: Any, loc: tuple[int | str, ...]) -> list[int | str]:
+    """The longest prefix of an error location that names values present in the data."""
+    out: list[int | str] = []
+    for part in loc:
+        present = isinstance(data, dict) and part in data
+        present |= isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
+        if present:
+            data = data[part]
+        elif part == "[key]" or not isinstance(data, dict | list):
+            break
+        else:
+            continue  # a union tag pydantic inserted
+        out.append(part)
+    return out
+
+
+def _at(data: Any, path: list[int | str]) -> Any:
+    for part in path:
+        data = data[part]
+    return data
+
+
+def catalog_issues(exc: CatalogError) -> list[SpecIssue]:
+    """Invalid catalog overrides, each at its path under cluster.catalog."""
+    if exc.validation is None:
+        return [SpecIssue("cluster.catalog", str(exc), "correct the override")]
+    from components.catalog.models import CatalogData
+
+    error, document = exc.validation
+    return issues_from_validation_error(error, document, root="cluster.catalog", model=CatalogData)
+
+
+def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
     issues: list[SpecIssue] = []
-    issues += _check_placement(spec, catalog)
+    placement_issues = _check_placement(spec, catalog)
+    issues += placement_issues
+    # An unknown region is one problem: checks that compare against the region's offerings would
+    # each repeat it (one per node group, each listing every region).
+    region_known = not any(i.path == "cluster.placement.region" for i in placement_issues)
     subnets: Subnets = {}
     if spec.network is not None:
         subnets, subnet_issues = plan_subnets(spec.network)
@@ -104,7 +222,7 @@ def resolve(data: Any, source: str = "") -> ResolvedSpec:
     if spec.placement.kind == "hybrid":
         issues += check_hybrid(spec, site)
     groups: dict[str, ResolvedNodeGroup] = {}
-    for name, group in (spec.node_groups if spec.network is not None else {}).items():
+    for name, group in (spec.node_groups if spec.network is not None and region_known else {}).items():
         resolved, group_issues = _resolve_group(spec, name, group, catalog)
         issues += group_issues
         if resolved is not None:
@@ -119,8 +237,10 @@ def resolve(data: Any, source: str = "") -> ResolvedSpec:
         lustre_az = fs.availability_zone or _first_pinned_az(spec) or sorted(spec.network.availability_zones)[0]
     issues += _check_object_stores(spec, catalog)
     issues += _check_kubernetes(spec, groups, site)
-    image_build_az, pipeline_issues = _check_image_pipeline(spec, catalog)
+    image_build_az, pipeline_issues = _check_image_pipeline(spec, catalog) if region_known else (None, [])
     issues += pipeline_issues
+    issues += _check_bucket_names(spec)
+    issues += check_monitoring(spec)
 
     if issues:
         raise SpecError(issues, source)
@@ -160,6 +280,15 @@ def _check_placement(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]:
         issues.append(SpecIssue("cluster.hybrid", "hybrid placement needs the site-to-cloud link", "add hybrid: link:"))
     if not spec.node_groups:
         issues.append(SpecIssue("cluster.node_groups", "no node group", "declare at least one node group"))
+    for name, group in spec.node_groups.items():
+        if group.renamed_from is not None and group.renamed_from in spec.node_groups:
+            issues.append(
+                SpecIssue(
+                    f"cluster.node_groups[{name}].renamed_from",
+                    f"{group.renamed_from!r} is still a node group of this stack",
+                    "name the group's previous key, which no group uses any more",
+                )
+            )
     if spec.network is None:
         return [*issues, SpecIssue("cluster.network", "missing: the cloud side needs a VPC", "add it")]
     region = spec.region or ""
@@ -169,8 +298,8 @@ def _check_placement(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]:
             *issues,
             SpecIssue(
                 "cluster.placement.region",
-                f"{region!r} is not a region the catalog knows",
-                f"use one of {', '.join(sorted(regions))}",
+                f"{region!r} is not a region the catalog knows" + unusual_characters(region),
+                suggestion(region, regions) or f"use one of {', '.join(sorted(regions))}",
             ),
         ]
     for i, az in enumerate(spec.network.availability_zones):
@@ -190,10 +319,9 @@ def _resolve_group(
 ) -> tuple[ResolvedNodeGroup | None, list[SpecIssue]]:
     path = f"cluster.node_groups[{name}]"
     region = spec.region or ""
-    try:
-        instance = catalog.instance_type(group.instance_type)
-    except CatalogError as exc:
-        return None, [SpecIssue(f"{path}.instance_type", str(exc).strip("'\""), "use a type from the catalog")]
+    instance, unknown = _instance_type(catalog, group.instance_type, f"{path}.instance_type")
+    if instance is None:
+        return None, unknown
 
     issues: list[SpecIssue] = []
     offered = instance.azs_offering(region)
@@ -298,8 +426,58 @@ def _resolve_group(
     image_parameter = (
         spec.image_pipeline.parameter_for(spec.name) if group.image.pipeline and spec.image_pipeline else None
     )
-    power = catalog.node_power_kw(group.instance_type)
+    try:
+        power = catalog.node_power_kw(group.instance_type)
+    except CatalogError as exc:  # an accelerator without a sourced power figure (Trainium)
+        return None, [SpecIssue(f"{path}.instance_type", str(exc), "pick a type whose GPU the catalog knows")]
     return ResolvedNodeGroup(name, group, instance, azs, efa, power, image_parameter=image_parameter), []
+
+
+def _instance_type(catalog: Catalog, name: str, path: str) -> tuple[InstanceType | None, list[SpecIssue]]:
+    """The catalog's instance type, or the problem with did-you-mean (any case, look-alike characters)."""
+    if catalog.has_instance_type(name):
+        return catalog.instance_type(name), []
+    hint = suggestion(name, catalog.instance_type_names())
+    return None, [
+        SpecIssue(
+            path,
+            f"unknown instance type {name!r}" + unusual_characters(name),
+            hint or "use an EC2 instance type from the catalog (components/catalog/data/aws_instance_types.json), "
+            "or add its row under catalog.instance_types",
+        )
+    ]
+
+
+# S3 bucket names are 3-63 characters; Pulumi's autonaming adds "-" and 7 random hex characters to the
+# logical name (pulumi-terraform-bridge NewUniqueHex(name + "-", 7, maxlen)) and fails past 63.
+BUCKET_NAME_MAX = 63
+AUTONAME_SUFFIX = 8
+
+
+def _check_bucket_names(spec: ClusterSpec) -> list[SpecIssue]:
+    """Logical names of the buckets components/aws declares, against S3's limit once Pulumi adds its suffix."""
+    names = {
+        f"cluster.storage.object_stores[{key}]": [f"{spec.name}-{key}-bucket"] for key in spec.storage.object_stores
+    }
+    for key, store in spec.storage.object_stores.items():
+        if store.replication_region:
+            names[f"cluster.storage.object_stores[{key}]"].append(f"{spec.name}-{key}-replica-bucket")
+    if spec.image_pipeline is not None:
+        names["cluster.image_pipeline"] = [f"{spec.name}-image-artifacts-bucket"]
+    issues = []
+    for path, logical in names.items():
+        longest = max(logical, key=len)
+        if len(longest) + AUTONAME_SUFFIX > BUCKET_NAME_MAX:
+            over = len(longest) + AUTONAME_SUFFIX - BUCKET_NAME_MAX
+            issues.append(
+                SpecIssue(
+                    path,
+                    f"its bucket would be named {longest}-xxxxxxx ({len(longest) + AUTONAME_SUFFIX} characters with "
+                    f"the suffix Pulumi adds); S3 bucket names are at most {BUCKET_NAME_MAX}",
+                    f"shorten the store's key or the cluster name by {over} characters",
+                )
+            )
+    return issues
 
 
 def _first_pinned_az(spec: ClusterSpec) -> str | None:
@@ -354,6 +532,22 @@ def _check_lustre(spec: ClusterSpec, fs: FsxLustre, catalog: Catalog) -> list[Sp
         )
     paths_seen: dict[str, str] = {}
     for key, dra in fs.data_repository_associations.items():
+        mine = dra.file_system_path.rstrip("/") + "/"
+        nested = next(
+            (k for p, k in paths_seen.items() if p.rstrip("/") + "/" != mine and
+             (mine.startswith(p.rstrip("/") + "/") or (p.rstrip("/") + "/").startswith(mine))),
+            None,
+        )
+        if nested is not None:
+            other = fs.data_repository_associations[nested].file_system_path
+            issues.append(
+                SpecIssue(
+                    f"{path}.data_repository_associations[{key}].file_system_path",
+                    f"{dra.file_system_path} overlaps {other} of {nested}: FSx links a directory tree to one bucket, "
+                    "so associations may not nest",
+                    "give each association its own top-level directory",
+                )
+            )
         dra_path = f"{path}.data_repository_associations[{key}]"
         if not rules.dra_supported:
             issues.append(
@@ -371,7 +565,7 @@ def _check_lustre(spec: ClusterSpec, fs: FsxLustre, catalog: Catalog) -> list[Sp
                     f"use one of {', '.join(spec.storage.object_stores) or '(none declared)'}",
                 )
             )
-        if dra.file_system_path in paths_seen:
+        if dra.file_system_path.rstrip("/") in [p.rstrip("/") for p in paths_seen]:
             issues.append(
                 SpecIssue(
                     f"{dra_path}.file_system_path",
@@ -415,8 +609,8 @@ def _check_object_stores(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]
             issues.append(
                 SpecIssue(
                     f"{path}.replication_region",
-                    f"{target!r} is not a known region",
-                    f"use one of {', '.join(sorted(regions))}",
+                    f"{target!r} is not a known region" + unusual_characters(target),
+                    suggestion(target, regions) or f"use one of {', '.join(sorted(regions))}",
                 )
             )
     return issues
@@ -546,12 +740,10 @@ def _check_image_pipeline(spec: ClusterSpec, catalog: Catalog) -> tuple[str | No
         ]
     region = spec.region or ""
     offered: tuple[str, ...] | list[str] = ()
-    try:
-        instance = catalog.instance_type(pipeline.build_instance_type)
+    instance, unknown = _instance_type(catalog, pipeline.build_instance_type, f"{path}.build_instance_type")
+    issues += unknown
+    if instance is not None:
         offered = instance.azs_offering(region)
-    except CatalogError as exc:
-        instance = None
-        issues.append(SpecIssue(f"{path}.build_instance_type", str(exc).strip("'\""), "use a type from the catalog"))
     build_azs = [az for az in sorted(spec.network.availability_zones) if az in offered]
     if instance is not None and not offered:
         elsewhere = ", ".join(instance.regions()) or "nowhere in the catalog"

@@ -8,24 +8,76 @@ JSON Schema teaches the YAML in an editor. Rules that need the hardware catalog 
 from __future__ import annotations
 
 import ipaddress
+import math
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-NAME_PATTERN = r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$"
+from .errors import described_pattern
+
+NAME_PATTERN = described_pattern(
+    r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$",
+    "a name of 2 to 32 lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen",
+    "train-h100",
+)
 MAX_NODES_PER_GROUP = 4096  # beyond one EC2 Auto Scaling group's practical size; split the group
 
 
-def parse_cidr(value: str, example: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
-    """A CIDR block, or a ValueError that shows the form to write."""
+def parse_cidr(value: str, example: str) -> ipaddress.IPv4Network:
+    """An IPv4 CIDR block, or a ValueError that says what to write: the network a block with host
+    bits set falls in, the IPv4 form for an IPv6 block (every address field of the spec is IPv4:
+    VPCs, subnets, security group rules and routes are planned in IPv4)."""
     try:
-        return ipaddress.ip_network(value)
+        network = ipaddress.ip_network(value, strict=False)
     except ValueError as exc:
         raise ValueError(f"{value!r} is not a CIDR block; write it like {example}") from exc
+    if network.version != 4:
+        raise ValueError(f"{value} is an IPv6 block and this field is IPv4; write an IPv4 CIDR like {example}")
+    if str(network) != value.strip():
+        if "/" not in value:
+            raise ValueError(f"{value!r} has no prefix length; write the block like {network} or {example}")
+        raise ValueError(
+            f"{value} has host bits set: the /{network.prefixlen} network it falls in is {network}; write {network}"
+            + (f" (or {value.split('/')[0]}/{_smallest_prefix(value)} for a smaller block)" if _smallest_prefix(value)
+               > network.prefixlen else "")
+        )
+    return network
+
+
+def _smallest_prefix(value: str) -> int:
+    """The shortest prefix at which the address in `value` is a network address (10.40.1.0 -> 24)."""
+    address = int(ipaddress.IPv4Address(value.split("/")[0]))
+    return 32 - ((address & -address).bit_length() - 1) if address else 0
+
+
+def parse_ipv4(value: str, what: str) -> str:
+    """An IPv4 address, or a ValueError saying how to write it."""
+    try:
+        address = ipaddress.ip_address(value)
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not an IP address; write the {what} like 10.10.0.11") from exc
+    if address.version != 4:
+        raise ValueError(f"{value} is an IPv6 address and the {what} is IPv4; write an IPv4 address like 10.10.0.11")
+    return value
 
 
 class SpecModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Base of every model of the stack file.
+
+    strict: a value is the type the JSON Schema says (`count: "16"` and `spares: yes` are errors
+    in gpuforge, in editors and in check-jsonschema alike, not silently coerced); numbers are
+    finite; negative zero, which no field means, is refused.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_negative_zero(cls, value: Any) -> Any:
+        if isinstance(value, float) and value == 0 and math.copysign(1, value) < 0:
+            raise ValueError("got -0.0 (negative zero); write 0")
+        return value
 
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
@@ -93,9 +145,27 @@ class SubnetTier(SpecModel):
         return value
 
 
+Port = Annotated[int, Field(ge=1, le=65535)]
+# CloudWatch Logs accepts only these retention periods (PutRetentionPolicy retentionInDays).
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922,
+                      3288, 3653)
+
+
+def check_log_retention(days: int) -> int:
+    if days not in LOG_RETENTION_DAYS:
+        nearest = min(LOG_RETENTION_DAYS, key=lambda d: (abs(d - days), d))
+        raise ValueError(
+            f"got {days}; CloudWatch Logs keeps logs for one of {', '.join(map(str, LOG_RETENTION_DAYS))} days; "
+            f"use {nearest}"
+        )
+    return days
+
+
 class IngressRule(SpecModel):
     cidr: str = Field(description="Source CIDR allowed in, e.g. an office or VPN range.")
-    ports: list[int] = Field(min_length=1, description="TCP ports opened to that CIDR on the ingress tier.")
+    ports: list[Port] = Field(
+        min_length=1, description="TCP ports (1-65535) opened to that CIDR on the ingress tier."
+    )
     description: str = Field(description="Why this opening exists; shown in the security group rule.")
 
     @field_validator("cidr")
@@ -122,7 +192,10 @@ class Network(SpecModel):
     )
     s3_gateway_endpoint: bool = Field(default=True, description="Route S3 traffic through a free gateway endpoint.")
     flow_logs: bool = Field(default=True, description="VPC flow logs to CloudWatch Logs.")
-    flow_log_retention_days: int = Field(default=90, ge=1, le=3653, description="Flow log retention in days.")
+    flow_log_retention_days: int = Field(
+        default=90, ge=1, le=3653, description="Flow log retention in days: a CloudWatch Logs period (1, 3, 5, "
+        "7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288 or 3653)."
+    )
     allowed_ingress: list[IngressRule] = Field(
         default_factory=list,
         description="Explicit openings into the ingress tier. None by default: reach nodes through SSM.",
@@ -135,6 +208,11 @@ class Network(SpecModel):
         if not 16 <= net.prefixlen <= 24:
             raise ValueError(f"{value} has prefix /{net.prefixlen}; AWS VPCs take /16 to /24")
         return value
+
+    @field_validator("flow_log_retention_days")
+    @classmethod
+    def _retention(cls, value: int) -> int:
+        return check_log_retention(value)
 
     @field_validator("availability_zones")
     @classmethod
@@ -150,18 +228,51 @@ class Network(SpecModel):
 # --- node groups -----------------------------------------------------------------------
 
 
+AMI_ID = described_pattern(
+    r"^ami-[0-9a-f]{8,17}$",
+    "an AMI id: ami- and 8 to 17 hex digits",
+    "ami-0123456789abcdef0",
+)
+
+DRIVER_BRANCH = described_pattern(
+    r"^\d{3}$",
+    "a three-digit driver branch in quotes",
+    "'580'",
+)
+
+CRON_SCHEDULE = described_pattern(
+    r"^cron\((\S+\s+){5}\S+\)$",
+    "an EventBridge cron expression with six fields",
+    "cron(0 4 ? * SUN *)",
+)
+
+IAM_PRINCIPAL_ARN = described_pattern(
+    r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/.+$",
+    "an IAM role or user ARN",
+    "arn:aws:iam::123456789012:role/ml-admins",
+)
+
+
+RESERVATION_ID = described_pattern(
+    r"^cr-[0-9a-f]{8,17}$", "a capacity reservation id: cr- and 8 to 17 hex digits", "cr-0123456789abcdef0"
+)
+ABSOLUTE_PATH = described_pattern(
+    r"^/[A-Za-z0-9_./-]*$", "an absolute path of letters, digits and _ . - /", "/datasets"
+)
+
+
 class OnDemand(SpecModel):
     type: Literal["on_demand"] = Field(description="Plain on-demand capacity.")
 
 
 class CapacityReservation(SpecModel):
     type: Literal["capacity_reservation"] = Field(description="Launch into an On-Demand Capacity Reservation.")
-    reservation_id: str = Field(pattern=r"^cr-[0-9a-f]{8,17}$", description="The reservation id, cr-...")
+    reservation_id: str = Field(pattern=RESERVATION_ID, description="The reservation id, cr-...")
 
 
 class CapacityBlock(SpecModel):
     type: Literal["capacity_block"] = Field(description="Launch into an EC2 Capacity Block for ML.")
-    reservation_id: str = Field(pattern=r"^cr-[0-9a-f]{8,17}$", description="The capacity block's reservation id.")
+    reservation_id: str = Field(pattern=RESERVATION_ID, description="The capacity block's reservation id.")
 
 
 class Spot(SpecModel):
@@ -184,7 +295,7 @@ DLAMI_SSM = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubu
 
 
 class Image(SpecModel):
-    ami_id: str | None = Field(default=None, pattern=r"^ami-[0-9a-f]{8,17}$", description="A fixed AMI id.")
+    ami_id: str | None = Field(default=None, pattern=AMI_ID, description="A fixed AMI id.")
     ssm_parameter: str | None = Field(
         default=None,
         description="An SSM parameter holding the AMI id, resolved at launch. Default: the AWS Deep Learning "
@@ -236,6 +347,11 @@ class NodeGroup(SpecModel):
         "kubernetes section), kubernetes (hybrid: burst nodes join the site's cluster), slurm (the Slurm "
         "playbooks), or none (plain instances).",
     )
+    renamed_from: str | None = Field(
+        default=None,
+        description="The group's previous key, when it was renamed: its Pulumi resources keep their identity "
+        "(aliases), so the rename terminates no node. Remove it once the rename is deployed everywhere.",
+    )
 
     @model_validator(mode="after")
     def _spares_fit(self) -> NodeGroup:
@@ -263,16 +379,16 @@ class Workload(SpecModel):
     read_mbps_per_gpu: float = Field(
         default=0, ge=0, le=10_000, description="Sustained read rate each training GPU needs, MB/s."
     )
-    checkpoint_gib: float = Field(default=0, ge=0, description="Size of one full checkpoint, GiB.")
+    checkpoint_gib: float = Field(default=0, ge=0, le=10_000_000, description="Size of one full checkpoint, GiB.")
     checkpoint_window_s: float = Field(
-        default=300, gt=0, description="Seconds within which a checkpoint must be written."
+        default=300, gt=0, le=86_400, description="Seconds within which a checkpoint must be written."
     )
-    dataset_gib: float = Field(default=0, ge=0, description="Data the file system must hold, GiB.")
+    dataset_gib: float = Field(default=0, ge=0, le=100_000_000, description="Data the file system must hold, GiB.")
 
 
 class MetadataConfig(SpecModel):
     mode: Literal["AUTOMATIC", "USER_PROVISIONED"] = Field(description="Metadata IOPS provisioning mode.")
-    iops: int | None = Field(default=None, description="Metadata IOPS when USER_PROVISIONED.")
+    iops: int | None = Field(default=None, ge=1, le=1_000_000, description="Metadata IOPS when USER_PROVISIONED.")
 
     @model_validator(mode="after")
     def _iops_with_mode(self) -> MetadataConfig:
@@ -288,7 +404,7 @@ S3_EVENTS: tuple[S3Event, ...] = ("NEW", "CHANGED", "DELETED")
 
 
 class DataRepositoryAssociation(SpecModel):
-    file_system_path: str = Field(pattern=r"^/[A-Za-z0-9_./-]*$", description="Directory in Lustre, e.g. /datasets.")
+    file_system_path: str = Field(pattern=ABSOLUTE_PATH, description="Directory in Lustre, e.g. /datasets.")
     object_store: str = Field(description="Key of an object store in storage.object_stores.")
     prefix: str = Field(default="", description="Prefix inside that bucket.")
     import_events: list[S3Event] = Field(
@@ -303,10 +419,15 @@ class FsxLustre(SpecModel):
     kind: Literal["fsx_lustre"] = Field(description="Amazon FSx for Lustre.")
     deployment_type: FsxDeployment = Field(description="SCRATCH_1/2 (not replicated) or PERSISTENT_1/2.")
     capacity_gib: int | None = Field(
-        default=None, gt=0, description="Storage capacity in GiB; derived from the workload when omitted."
+        default=None,
+        gt=0,
+        le=100_000_000,
+        description="Storage capacity in GiB; derived from the workload when omitted.",
     )
     per_unit_storage_throughput: int | None = Field(
-        default=None, description="MB/s per TiB (PERSISTENT only); the catalog lists the allowed values."
+        default=None,
+        ge=1,
+        le=100_000, description="MB/s per TiB (PERSISTENT only); the catalog lists the allowed values."
     )
     workload: Workload | None = Field(default=None, description="What the training job needs, to size from.")
     availability_zone: str | None = Field(
@@ -324,13 +445,29 @@ ParallelFs = Annotated[FsxLustre, Field(discriminator="kind")]
 
 class Lifecycle(SpecModel):
     noncurrent_version_expiration_days: int | None = Field(
-        default=30, ge=1, description="Delete noncurrent versions after this many days."
+        default=30, ge=1, le=36_500, description="Delete noncurrent versions after this many days."
     )
-    abort_incomplete_multipart_days: int = Field(default=7, ge=1, description="Abort stale multipart uploads.")
+    abort_incomplete_multipart_days: int = Field(
+        default=7, ge=1, le=36_500, description="Abort stale multipart uploads."
+    )
     transition_to_ia_days: int | None = Field(
-        default=None, ge=30, description="Move current objects to STANDARD_IA after this many days."
+        default=None, ge=30, le=36_500, description="Move current objects to STANDARD_IA after this many days."
     )
-    expiration_days: int | None = Field(default=None, ge=1, description="Expire current objects after N days.")
+    expiration_days: int | None = Field(
+        default=None, ge=1, le=36_500, description="Expire current objects after N days."
+    )
+
+    @model_validator(mode="after")
+    def _expire_after_transition(self) -> Lifecycle:
+        # S3 refuses a rule whose expiration comes on or before its transition.
+        expire, move = self.expiration_days, self.transition_to_ia_days
+        if expire is not None and move is not None and expire <= move:
+            raise ValueError(
+                f"expiration_days ({expire}) must come after transition_to_ia_days ({move}): S3 refuses to "
+                f"expire objects before they move to STANDARD_IA; raise expiration_days above {move} or drop "
+                "the transition"
+            )
+        return self
 
 
 class ObjectStore(SpecModel):
@@ -339,6 +476,36 @@ class ObjectStore(SpecModel):
     lifecycle: Lifecycle = Field(default_factory=Lifecycle, description="Lifecycle rules.")
     replication_region: str | None = Field(default=None, description="Replicate to a bucket in this region.")
     kms: bool = Field(default=True, description="SSE-KMS with the cluster key (else SSE-S3).")
+
+
+# AWS tag limits (Tagging AWS resources, "Tag naming limits and requirements").
+TAG_KEY_MAX, TAG_VALUE_MAX, TAGS_MAX = 128, 256, 50
+GPUFORGE_TAGS = ("gpuforge:cluster", "gpuforge:environment")  # set on every resource (components/aws/placement.py)
+_TAG_CHARS = re.compile(r"^[\w .:/=+\-@]*$")
+
+
+def check_tags(tags: dict[str, str]) -> dict[str, str]:
+    problems = []
+    for key, value in tags.items():
+        if key.lower().startswith("aws:"):
+            problems.append(f"{key!r}: keys starting with aws: are reserved for AWS; drop the prefix")
+        elif key in GPUFORGE_TAGS:
+            problems.append(f"{key!r}: gpuforge sets this tag itself; remove it")
+        if not 1 <= len(key) <= TAG_KEY_MAX:
+            problems.append(f"{key[:40]!r}...: a key is 1 to {TAG_KEY_MAX} characters; shorten it")
+        if len(value) > TAG_VALUE_MAX:
+            problems.append(f"{key!r}: the value has {len(value)} characters; AWS allows {TAG_VALUE_MAX}")
+        for text in (key, value):
+            if not _TAG_CHARS.match(text):
+                bad = sorted({c for c in text if not _TAG_CHARS.match(c)})
+                problems.append(f"{key!r}: {', '.join(map(repr, bad))} is not allowed in AWS tags "
+                                "(letters, digits, spaces and _ . : / = + - @)")
+    if len(tags) > TAGS_MAX - len(GPUFORGE_TAGS) - 1:
+        problems.append(f"{len(tags)} tags; AWS allows {TAGS_MAX} per resource and gpuforge sets 3 (with Name); "
+                        f"keep at most {TAGS_MAX - len(GPUFORGE_TAGS) - 1}")
+    if problems:
+        raise ValueError("; ".join(problems))
+    return tags
 
 
 class Storage(SpecModel):
@@ -350,7 +517,9 @@ class Storage(SpecModel):
 
 
 class Power(SpecModel):
-    budget_kw: float | None = Field(default=None, gt=0, description="Facility power budget for the cluster, kW.")
+    budget_kw: float | None = Field(
+        default=None, gt=0, le=1_000_000, description="Facility power budget for the cluster, kW."
+    )
     pue: float | None = Field(
         default=None, ge=1.0, le=3.0, description="Power usage effectiveness; default the catalog's average."
     )
@@ -360,7 +529,7 @@ class Power(SpecModel):
 
 
 class Software(SpecModel):
-    nvidia_driver_branch: str = Field(default="580", pattern=r"^\d{3}$", description="Datacenter driver branch.")
+    nvidia_driver_branch: str = Field(default="580", pattern=DRIVER_BRANCH, description="Datacenter driver branch.")
     nccl_version: str = Field(default="2.27.7", description="NCCL version baked into nodes.")
     aws_ofi_nccl_version: str = Field(default="1.16.3", description="aws-ofi-nccl plugin version (EFA).")
     efa_installer_version: str = Field(default="1.43.1", description="EFA installer version (EFA).")
@@ -371,7 +540,11 @@ class Software(SpecModel):
 # Canonical's public SSM parameter for the current Ubuntu 22.04 LTS amd64 AMI (22.04 AMIs are
 # published under ebs-gp2; 24.04 and later under ebs-gp3).
 UBUNTU_2204_SSM = "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id"
-SSM_PARAMETER_PATTERN = r"^/[A-Za-z0-9_.\-/]{1,1000}$"
+SSM_PARAMETER_PATTERN = described_pattern(
+    r"^/[A-Za-z0-9_.\-/]{1,1000}$",
+    "an SSM parameter name: a path starting with / of letters, digits and _ . - /",
+    "/gpuforge/prod/gpu-node-ami",
+)
 
 
 class ImagePipelineSpec(SpecModel):
@@ -391,7 +564,7 @@ class ImagePipelineSpec(SpecModel):
     )
     schedule: str | None = Field(
         default=None,
-        pattern=r"^cron\((\S+\s+){5}\S+\)$",
+        pattern=CRON_SCHEDULE,
         description="Image Builder cron expression (six fields, UTC), e.g. cron(0 4 ? * SUN *); the pipeline "
         "then rebuilds when the parent image or the playbooks changed. None: build on demand only.",
     )
@@ -441,7 +614,7 @@ RESERVED_NAMESPACES = frozenset(
 
 class AccessEntry(SpecModel):
     principal_arn: str = Field(
-        pattern=r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/.+$",
+        pattern=IAM_PRINCIPAL_ARN,
         description="IAM role or user ARN allowed into the cluster, e.g. arn:aws:iam::123456789012:role/ml-admins.",
     )
     policy: EksAccessPolicy = Field(
@@ -456,7 +629,7 @@ class AccessEntry(SpecModel):
 
 class Team(SpecModel):
     namespace: Name | None = Field(default=None, description="The team's namespace; default the team's name.")
-    gpu_quota: dict[str, int] = Field(
+    gpu_quota: dict[str, Annotated[int, Field(le=1_000_000)]] = Field(
         min_length=1,
         description="GPUs the team may hold at once, per GPU model (H100, H200, ...): its Kueue ClusterQueue's "
         "nominal quota. Whole nodes' worth of CPU, memory and fabric devices come with it.",
@@ -493,12 +666,15 @@ class PodsReady(SpecModel):
     requeue_limit: int | None = Field(
         default=5,
         ge=0,
+        le=1000,
         description="Requeues after a pods-ready timeout before Kueue deactivates the job; null: requeue forever.",
     )
     requeue_backoff_base_seconds: int = Field(
-        default=60, ge=1, description="First requeue backoff, seconds; it grows exponentially from there."
+        default=60, ge=1, le=86_400, description="First requeue backoff, seconds; it grows exponentially from there."
     )
-    requeue_backoff_max_seconds: int = Field(default=3600, ge=1, description="Longest requeue backoff, seconds.")
+    requeue_backoff_max_seconds: int = Field(
+        default=3600, ge=1, le=604_800, description="Longest requeue backoff, seconds."
+    )
 
     @model_validator(mode="after")
     def _backoff(self) -> PodsReady:
@@ -566,9 +742,15 @@ class KubernetesSpec(SpecModel):
         "gets no implicit admin).",
     )
     log_retention_days: int = Field(
-        default=365, ge=1, le=3653, description="Retention of the control-plane logs (all five types), days."
+        default=365, ge=1, le=3653, description="Retention of the control-plane logs (all five types), days: a "
+        "CloudWatch Logs period (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, ...)."
     )
     platform: Platform = Field(default_factory=Platform, description="GPU platform on the cluster.")
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _retention(cls, value: int) -> int:
+        return check_log_retention(value)
 
     @field_validator("public_access_cidrs")
     @classmethod
@@ -578,6 +760,19 @@ class KubernetesSpec(SpecModel):
             if net.prefixlen == 0:
                 raise ValueError(f"{cidr} opens the API server to the whole internet; list your own ranges")
         return value
+
+    @model_validator(mode="after")
+    def _one_entry_per_principal(self) -> KubernetesSpec:
+        seen: dict[str, str] = {}
+        for key, entry in self.access_entries.items():
+            if entry.principal_arn in seen:
+                raise ValueError(
+                    f"access_entries[{key}]: {entry.principal_arn} already has "
+                    f"access_entries[{seen[entry.principal_arn]}]; "
+                    "EKS keeps one access entry per principal: merge them (one policy each, or one entry per role)"
+                )
+            seen[entry.principal_arn] = key
+        return self
 
     @model_validator(mode="after")
     def _endpoint(self) -> KubernetesSpec:
@@ -595,7 +790,10 @@ class ClusterSpec(SpecModel):
     name: Name = Field(description="Cluster name; prefixes every resource.")
     environment: Environment = Field(description="dev, staging or prod: prod protects stateful resources.")
     placement: Placement = Field(description="Where the cluster runs: aws, onprem or hybrid.")
-    tags: dict[str, str] = Field(default_factory=dict, description="Tags on every resource.")
+    tags: dict[str, str] = Field(
+        default_factory=dict,
+        description="Tags on every resource: keys up to 128 characters (not aws:...), values up to 256.",
+    )
     network: Network | None = Field(default=None, description="VPC and its segmentation (aws and hybrid).")
     node_groups: dict[Name, NodeGroup] = Field(
         default_factory=dict,
@@ -618,10 +816,19 @@ class ClusterSpec(SpecModel):
         description="EC2 Image Builder pipeline that runs playbooks/bake-image.yml and publishes the AMI id to "
         "an SSM parameter (aws placement); node groups use it with image: {pipeline: true}.",
     )
+    monitoring: Monitoring | None = Field(
+        default=None,
+        description="Prometheus and Alertmanager: where they run, retention, receivers, the power budget watched.",
+    )
     catalog: dict[str, Any] = Field(
         default_factory=dict,
         description="Overrides of catalog entries for this stack, keyed like the catalog's data files.",
     )
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_tags(value)
 
     @property
     def region(self) -> str | None:
@@ -633,7 +840,8 @@ class ClusterSpec(SpecModel):
         return self.environment == "prod"
 
 
-# The site model refers back to SpecModel and Name above, so it is imported last.
+# The site model and the monitoring section refer back to SpecModel and Name above, so they are imported last.
+from .monitoring import Monitoring  # noqa: E402
 from .site import HybridSpec, Site  # noqa: E402
 
 ClusterSpec.model_rebuild()

@@ -9,37 +9,54 @@ under N+N, leaf ports) live in `site_checks.py`, so every problem is reported at
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .models import Name, NodeRole, SpecModel, parse_cidr
+from .errors import described_pattern
+from .models import ABSOLUTE_PATH, Name, NodeRole, Port, SpecModel, parse_cidr, parse_ipv4
 
-HostName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{0,61}[a-z0-9]$")]
+HOST_NAME = described_pattern(
+    r"^[a-z0-9][a-z0-9.-]{0,61}[a-z0-9]$",
+    "a host name of 2 to 63 lowercase letters, digits, dots and hyphens",
+    "gpu-a01",
+)
+LUSTRE_FSNAME = described_pattern(r"^[A-Za-z0-9_-]{1,8}$", "1 to 8 letters, digits, _ or -", "lustre1")
+HTTPS_ENDPOINT = described_pattern(
+    r"^https://[A-Za-z0-9.-]+(:\d+)?/?$", "an https:// URL of a host and optional port", "https://s3.site.example:9000"
+)
+HTTPS_API_SERVER = described_pattern(
+    r"^https://[A-Za-z0-9.-]+(:\d+)?$", "an https:// URL of a host and optional port", "https://k8s.site.example:6443"
+)
+DX_GATEWAY_ID = described_pattern(
+    r"^[0-9a-f-]{36}$", "a Direct Connect gateway id (a lowercase UUID)", "5f294f92-bafb-4011-916d-9b0b2example"
+)
+DATASYNC_AGENT_ARN = described_pattern(
+    r"^arn:aws[a-z-]*:datasync:[a-z0-9-]+:\d{12}:agent/agent-[0-9a-f]{17}$",
+    "a DataSync agent ARN",
+    "arn:aws:datasync:us-east-1:123456789012:agent/agent-0123456789abcdef0",
+)
+HostName = Annotated[str, Field(pattern=HOST_NAME)]
 SiteOrchestrator = Literal["kubernetes", "slurm", "none"]
 PKEY = re.compile(r"^0x[0-9a-fA-F]{1,4}$")
 
 
-def _ip(value: str, what: str) -> str:
-    try:
-        ipaddress.ip_address(value)
-    except ValueError as exc:
-        raise ValueError(f"{value!r} is not an IP address; write the {what} like 10.10.0.11") from exc
-    return value
+_ip = parse_ipv4
 
 
 # --- power -----------------------------------------------------------------------------------
 
 
 class SitePower(SpecModel):
-    budget_kw: float = Field(gt=0, description="The site's contracted facility power for this cluster, kW.")
+    budget_kw: float = Field(
+        gt=0, le=1_000_000, description="The site's contracted facility power for this cluster, kW."
+    )
     pue: float = Field(ge=1.0, le=3.0, description="The site's measured power usage effectiveness.")
 
 
 FeedName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,30}$")]  # a, b, c or pdu-a, pdu-b, ...
-FeedKw = Annotated[float, Field(gt=0)]
+FeedKw = Annotated[float, Field(gt=0, le=10_000)]
 
 
 class Rack(SpecModel):
@@ -50,7 +67,9 @@ class Rack(SpecModel):
         "feeds): the loss of any one feed must leave every server its N PSUs (of the catalog's N+M) and the other "
         "feeds within their continuous rating. A DGX H100 (4+2) needs three feeds: on two, a lost feed leaves 3.",
     )
-    cooling_kw: float = Field(gt=0, description="Heat the rack's cooling removes, kW: the rack's power ceiling.")
+    cooling_kw: float = Field(
+        gt=0, le=10_000, description="Heat the rack's cooling removes, kW: the rack's power ceiling."
+    )
     units: int = Field(default=42, ge=1, le=60, description="Usable rack units (U).")
     scalable_unit: Name = Field(
         description="Scalable unit (SU) the rack belongs to: the fabric has a leaf per rail per SU."
@@ -133,12 +152,12 @@ class SiteFabric(SpecModel):
     rate_gbps: Literal[100, 200, 400, 800] = Field(
         default=400, description="Link rate per HCA: 200 (HDR), 400 (NDR), 800 (XDR)."
     )
-    leaf_ports: int = Field(default=64, ge=8, description="Ports per leaf switch (64 on a QM9700 NDR switch).")
+    leaf_ports: int = Field(default=64, ge=8, le=1024, description="Ports per leaf switch (64 on a QM9700 NDR switch).")
     leaf_uplinks: int | None = Field(
-        default=None, ge=1, description="Leaf ports used toward spines; default half the ports (non-blocking)."
+        default=None, ge=1, le=1024, description="Leaf ports used toward spines; default half the ports (non-blocking)."
     )
-    spines: int = Field(ge=0, description="Spine switches; 0 for a single-SU fabric without a spine layer.")
-    spine_ports: int = Field(default=64, ge=8, description="Ports per spine switch.")
+    spines: int = Field(ge=0, le=10_000, description="Spine switches; 0 for a single-SU fabric without a spine layer.")
+    spine_ports: int = Field(default=64, ge=8, le=1024, description="Ports per spine switch.")
     partitions: dict[Name, str] = Field(
         default_factory=dict,
         description="InfiniBand partition key per tenant (team), hex 0x0001-0x7ffe; full membership is set "
@@ -163,6 +182,7 @@ class SiteFabric(SpecModel):
     switch_power_kw: float | None = Field(
         default=None,
         gt=0,
+        le=100,
         description="Maximum power of one leaf or spine switch, kW, from its datasheet: the fabric's switches "
         "count in the site's IT load.",
     )
@@ -213,13 +233,13 @@ class SiteFabric(SpecModel):
 
 # --- storage -----------------------------------------------------------------------------------
 
-MountPoint = Annotated[str, Field(pattern=r"^/[A-Za-z0-9_./-]*$")]
+MountPoint = Annotated[str, Field(pattern=ABSOLUTE_PATH)]
 
 
 class LustreMount(SpecModel):
     kind: Literal["lustre"] = Field(description="A Lustre file system.")
     mgs_nids: list[str] = Field(min_length=1, description="MGS NIDs, e.g. 10.30.0.10@o2ib (two for failover).")
-    fsname: str = Field(pattern=r"^[A-Za-z0-9_-]{1,8}$", description="Lustre file system name (up to 8 chars).")
+    fsname: str = Field(pattern=LUSTRE_FSNAME, description="Lustre file system name (up to 8 chars).")
     mount_point: MountPoint = Field(description="Where hosts mount it.")
 
 
@@ -249,7 +269,7 @@ SiteMount = Annotated[LustreMount | BeegfsMount | WekaMount | NfsMount, Field(di
 
 class SiteObjectStore(SpecModel):
     endpoint: str = Field(
-        pattern=r"^https://[A-Za-z0-9.-]+(:\d+)?/?$",
+        pattern=HTTPS_ENDPOINT,
         description="S3-compatible endpoint (MinIO, Ceph RGW, VAST, ...), HTTPS only.",
     )
     buckets: dict[Name, Literal["data", "checkpoints", "artifacts"]] = Field(
@@ -299,8 +319,8 @@ class Equipment(SpecModel):
     kind: Literal["subnet_manager", "management_switch", "management_server", "storage", "other"] = Field(
         description="What it is: UFM/subnet manager appliances, management switches and servers, storage."
     )
-    power_kw: float = Field(gt=0, description="Maximum power of one unit, kW, from its datasheet.")
-    count: int = Field(default=1, ge=1, description="Units of this kind.")
+    power_kw: float = Field(gt=0, le=10_000, description="Maximum power of one unit, kW, from its datasheet.")
+    count: int = Field(default=1, ge=1, le=10_000, description="Units of this kind.")
     rack: Name | None = Field(
         default=None,
         description="A key of site.racks it draws from (counted in that rack's feeds); none: a rack outside them.",
@@ -311,7 +331,7 @@ class Equipment(SpecModel):
 
 class SiteKubernetes(SpecModel):
     api_server: str = Field(
-        pattern=r"^https://[A-Za-z0-9.-]+(:\d+)?$", description="The site cluster's API server URL."
+        pattern=HTTPS_API_SERVER, description="The site cluster's API server URL."
     )
     kubeconfig_secret: str = Field(
         default="siteKubeconfig",
@@ -368,12 +388,26 @@ class SiteLinkSpec(SpecModel):
     static_routes_only: bool = Field(
         default=False, description="Static routes to the site's CIDRs instead of BGP (devices without BGP)."
     )
-    amazon_side_asn: int = Field(default=64512, ge=1, description="ASN of the AWS side (VGW or transit gateway).")
+    amazon_side_asn: int = Field(
+        default=64512,
+        ge=64512,
+        le=4294967294,
+        description="Private ASN of the AWS side (VGW or transit gateway): 64512-65534 or 4200000000-4294967294.",
+    )
     direct_connect_gateway_id: str | None = Field(
         default=None,
-        pattern=r"^[0-9a-f-]{36}$",
+        pattern=DX_GATEWAY_ID,
         description="An existing Direct Connect gateway to associate with the VGW or transit gateway.",
     )
+
+
+    @field_validator("amazon_side_asn")
+    @classmethod
+    def _private_asn(cls, value: int) -> int:
+        # EC2 CreateVpnGateway / CreateTransitGateway: AmazonSideAsn is a private ASN.
+        if not (64512 <= value <= 65534 or 4200000000 <= value <= 4294967294):
+            raise ValueError(f"got {value}; the AWS side takes a private ASN, 64512-65534 or 4200000000-4294967294")
+        return value
 
 
 class ObjectSync(SpecModel):
@@ -384,7 +418,7 @@ class ObjectSync(SpecModel):
         "AWS data egress (charged per GB): keep checkpoints flowing that way small."
     )
     agent_arn: str = Field(
-        pattern=r"^arn:aws[a-z-]*:datasync:[a-z0-9-]+:\d{12}:agent/agent-[0-9a-f]{17}$",
+        pattern=DATASYNC_AGENT_ARN,
         description="The DataSync agent deployed on the site (it reaches the site's object store).",
     )
     schedule: str = Field(default="rate(1 hour)", description="DataSync schedule expression.")
@@ -412,7 +446,7 @@ class BurstSpec(SpecModel):
 
 class HybridSpec(SpecModel):
     link: SiteLinkSpec = Field(description="Site-to-cloud connectivity.")
-    allowed_from_site: list[int] = Field(
+    allowed_from_site: list[Port] = Field(
         default_factory=list,
         description="Extra TCP ports cloud nodes open to the site's CIDRs. MultiKueue needs none: the site's Kueue "
         "reaches only the worker's API endpoint (443, opened on the EKS cluster security group).",

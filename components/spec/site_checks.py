@@ -18,6 +18,7 @@ from components.power import CONTINUOUS_DERATE, Feed, PsuLoad, RackLoad, feed_lo
 from .errors import SpecIssue
 from .models import ClusterSpec
 from .site import Host, Site
+from .suggest import suggestion, unusual_characters
 
 SITE = "cluster.site"
 
@@ -192,8 +193,16 @@ def _resolve_hosts(site: Site, catalog: Catalog) -> tuple[dict[str, ResolvedHost
             )
         try:
             server = catalog.server(host.model)
-        except CatalogError as exc:
-            issues.append(SpecIssue(f"{path}.model", str(exc).strip("'\""), "use a server model from the catalog"))
+        except CatalogError:
+            servers = list(catalog.data.servers)
+            issues.append(
+                SpecIssue(
+                    f"{path}.model",
+                    f"unknown server model {host.model!r}" + unusual_characters(host.model),
+                    suggestion(host.model, servers)
+                    or f"use one of {', '.join(servers)}, or add it under catalog.servers",
+                )
+            )
             continue
         if not host.hcas and site.fabric is not None and host.role == "training" and server.compute_hcas:
             # The model's compute ports in rail order (catalog, with its source): a DGX need not list them.
@@ -267,46 +276,76 @@ def _check_addresses(site: Site) -> list[SpecIssue]:
 
 
 def _check_hcas(site: Site, hosts: dict[str, ResolvedHost]) -> list[SpecIssue]:
-    issues: list[SpecIssue] = []
     fabric = site.fabric
-    for name, host in hosts.items():
-        path = f"{SITE}.hosts[{name}].hcas"
-        hcas = host.spec.hcas
-        if fabric is None:
-            if hcas:
-                issues.append(
-                    SpecIssue(path, "HCAs listed but the site has no fabric", "add site.fabric or remove them")
+    if fabric is None:
+        return [
+            SpecIssue(f"{SITE}.hosts[{name}].hcas", "HCAs listed but the site has no fabric",
+                      "add site.fabric or remove them")
+            for name, host in hosts.items()
+            if host.spec.hcas
+        ]
+    cabled = {name: host for name, host in hosts.items() if host.spec.hcas or host.spec.role == "training"}
+    rails_of = {name: sorted(host.spec.hcas.values()) for name, host in cabled.items()}
+    wanted = list(range(fabric.rails))
+    off = {name for name, rails in rails_of.items() if rails != wanted}
+    too_many = {name for name, h in cabled.items() if h.server.hca_count and fabric.rails > h.server.hca_count}
+    # When every host disagrees with site.fabric.rails the same way, the rails count is the one mistake.
+    patterns = {tuple(rails_of[name]) for name in cabled}
+    if cabled and off == set(cabled) and len(patterns) == 1:
+        (rails,) = patterns
+        if rails and list(rails) == list(range(len(rails))):
+            models = sorted({h.spec.model for h in cabled.values()})
+            return [
+                SpecIssue(
+                    f"{SITE}.fabric.rails",
+                    f"{fabric.rails} rails, but every host cables {len(rails)} HCAs, to rails 0-{len(rails) - 1}"
+                    + (f" ({', '.join(models)} has {cabled[next(iter(too_many))].server.hca_count} compute HCAs)"
+                       if too_many else ""),
+                    f"set rails: {len(rails)}",
                 )
+            ]
+    issues: list[SpecIssue] = []
+    for name in sorted(off):
+        have = rails_of[name]
+        hcas = hosts[name].spec.hcas
+        if not hcas and hosts[name].spec.role != "training":
             continue
-        if not hcas and host.spec.role != "training":
-            continue  # a login or services host off the compute fabric
-        rails = sorted(hcas.values())
-        if rails != list(range(fabric.rails)):
-            missing = sorted(set(range(fabric.rails)) - set(rails))
-            doubled = sorted({r for r in rails if rails.count(r) > 1})
-            beyond = sorted({r for r in rails if r >= fabric.rails})
-            detail = "; ".join(
-                part
-                for part in (
-                    f"no HCA on rail(s) {', '.join(map(str, missing))}" if missing else "",
-                    f"rail(s) {', '.join(map(str, doubled))} taken twice" if doubled else "",
-                    f"rail(s) {', '.join(map(str, beyond))} beyond the fabric's {fabric.rails}" if beyond else "",
-                )
-                if part
+        missing = sorted(set(wanted) - set(have))
+        doubled = sorted({r for r in have if have.count(r) > 1})
+        beyond = sorted({r for r in have if r >= fabric.rails})
+        detail = "; ".join(
+            part
+            for part in (
+                f"no HCA on rail(s) {', '.join(map(str, missing))}" if missing else "",
+                f"rail(s) {', '.join(map(str, doubled))} taken twice" if doubled else "",
+                f"rail(s) {', '.join(map(str, beyond))} beyond the fabric's {fabric.rails}" if beyond else "",
             )
+            if part
+        )
+        issues.append(
+            SpecIssue(
+                f"{SITE}.hosts[{name}].hcas",
+                f"{len(hcas)} HCA(s) do not match the fabric's {fabric.rails} rails ({detail})",
+                f"cable one HCA per rail 0..{fabric.rails - 1}",
+            )
+        )
+    if too_many == set(cabled) and cabled:
+        counts = sorted({h.server.hca_count for h in cabled.values()})
+        issues.append(
+            SpecIssue(
+                f"{SITE}.fabric.rails",
+                f"{fabric.rails} rails; the hosts have {', '.join(map(str, counts))} compute HCAs",
+                f"use at most {min(counts)} rails",
+            )
+        )
+    else:
+        for name in sorted(too_many):
+            host = hosts[name]
             issues.append(
                 SpecIssue(
-                    path,
-                    f"{len(hcas)} HCA(s) do not match the fabric's {fabric.rails} rails ({detail})",
-                    f"cable one HCA per rail 0..{fabric.rails - 1}",
-                )
-            )
-        if host.server.hca_count and fabric.rails > host.server.hca_count:
-            issues.append(
-                SpecIssue(
-                    path,
+                    f"{SITE}.hosts[{name}].model",
                     f"{host.spec.model} has {host.server.hca_count} compute HCAs; the fabric has {fabric.rails} rails",
-                    f"use at most {host.server.hca_count} rails",
+                    f"use a server with {fabric.rails} HCAs, or at most {host.server.hca_count} rails",
                 )
             )
     return issues

@@ -72,6 +72,8 @@ def size_lustre(fs: FsxLustre, training_gpus: int, catalog: Catalog) -> tuple[Lu
                 f"use one of {', '.join(map(str, allowed))}",
             )
         )
+    if fs.efa and not rules.efa_supported:
+        return None, []  # checks.py reports EFA on a type without it; there is no EFA capacity rule to size on
     if fs.capacity_gib is None and fs.workload is None:
         issues.append(
             SpecIssue(

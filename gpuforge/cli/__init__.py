@@ -15,7 +15,7 @@ import typer
 from rich.markup import escape
 
 from components.spec import SpecError
-from gpuforge.cli import nodes, review
+from gpuforge.cli import nodes, render, review
 from gpuforge.console import err, out
 
 app = typer.Typer(
@@ -56,27 +56,30 @@ def fail(error: SpecError) -> NoReturn:
 
 @app.command()
 def validate(stack: StackArg) -> None:
-    """Validate a stack's cluster spec (models and catalog) and its gpuforge:policy settings. Exit 0 valid, 2 not."""
-    from components.spec import resolve
+    """Validate a stack: the cluster spec (models and catalog), its gpuforge:policy settings, and its
+    waivers (expired, or matching no resource of the offline plan). Exit 0 valid, 2 not."""
+    from datetime import date
+
     from gpuforge.plan.stacks import load_stack
-    from policies.settings import settings_from_config
+    from gpuforge.plan.validation import check_stack, waiver_issues
 
     try:
         stack_file = load_stack(stack)
+        checked = check_stack(stack_file)
+        if checked.settings.policy.waivers:
+            from gpuforge.plan.engine import run_program
+            from gpuforge.plan.stacks import project_of
+
+            resources, _ = run_program(stack_file, project_of(stack_file).program)
+            issues = waiver_issues(checked.settings, resources, date.today())
+            if issues:
+                raise SpecError(issues, str(stack_file.path))
     except SpecError as error:
         fail(error)
-    source = str(stack_file.path)
-    issues = []
-    for check in (lambda: resolve(stack_file.cluster, source), lambda: settings_from_config(stack_file.config, source)):
-        try:
-            check()
-        except SpecError as error:
-            issues += error.issues
-    if issues:
-        fail(SpecError(issues, source))
-    resolved = resolve(stack_file.cluster, source)
+    resolved = checked.resolved
     groups = ", ".join(f"{n} ({g.spec.count}x {g.spec.instance_type})" for n, g in resolved.node_groups.items())
-    out.print(f"[green]valid[/]: {stack_file.path} — {groups}")
+    hosts = f"{len(resolved.site.hosts)} site hosts" if resolved.site is not None else ""
+    out.print(f"[green]valid[/]: {escape(str(stack_file.path))} — {escape(', '.join(p for p in (groups, hosts) if p))}")
 
 
 @app.command()
@@ -137,6 +140,34 @@ def schema(
         output.write_text(text)
 
 
+DEPLOY_ORDER = {"dev": 0, "staging": 1, "prod": 2}
+
+
+@app.command()
+def stacks(
+    json_out: Annotated[bool, typer.Option("--json", help="One JSON object per stack (a CI matrix).")] = False,
+) -> None:
+    """List the project's stacks (Pulumi.<stack>.yaml in its stackConfigDir) in deploy order (dev,
+    staging, prod): placement, region and environment, read from each stack file without planning it."""
+    from gpuforge.plan.stacks import find_project, stack_summary
+
+    try:
+        rows = sorted(
+            (stack_summary(name) for name in find_project().stack_names()),
+            key=lambda row: (DEPLOY_ORDER.get(row["environment"] or "", 1), row["stack"]),
+        )
+    except SpecError as error:
+        fail(error)
+    if json_out:
+        sys.stdout.write(json.dumps(rows) + "\n")
+        return
+    for row in rows:
+        out.print(
+            f"{row['stack']:<16} {row['placement'] or '?':<8} {row['region'] or '-':<12} {row['environment'] or '?'}",
+            highlight=False,
+        )
+
+
 @app.command()
 def init(
     directory: Annotated[Path, typer.Argument(help="Where to create the project (default: here).")] = Path("."),
@@ -160,7 +191,5 @@ def init(
 
 review.register(app)  # diff, preview, up, destroy, outputs
 nodes.register(app)  # inventory, bake, check
+app.add_typer(render.app, name="render")  # render monitoring, ...
 
-
-if __name__ == "__main__":
-    app()

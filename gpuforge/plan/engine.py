@@ -23,7 +23,7 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from components.assets import BUNDLED, SOURCE_ROOT
-from components.spec import resolve
+from components.spec.monitoring import declared_secrets
 from gpuforge.plan.model import COMPUTED, Plan, PlanResource
 from gpuforge.plan.policy_check import check_plan
 from gpuforge.plan.stacks import Project, StackFile, load_stack, project_of
@@ -85,6 +85,7 @@ class _RecordingMonitor(mocks.MockMonitor):
                 depends_on=sorted(set(request.dependencies)),
                 # "<provider urn>::<id>"; empty for the default provider
                 provider=request.provider.rsplit("::", 1)[0] if request.provider else None,
+                aliases=[a.spec.name for a in request.aliases if a.HasField("spec") and a.spec.name],
             )
         return response
 
@@ -94,9 +95,14 @@ class _RecordingMonitor(mocks.MockMonitor):
         return super().RegisterResourceOutputs(request)
 
 
+SECRET = "[secret]"
+
+
 def _plain(value: Any) -> Any:
     """JSON-ready values. The wire format carries every number as a double, so integral
-    floats become ints again (count 64, not 64.0)."""
+    floats become ints again (count 64, not 64.0). A secret is never written out."""
+    if rpc.is_rpc_secret(value):
+        return SECRET
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -144,9 +150,14 @@ def run_program(stack_file: StackFile, program: Path) -> tuple[list[PlanResource
     """Evaluate the Pulumi program for one stack under the mock monitor."""
     monitor = _RecordingMonitor()
     _offline_runtime(monitor, stack_file.name)
-    pulumi.runtime.set_all_config(
-        {k: v if isinstance(v, str) else json.dumps(v, default=str) for k, v in stack_file.config.items()}
-    )
+    config = {k: v if isinstance(v, str) else json.dumps(v, default=str) for k, v in stack_file.config.items()}
+    # Secrets the spec names (`pulumi config set --secret`) cannot be decrypted offline, and are often not
+    # set on a developer's checkout: the program reads a placeholder, marked secret like the real value.
+    secret_keys = [f"{PROJECT}:{key}" for key in declared_secrets(stack_file.cluster)]
+    for key in secret_keys:
+        if not isinstance(stack_file.config.get(key), str):
+            config[key] = SECRET
+    pulumi.runtime.set_all_config(config, secret_keys=secret_keys)
     exported: dict[str, Any] = {}
 
     async def evaluate() -> None:
@@ -163,9 +174,12 @@ def run_program(stack_file: StackFile, program: Path) -> tuple[list[PlanResource
 
 
 def plan_stack(stack: str | Path, project: Project | None = None) -> Plan:
-    """Resolve the stack's spec (raises SpecError) and evaluate the project's program offline."""
+    """Check the stack's spec and policy settings (raises SpecError listing every problem of both),
+    then evaluate the project's program offline."""
+    from gpuforge.plan.validation import check_stack
+
     stack_file = load_stack(stack, project)
-    resolved = resolve(stack_file.cluster, source=str(stack_file.path))
+    resolved = check_stack(stack_file).resolved
     resources, outputs = run_program(stack_file, (project or project_of(stack_file)).program)
     prices = resolved.catalog.prices
     cost = estimate_cost(resources, prices) if prices else None

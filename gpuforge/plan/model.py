@@ -29,6 +29,7 @@ class PlanResource:
     dependencies: dict[str, list[str]] = field(default_factory=dict)  # input name -> URNs it came from
     depends_on: list[str] = field(default_factory=list)  # every URN the resource waits for (dependsOn included)
     provider: str | None = None  # the URN of the provider resource it was registered with, if not the default
+    aliases: list[str] = field(default_factory=list)  # previous names (Pulumi aliases): the same resource
 
 
 @dataclass
@@ -64,6 +65,7 @@ class Plan:
                     "protect": r.protect,
                     "retainOnDelete": r.retain_on_delete,
                     "dependsOn": r.depends_on,
+                    **({"aliases": r.aliases} if r.aliases else {}),
                 }
                 for r in self.resources
             ],

@@ -15,6 +15,8 @@ from typing import Any
 import yaml
 
 from components.spec import SpecError, SpecIssue
+from components.spec.loader import parse_yaml, read_stack_text
+from components.spec.suggest import did_you_mean, suggestion
 
 CLUSTER_KEY = "gpuforge:cluster"
 MANIFEST = "Pulumi.yaml"
@@ -77,29 +79,76 @@ def find_stack(stack: str | Path, project: Project | None = None) -> Path:
     """A stack name in the project's stack directory (dev -> stacks/Pulumi.dev.yaml) or a path to a
     stack file."""
     candidate = Path(stack)
-    if candidate.suffix in (".yaml", ".yml") and candidate.exists():
-        return candidate
+    try:
+        if candidate.suffix in (".yaml", ".yml") and candidate.exists():
+            return candidate
+    except (OSError, ValueError):  # a name no file system takes (NUL bytes, too long)
+        pass
     project = project or find_project()
     named = project.stack_dir / f"Pulumi.{stack}.yaml"
-    if named.exists():
-        return named
-    known = ", ".join(project.stack_names()) or f"none yet in {project.stack_dir}"
-    raise SpecError([SpecIssue("stack", f"no stack {str(stack)!r}", f"use one of: {known}; or a file path")])
+    try:
+        if named.exists():
+            return named
+    except (OSError, ValueError):
+        pass
+    if candidate.suffix in (".yaml", ".yml") or "/" in str(stack):
+        raise SpecError([SpecIssue("stack", f"no file {str(stack)!r}", "check the path")])
+    names = project.stack_names()
+    known = ", ".join(names) or f"none yet in {project.stack_dir}"
+    hint = suggestion(str(stack), names)
+    raise SpecError([SpecIssue("stack", f"no stack {str(stack)!r}", hint or f"use one of: {known}; or a file path")])
 
 
 def load_stack(stack: str | Path, project: Project | None = None) -> StackFile:
+    """Read a stack file through the one YAML reader (components/spec/loader.py); a SpecError names
+    the file for anything wrong with it (encoding, syntax, duplicate keys, shape)."""
     path = find_stack(stack, project)
-    try:
-        document = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise SpecError([SpecIssue("stack", f"not valid YAML: {exc}", "fix the YAML syntax")], str(path)) from None
-    config = document.get("config") if isinstance(document, dict) else None
-    if not isinstance(config, dict) or CLUSTER_KEY not in config:
+    return stack_from_text(read_stack_text(path), path)
+
+
+def stack_from_text(text: str, path: Path) -> StackFile:
+    """A stack file's text, parsed and checked for its shape (config: gpuforge:cluster: ...)."""
+    source = str(path)
+    document = parse_yaml(text, source)
+    if document is None:
+        raise SpecError([SpecIssue("file", "is empty", f"write the stack as config: {CLUSTER_KEY}: ...")], source)
+    if not isinstance(document, dict):
         raise SpecError(
-            [SpecIssue("config", f"no {CLUSTER_KEY} key", f"put the spec under config: {CLUSTER_KEY}:")], str(path)
+            [SpecIssue("file", f"holds {_kind(document)}, not a mapping", f"write it as config: {CLUSTER_KEY}: ...")],
+            source,
+        )
+    config = document.get("config")
+    if not isinstance(config, dict):
+        fix = f"put the spec under config: {CLUSTER_KEY}:"
+        if config is None:
+            near = did_you_mean("config", [str(k) for k in document])
+            problem = "no config key" + (f"; {near[0]!r} looks like it" if near else "")
+            fix = f"rename {near[0]} to config" if near else fix
+        else:
+            problem = f"config holds {_kind(config)}, not a mapping"
+        raise SpecError([SpecIssue("config", problem, fix)], source)
+    if CLUSTER_KEY not in config:
+        near = did_you_mean(CLUSTER_KEY, [str(k) for k in config])
+        raise SpecError(
+            [
+                SpecIssue(
+                    "config",
+                    f"no {CLUSTER_KEY} key" + (f"; {near[0]!r} looks like it" if near else ""),
+                    f"rename {near[0]} to {CLUSTER_KEY}" if near else f"put the spec under config: {CLUSTER_KEY}:",
+                )
+            ],
+            source,
         )
     name = path.name.removeprefix("Pulumi.").removesuffix(".yaml").removesuffix(".yml")
     return StackFile(name, path, config)
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "text"
+    return f"a {type(value).__name__}"
 
 
 def project_of(stack_file: StackFile) -> Project:
@@ -109,3 +158,21 @@ def project_of(stack_file: StackFile) -> Project:
         return find_project(stack_file.path.parent)
     except SpecError:
         return find_project()
+
+
+def stack_summary(stack: str) -> dict[str, str | None]:
+    """Name, placement kind, AWS region and environment as the stack file states them (unvalidated:
+    what a CI matrix needs to pick credentials and a GitHub environment)."""
+    raw = load_stack(stack).cluster
+    cluster: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    placement: dict[str, Any] = cluster["placement"] if isinstance(cluster.get("placement"), dict) else {}
+
+    def text(value: Any) -> str | None:
+        return value if isinstance(value, str) else None
+
+    return {
+        "stack": stack,
+        "placement": text(placement.get("kind")),
+        "region": text(placement.get("region")),
+        "environment": text(cluster.get("environment")),
+    }

@@ -28,6 +28,8 @@ from gpuforge.review.cost import LUSTRE, NODE_GROUP, OBJECT_STORE, estimate_cost
 TRIGGERS_FILE = Path(__file__).resolve().parent / "replace_triggers.yaml"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 ASG = "aws:autoscaling/group:Group"
+EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+NODE_CARRIERS = (ASG, EKS_NODE_GROUP)  # deleting or replacing one terminates every node it runs
 STATEFUL = {
     "aws:s3/bucket:Bucket": "bucket",
     "aws:fsx/lustreFileSystem:LustreFileSystem": "file system",
@@ -144,6 +146,11 @@ class GroupImpact:
     gpus_head: int
     nodes_rolling: int = 0
     roll: str = ""
+    gpu_model_base: str | None = None
+    gpu_model_head: str | None = None
+    nodes_terminated: int = 0  # by this change: a group removed, or its Auto Scaling/EKS node group replaced
+    gpus_terminated: int = 0
+    renamed_from: str | None = None
 
 
 @dataclass
@@ -169,6 +176,7 @@ class PlanDiff:
     policies_new: list[dict[str, Any]]
     policies_fixed: list[dict[str, Any]]
     notes: list[str]
+    other_stack: str = ""  # a warning when the two plans are of different stacks
 
     def by_action(self, action: str) -> list[ResourceChange]:
         return [c for c in self.changes if c.action == action]
@@ -176,6 +184,29 @@ class PlanDiff:
     @property
     def nodes_rolling(self) -> int:
         return sum(g.nodes_rolling for g in self.groups)
+
+    @property
+    def nodes_terminated(self) -> int:
+        return sum(g.nodes_terminated for g in self.groups)
+
+    @property
+    def gpus_terminated(self) -> int:
+        return sum(g.gpus_terminated for g in self.groups)
+
+    @property
+    def compute_loss(self) -> list[str]:
+        """What the change terminates, group by group, and how to keep a renamed group's nodes."""
+        lines = [g.roll for g in self.groups if g.nodes_terminated]
+        removed = [g for g in self.groups if g.instance_head is None and g.nodes_terminated]
+        added = [g for g in self.groups if g.instance_base is None]
+        for old in removed:
+            for new in added:
+                if new.instance_head == old.instance_base:
+                    lines.append(
+                        f"if `{old.name}` was renamed to `{new.name}`, set `node_groups[{new.name}].renamed_from: "
+                        f"{old.name}`: its resources keep their identity and no node is terminated"
+                    )
+        return lines
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -186,6 +217,9 @@ class PlanDiff:
             "impact": {
                 "totals": self.totals,
                 "nodes_rolling": self.nodes_rolling,
+                "nodes_terminated": self.nodes_terminated,
+                "gpus_terminated": self.gpus_terminated,
+                "compute_loss": self.compute_loss,
                 "node_groups": [asdict(g) for g in self.groups],
                 "storage": self.storage,
                 "data_loss_risks": [asdict(r) for r in self.risks],
@@ -194,6 +228,7 @@ class PlanDiff:
             "cost": self.cost,
             "changes": [asdict(c) for c in self.changes],
             "notes": self.notes,
+            "warnings": [self.other_stack] if self.other_stack else [],
             "replace_triggers_source": triggers_source(),
         }
 
@@ -204,6 +239,38 @@ def _resources(plan: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 def _components(plan: Mapping[str, Any], type_: str, key: str) -> dict[str, dict[str, Any]]:
     return {str(r["inputs"].get(key, r["name"])): r for r in plan.get("resources", []) if r["type"] == type_}
+
+
+def _urn_named(urn: str, name: str) -> str:
+    return urn[: urn.rfind("::") + 2] + name
+
+
+def previous_urns(resources: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Head URN -> the URN the resource had before, for resources with an alias and their children:
+    as the engine does, a child named `{parent}-...` follows its parent's previous name."""
+    names: dict[str, str] = {}
+
+    def name_before(urn: str) -> str:
+        if urn not in names:
+            r = resources[urn]
+            name = str(r["name"])
+            parent = resources.get(str(r.get("parent") or ""))
+            if r.get("aliases"):
+                name = str(r["aliases"][0])
+            elif parent is not None and name.startswith(str(parent["name"])):
+                name = name_before(str(parent["urn"])) + name[len(str(parent["name"])) :]
+            names[urn] = name
+        return names[urn]
+
+    return {urn: _urn_named(urn, name_before(urn)) for urn in resources if name_before(urn) != resources[urn]["name"]}
+
+
+def _follow_aliases(old_res: dict[str, dict[str, Any]], new_res: Mapping[str, Mapping[str, Any]]) -> None:
+    """Key the base's resources by the URN they continue as in head, so an aliased rename diffs as
+    the engine applies it: updates in place, not delete + create."""
+    for urn, before in previous_urns(new_res).items():
+        if before in old_res and urn not in old_res:
+            old_res[urn] = {**old_res.pop(before), "urn": urn}
 
 
 def _classify(old: dict[str, Any], new: dict[str, Any]) -> ResourceChange | None:
@@ -251,6 +318,7 @@ def diff_plans(
     base: Mapping[str, Any], head: Mapping[str, Any], base_label: str = "base", head_label: str = "head"
 ) -> PlanDiff:
     old_res, new_res = _resources(base), _resources(head)
+    _follow_aliases(old_res, new_res)
     changes: list[ResourceChange] = []
     for urn, r in new_res.items():
         if not r.get("custom", True):
@@ -307,10 +375,11 @@ def diff_plans(
     }
     base_pol = {_policy_key(v): dict(v) for v in base.get("policies") or []}
     head_pol = {_policy_key(v): dict(v) for v in head.get("policies") or []}
-    if base.get("stack") != head.get("stack"):
-        notes.append(
-            f"comparing different stacks ({base.get('stack')} -> {head.get('stack')}): "
-            "URNs differ, so every resource is a delete + create"
+    other_stack = ""
+    if base.get("stack") != head.get("stack") and base.get("resources"):
+        other_stack = (
+            f"these are plans of two different stacks ({base.get('stack')} -> {head.get('stack')}): every "
+            "resource shows as deleted and created; compare two plans of the same stack to review a change"
         )
     if "policies" not in base or "policies" not in head:
         notes.append("policy results: at least one plan carries none (planned before policies were wired)")
@@ -329,6 +398,7 @@ def diff_plans(
         policies_new=[v for k, v in head_pol.items() if k not in base_pol],
         policies_fixed=[v for k, v in base_pol.items() if k not in head_pol],
         notes=notes,
+        other_stack=other_stack,
     )
 
 
@@ -340,6 +410,10 @@ def _group_impact(
     new_res: dict[str, dict[str, Any]],
 ) -> list[GroupImpact]:
     old_g, new_g = _components(base, NODE_GROUP, "nodeGroup"), _components(head, NODE_GROUP, "nodeGroup")
+    for name, group in new_g.items():  # a renamed group continues its old one
+        previous = group["inputs"].get("renamedFrom")
+        if previous in old_g and previous not in new_g:
+            old_g[name] = old_g.pop(previous)
     by_parent: dict[str, list[ResourceChange]] = {}
     for c in changes:
         res = new_res.get(c.urn) or old_res.get(c.urn) or {}
@@ -356,15 +430,30 @@ def _group_impact(
             int(n.get("count", 0)) + int(n.get("spares", 0)),
             int(o.get("count", 0)) * int(o.get("gpusPerNode", 0)),
             int(n.get("count", 0)) * int(n.get("gpusPerNode", 0)),
+            gpu_model_base=o.get("gpuModel"),
+            gpu_model_head=n.get("gpuModel"),
+            renamed_from=n.get("renamedFrom") if o and n.get("renamedFrom") != name else None,
         )
         urn = (new_g.get(name) or old_g.get(name) or {}).get("urn", "")
         kids = by_parent.get(urn, [])
-        asg = next((c for c in kids if c.type == ASG and c.action in ("replace", "delete")), None)
+        asg = next((c for c in kids if c.type in NODE_CARRIERS and c.action in ("replace", "delete")), None)
         lt = next((c for c in kids if c.type == LAUNCH_TEMPLATE and (c.rolls or c.action == "replace")), None)
         running = min(g.nodes_base, g.nodes_head) if o and n else 0
-        if asg is not None and running:
+        per_node = int(o.get("gpusPerNode", 0))
+        if o and not n and g.nodes_base:
+            g.nodes_terminated, g.gpus_terminated = g.nodes_base, g.nodes_base * per_node
+            g.roll = (
+                f"`{name}` is removed: its {g.nodes_base} nodes ({g.gpus_terminated} GPUs, {g.instance_base}) "
+                "are terminated"
+            )
+        elif asg is not None and running:
+            carrier = "Auto Scaling group" if asg.type == ASG else "EKS node group"
             g.nodes_rolling = g.nodes_base
-            g.roll = f"Auto Scaling group {asg.action}d: all {g.nodes_base} nodes are terminated and relaunched"
+            g.nodes_terminated, g.gpus_terminated = g.nodes_base, g.nodes_base * per_node
+            g.roll = (
+                f"`{name}`: {carrier} {asg.action}d: all {g.nodes_base} nodes ({g.gpus_terminated} GPUs) are "
+                "terminated and relaunched, with the jobs on them"
+            )
         elif lt is not None and running:
             g.nodes_rolling = running
             what = (
@@ -383,6 +472,7 @@ def _group_impact(
             or g.gpus_base != g.gpus_head
             or g.nodes_rolling
             or g.instance_base != g.instance_head
+            or g.renamed_from
         ):
             out.append(g)
     return out
@@ -468,7 +558,8 @@ def _cost_lines(base: Mapping[str, Any] | None, head: Mapping[str, Any] | None) 
             {
                 "kind": key[0],
                 "name": key[1],
-                "detail": (new.get(key) or old.get(key) or {}).get("detail", ""),
+                "detail_base": old[key].get("detail") if key in old else None,
+                "detail_head": new[key].get("detail") if key in new else None,
                 "base": b,
                 "head": h,
                 # Unpriced on a side where the item exists: no delta rather than a misleading one.
@@ -591,9 +682,29 @@ def _num(value: float | None, unit: str = "", money: bool = False, signed: bool 
     return f"{sign}{text}{unit}"
 
 
+def _change(before: str | None, after: str | None) -> str:
+    """`x`, or `x → y` when a side differs (— for a side that has none)."""
+    if before == after:
+        return before or "—"
+    if before is not None and after is not None and before != after:
+        return f"**{before} → {after}**"
+    return f"{before or '—'} → {after or '—'}"
+
+
 def render_markdown(d: PlanDiff) -> str:
     counts = {a: len(d.by_action(a)) for a in ("create", "update", "replace", "delete")}
     lines = [f"## gpuforge diff: `{d.stack}`", "", f"`{d.base}` → `{d.head}`", ""]
+    if d.other_stack:
+        lines += ["> [!WARNING]", f"> **{d.other_stack}**", ""]
+    if d.nodes_terminated:
+        lines += [
+            "> [!CAUTION]",
+            f"> **COMPUTE LOSS: this change terminates {d.nodes_terminated} nodes ({d.gpus_terminated} GPUs) "
+            "and the jobs running on them.**",
+            ">",
+        ]
+        lines += [f"> - {line}" for line in d.compute_loss]
+        lines.append("")
     if d.risks:
         lines += ["> [!CAUTION]", "> **DATA LOSS RISK: this change deletes or replaces stateful resources.**", ">"]
         lines += [f"> - {r.message}" for r in d.risks]
@@ -601,6 +712,7 @@ def render_markdown(d: PlanDiff) -> str:
     t = d.totals
     gpus, nodes, power, cost = t["gpus"], t["nodes"], t["power_kw"], t["monthly_cost_usd"]
     headline = [
+        *([f"**{d.nodes_terminated} nodes ({d.gpus_terminated} GPUs) terminated**"] if d.nodes_terminated else []),
         f"**GPUs {_num(gpus['delta'], signed=True)}**",
         f"nodes {_num(nodes['delta'], signed=True)}",
         f"**{d.nodes_rolling} nodes roll**" if d.nodes_rolling else "no nodes roll",
@@ -637,18 +749,15 @@ def render_markdown(d: PlanDiff) -> str:
             "",
             "### Node groups",
             "",
-            "| group | instance | nodes (incl. spares) | GPUs | rolling |",
-            "|---|---|---:|---:|---:|",
+            "| group | instance | GPU model | nodes (incl. spares) | GPUs | rolling | terminated |",
+            "|---|---|---|---:|---:|---:|---:|",
         ]
         for g in d.groups:
-            inst = (
-                g.instance_base
-                if g.instance_base == g.instance_head
-                else f"{g.instance_base or '—'} → {g.instance_head or '—'}"
-            )
+            name = f"{g.name} (was {g.renamed_from})" if g.renamed_from else g.name
             lines.append(
-                f"| {g.name} | {inst} | {g.nodes_base} → {g.nodes_head} | "
-                f"{g.gpus_base} → {g.gpus_head} | {g.nodes_rolling} |"
+                f"| {name} | {_change(g.instance_base, g.instance_head)} | "
+                f"{_change(g.gpu_model_base, g.gpu_model_head)} | {g.nodes_base} → {g.nodes_head} | "
+                f"{g.gpus_base} → {g.gpus_head} | {g.nodes_rolling} | {g.nodes_terminated} |"
             )
         rolls = [g for g in d.groups if g.roll]
         if rolls:
@@ -703,11 +812,12 @@ def _cost_markdown(d: PlanDiff) -> list[str]:
         "|---|---|---:|---:|---:|",
     ]
     for line in d.cost["lines"]:
+        detail = _change(line["detail_base"], line["detail_head"])
         if line["base"] is None and line["head"] is None:
-            out.append(f"| {line['name']} | {line['detail']} | size unknown | size unknown | |")
+            out.append(f"| {line['name']} | {detail} | size unknown | size unknown | |")
             continue
         out.append(
-            f"| {line['name']} | {line['detail']} | {_num(line['base'], money=True)} | "
+            f"| {line['name']} | {detail} | {_num(line['base'], money=True)} | "
             f"{_num(line['head'], money=True)} | {_num(line['delta'], money=True, signed=True)} |"
         )
     out += [

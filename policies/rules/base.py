@@ -183,6 +183,14 @@ class Rule:
 
 
 REGISTRY: dict[str, Rule] = {}
+PARAM_SCHEMA_KEYWORDS = frozenset(
+    {"type", "items", "enum", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "description"}
+)
+
+
+def _schema_keywords(schema: Mapping[str, Any]) -> set[str]:
+    items = schema.get("items")
+    return set(schema) | (_schema_keywords(items) if isinstance(items, Mapping) else set())
 
 
 def _register(rule: Rule) -> None:
@@ -191,6 +199,11 @@ def _register(rule: Rule) -> None:
         raise ValueError(f"rule id {rule.id!r} must read <area>-<resource>-<rule> with area one of {PACKS}")
     if rule.id in REGISTRY:
         raise ValueError(f"rule {rule.id} registered twice")
+    for name, param in rule.params.items():
+        # policies/settings.py checks parameters against these keywords; any other would be skipped.
+        unknown = _schema_keywords(param.schema) - PARAM_SCHEMA_KEYWORDS
+        if unknown:
+            raise ValueError(f"rule {rule.id} parameter {name}: unsupported schema keywords {sorted(unknown)}")
     REGISTRY[rule.id] = rule
 
 

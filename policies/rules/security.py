@@ -196,7 +196,9 @@ def _exposed(protocol: Any, from_port: Any, to_port: Any, ports: list[int]) -> s
     fix="narrow the source to an office/VPN CIDR or a security group, or reach nodes through SSM",
     params={
         "ports": Param(
-            [22], {"type": "array", "items": {"type": "integer"}}, "ports that must not be open to 0.0.0.0/0 or ::/0"
+            [22],
+            {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 65535}},
+            "ports that must not be open to 0.0.0.0/0 or ::/0"
         )
     },
 )

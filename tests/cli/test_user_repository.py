@@ -3,9 +3,12 @@ Pulumi.yaml, stacks come from its stackConfigDir, and `gpuforge init` starts suc
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
+import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -95,25 +98,44 @@ def test_version() -> None:
 
 @pytest.mark.slow
 def test_the_built_wheel_plans_a_stack_from_outside_the_repository(tmp_path: Path) -> None:
-    """What `pip install gpuforge` gives a team: no checkout, assets as package data, the project
-    found from the directory it runs in."""
+    """What `pip install gpuforge` gives a team: no checkout, the assets as package data, the project
+    found from the directory it runs in. The new venv gets gpuforge only from the wheel; its
+    dependencies are this environment's, reached through a plain .pth line (which runs none of the
+    .pth hooks there, so the editable install of this checkout stays invisible)."""
     wheels, venv, repo = tmp_path / "wheels", tmp_path / "venv", tmp_path / "clusters"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(wheels), str(SOURCE_ROOT)],
         check=True,
         capture_output=True,
     )
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-    wheel = [str(w) for w in wheels.glob("*.whl")]
-    pip = subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", *wheel], capture_output=True, text=True)
-    assert pip.returncode == 0, pip.stderr[-2000:]
-    gpuforge = str(venv / "bin" / "gpuforge")
+    subprocess.run([sys.executable, "-m", "venv", "--clear", "--without-pip", str(venv)], check=True)
+    site = next(venv.glob("lib/python3*/site-packages"))
+    (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    with zipfile.ZipFile(next(wheels.glob("*.whl"))) as wheel:
+        wheel.extractall(site)  # what pip does with a pure-Python wheel, minus the script shims
+    python = str(venv / "bin" / "python")
+    gpuforge = [python, "-m", "gpuforge"]
+
+    where = subprocess.run(
+        [python, "-c", "import gpuforge; print(gpuforge.__file__)"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert where.stdout.startswith(str(site))  # the wheel's copy, not this checkout
 
     repo.mkdir()
-    assert subprocess.run([gpuforge, "init"], cwd=repo, capture_output=True).returncode == 0
-    plan = subprocess.run([gpuforge, "plan", "dev", "--json", "-"], cwd=repo, capture_output=True, text=True)
+    assert subprocess.run([*gpuforge, "init"], cwd=repo, capture_output=True).returncode == 0
+    plan = subprocess.run([*gpuforge, "plan", "dev", "--json", "-"], cwd=repo, capture_output=True, text=True)
     assert plan.returncode == 0, plan.stderr[-2000:]
     assert '"stack": "dev"' in plan.stdout
     assert not (repo / ".ansible").exists()  # planning writes nothing into the user's directory
-    rendered = subprocess.run([gpuforge, "policies"], cwd=repo, capture_output=True, text=True)
+    rendered = subprocess.run([*gpuforge, "policies"], cwd=repo, capture_output=True, text=True)
     assert rendered.returncode == 0 and "security-" in rendered.stdout
+
+
+def test_stacks_lists_every_stack_in_deploy_order() -> None:
+    result = runner.invoke(app, ["stacks", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert {r["stack"] for r in rows} == set(find_project().stack_names())
+    order = [r["environment"] for r in rows]
+    assert order == sorted(order, key=["dev", "staging", "prod"].index)  # prod last
+    assert next(r for r in rows if r["stack"] == "onprem-lab")["region"] is None

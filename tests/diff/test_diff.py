@@ -197,3 +197,42 @@ def test_trigger_table_cites_a_source_for_every_row() -> None:
                 and t.effect in ("replace", "roll")
                 and t.when in ("changed", "decreased", "changed_if")
             )
+
+
+def test_renaming_a_node_group_terminates_its_nodes_loudly_and_names_the_fix() -> None:
+    result = diff_plans(plan_json("dev"), fixture("dev-group-rename", "dev"), "main", "rename")
+    assert result.totals["gpus"]["delta"] == 0 and result.totals["nodes"]["delta"] == 0  # what hid it before
+    assert (result.nodes_terminated, result.gpus_terminated) == (2, 8)
+    train = next(g for g in result.groups if g.name == "train")
+    assert (train.nodes_terminated, train.gpus_terminated, train.instance_head) == (2, 8, None)
+    assert any("renamed_from: train" in line for line in result.compute_loss)
+    text = render_markdown(result)
+    assert "COMPUTE LOSS" in text and "**2 nodes (8 GPUs) terminated**" in text
+    check_golden("group-rename", result)
+
+
+def test_renamed_from_keeps_the_nodes_the_way_the_engine_follows_aliases() -> None:
+    head = fixture("dev-group-renamed-from", "dev")
+    component = next(r for r in head["resources"] if r["type"] == "gpuforge:aws:GpuNodeGroup" and r.get("aliases"))
+    assert component["aliases"] == ["forge-dev-train"]  # the alias the program registers
+    result = diff_plans(plan_json("dev"), head, "main", "renamed")
+    assert result.nodes_terminated == 0 and result.risks == []
+    assert result.by_action("delete") == [] and result.by_action("replace") == []
+    asg = next(c for c in result.changes if c.type == "aws:autoscaling/group:Group")
+    assert asg.urn.endswith("::forge-dev-trainer-asg") and asg.action == "update"  # tags name the new key
+    trainer = next(g for g in result.groups if g.name == "trainer")
+    assert trainer.renamed_from == "train" and trainer.nodes_base == trainer.nodes_head == 2
+
+
+def test_a_gpu_model_change_is_named() -> None:
+    result = diff_plans(plan_json("dev"), fixture("dev-gpu-model", "dev"), "main", "l40s")
+    train = next(g for g in result.groups if g.name == "train")
+    assert (train.gpu_model_base, train.gpu_model_head) == ("A10G", "L40S")
+    assert "**A10G → L40S**" in render_markdown(result)
+
+
+def test_plans_of_two_different_stacks_get_a_warning() -> None:
+    result = diff_plans(plan_json("dev"), plan_json("prod"), "dev", "prod")
+    assert "two different stacks" in result.other_stack
+    assert "[!WARNING]" in render_markdown(result)
+    assert result.to_json()["warnings"] == [result.other_stack]

@@ -39,7 +39,7 @@ def test_plan_json_carries_the_cost_estimate(plans: dict[str, Path]) -> None:
     plan = json.loads(plans["prod"].read_text())
     assert plan["summary"]["monthly_cost_usd"] == plan["cost"]["total_monthly_usd"] > 0
     lines = {line["name"]: line for line in plan["cost"]["lines"]}
-    assert lines["train"]["detail"] == "66 x p5.48xlarge (64 + 2 spare)"
+    assert lines["train"]["detail_head"] == "66 x p5.48xlarge (64 + 2 spare)"
     assert lines["forge-prod-data"]["monthly_usd"] is None  # bucket size unknown: said, not guessed
     assert any("data transfer" in item for item in plan["cost"]["not_counted"])
 

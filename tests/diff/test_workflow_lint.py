@@ -59,3 +59,15 @@ def test_zizmor_finds_nothing() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_workflows_cover_every_stack_and_assume_roles_through_oidc() -> None:
+    """Review previews and deploy handle whatever stacks/ holds (the matrix comes from `gpuforge
+    stacks`), and AWS is reached by assuming a role with GitHub's OIDC token, never with stored keys."""
+    for workflow in WORKFLOWS:
+        text = workflow.read_text()
+        assert "AWS_ACCESS_KEY_ID" not in text and "AWS_SECRET_ACCESS_KEY" not in text
+        assert "gpuforge stacks --json" in text and "fromJSON(needs.stacks.outputs.matrix)" in text
+        assert "id-token: write" in text and "role-to-assume:" in text
+    deploy = (ROOT / ".github" / "workflows" / "deploy.yml").read_text()
+    assert "environment: ${{ matrix.stack }}" in deploy and "max-parallel: 1" in deploy

@@ -54,13 +54,13 @@ def test_every_problem_named_by_field_path() -> None:
     )
     joined = "\n".join(found)
     assert any(
-        "policy.levels: unknown rule 'security-no-such-rule'" in i
+        "policy.levels[security-no-such-rule]: unknown rule or pack 'security-no-such-rule'" in i
         for i in issues({"levels": {"security-no-such-rule": "advisory"}})
     )
-    assert "policy.levels[power-cluster-budget]" in joined and "mandatory, advisory or disabled" in joined
+    assert "policy.levels[power-cluster-budget]" in joined and "mandatory, advisory, disabled" in joined
     assert "policy.waivers[0].reason" in joined
     assert "policy.waivers[0].expires" in joined and "YYYY-MM-DD" in joined
-    assert "policy.extra: unknown field" in joined
+    assert "policy.extra: unknown field 'extra'" in joined
 
 
 def test_params_checked_against_the_rule() -> None:
@@ -68,7 +68,8 @@ def test_params_checked_against_the_rule() -> None:
         "has no parameter 'per_node'" in i for i in issues({"params": {"redundancy-nodegroup-spares": {"per_node": 3}}})
     )
     assert any(
-        "expected integer" in i for i in issues({"params": {"redundancy-nodegroup-spares": {"nodes_per_spare": "x"}}})
+        "policy.params[redundancy-nodegroup-spares].nodes_per_spare: got 'x'; expected a whole number" in i
+        for i in issues({"params": {"redundancy-nodegroup-spares": {"nodes_per_spare": "x"}}})
     )
     assert any(
         "unknown rule" in i
@@ -116,3 +117,43 @@ def test_stack_file_schema_has_policy_key_and_is_committed() -> None:
     committed = json.loads((ROOT / "schemas" / "cluster.schema.json").read_text())
     assert committed["$defs"]["PolicySettings"] == schema["$defs"]["PolicySettings"]
     assert committed["$defs"]["Waiver"] == schema["$defs"]["Waiver"]
+
+
+def test_params_checked_against_each_rules_own_schema() -> None:
+    """Range and item type: values that would pass a type check and crash a rule in plan."""
+    found = issues(
+        {
+            "params": {
+                "redundancy-nodegroup-spares": {"nodes_per_spare": 0},
+                "security-securitygroup-open-ingress": {"ports": ["ssh"]},
+                "power-cluster-budget": {"min_headroom_fraction": 0.95},
+            }
+        }
+    )
+    assert any(i.startswith("policy.params[redundancy-nodegroup-spares].nodes_per_spare: got 0; expected at least 1")
+               for i in found)
+    assert any(i.startswith("policy.params[security-securitygroup-open-ingress].ports: item 0: got 'ssh'")
+               for i in found)
+    assert any(i.startswith("policy.params[power-cluster-budget].min_headroom_fraction: got 0.95; expected at most 0.9")
+               for i in found)
+
+
+def test_misspelled_rule_ids_get_a_suggestion() -> None:
+    found = issues(
+        {
+            "levels": {"secruity": "advisory"},
+            "waivers": [
+                {"rule": "security-bucket-versoning", "resource": "b", "reason": "0123456789", "expires": "2030-01-01"}
+            ],
+        }
+    )
+    assert "policy.levels[secruity]: unknown rule or pack 'secruity'; fix: did you mean security?" in found
+    assert any("policy.waivers[0].rule" in i and "did you mean security-bucket-versioning" in i for i in found)
+
+
+def test_waiver_dates_are_checked_not_crashed_on() -> None:
+    found = issues(
+        {"waivers": [{"rule": "security-bucket-versioning", "resource": "b", "reason": "0123456789",
+                      "expires": "2026-02-30"}]}
+    )
+    assert any(i.startswith("policy.waivers[0].expires: got '2026-02-30', which is not a real date") for i in found)

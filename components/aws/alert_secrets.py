@@ -1,0 +1,53 @@
+"""Alertmanager receiver secrets in AWS Secrets Manager, read from the stack's config with `require_secret`.
+
+A receiver names the Pulumi config key of its secret (components/spec/monitoring.py); `pulumi up` fails
+when the stack lacks one (`pulumi config set --secret gpuforge:<key> ...`). The value travels as a
+Pulumi secret into a Secrets Manager secret encrypted with the cluster key; the alertmanager role writes
+it to the file the rendered configuration names. It is never in the plan, the outputs or user data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+CONFIG_NAMESPACE = "gpuforge"
+
+
+@dataclass(frozen=True)
+class AlertSecretsArgs:
+    cluster: str
+    secrets: dict[str, str]  # file name (oncall-routing-key) -> Pulumi config key (alertPagerdutyKey)
+    kms_key_arn: pulumi.Input[str]
+    protected: bool
+
+
+class AlertSecrets(pulumi.ComponentResource):
+    arns: dict[str, pulumi.Output[str]]
+
+    def __init__(self, name: str, args: AlertSecretsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpuforge:aws:AlertSecrets", name, None, opts)
+        config = pulumi.Config(CONFIG_NAMESPACE)
+        # Not protected: the value lives in the stack's config and is written again on the next `pulumi up`;
+        # a deleted secret stays recoverable for 30 days in production.
+        child = pulumi.ResourceOptions(parent=self)
+        self.arns = {}
+        for file_name, key in sorted(args.secrets.items()):
+            secret = aws.secretsmanager.Secret(
+                f"{name}-{file_name}",
+                name=f"gpuforge/{args.cluster}/alertmanager/{file_name}",
+                description=f"Alertmanager receiver secret {file_name} (Pulumi config gpuforge:{key})",
+                kms_key_id=args.kms_key_arn,
+                recovery_window_in_days=30 if args.protected else 0,
+                opts=child,
+            )
+            aws.secretsmanager.SecretVersion(
+                f"{name}-{file_name}",
+                secret_id=secret.id,
+                secret_string=config.require_secret(key),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            self.arns[file_name] = secret.arn
+        self.register_outputs({"arns": self.arns})

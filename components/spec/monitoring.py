@@ -1,0 +1,270 @@
+"""The monitoring section: where Prometheus and Alertmanager run, how long they keep data, who is paged.
+
+Placement-neutral like the rest of the spec: `server` says where the stack's Prometheus and
+Alertmanager live (a services group on AWS, a site host on premises, the Prometheus operator on
+Kubernetes); scrape discovery, rules and routes are derived from it by gpuforge/render/monitoring.py.
+
+Receiver credentials (Slack and PagerDuty URLs, SMTP passwords, webhook tokens) are never written
+here: a receiver names the Pulumi config key holding the secret (`pulumi config set --secret
+gpuforge:<key> ...`), the program reads it with `require_secret`, and the rendered Alertmanager
+configuration points at a file the alertmanager role writes, never at the value.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import TYPE_CHECKING, Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, field_validator
+
+from .errors import SpecIssue
+from .models import Name, SpecModel
+
+if TYPE_CHECKING:
+    from .models import ClusterSpec
+
+Severity = Literal["critical", "warning"]
+SEVERITIES: tuple[Severity, ...] = ("critical", "warning")
+ConfigKey = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,63}$")]
+SECTION = "cluster.monitoring"
+
+
+# --- where Prometheus and Alertmanager run ---------------------------------------------------
+
+
+class NodeGroupServer(SpecModel):
+    kind: Literal["node_group"] = Field(description="Run on the nodes of a services or login node group (aws, hybrid).")
+    node_group: Name = Field(description="Key of a non-training group in node_groups, e.g. services.")
+
+
+class SiteHostServer(SpecModel):
+    kind: Literal["site_host"] = Field(description="Run on a site host outside the GPU hosts (onprem, hybrid).")
+    host: Name = Field(description="The monitoring host's name, e.g. mon-01.")
+    address: str = Field(description="Its management address; must lie in one of site.cidrs.")
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an IP address; write it like 10.64.1.5") from None
+        return value
+
+
+class KubernetesServer(SpecModel):
+    kind: Literal["kubernetes"] = Field(
+        description="The Prometheus operator in the cluster's Kubernetes (kubernetes.platform.prometheus_operator)."
+    )
+    namespace: Name = Field(default="monitoring", description="Namespace of the PrometheusRule objects.")
+    rule_labels: dict[str, str] = Field(
+        default_factory=lambda: {"release": "kube-prometheus-stack"},
+        description="Labels on PrometheusRule, ServiceMonitor and PodMonitor objects so the operator's selectors "
+        "pick them up. kube-prometheus-stack selects release: <its Helm release name> by default.",
+    )
+
+
+MonitoringServer = Annotated[NodeGroupServer | SiteHostServer | KubernetesServer, Field(discriminator="kind")]
+
+
+# --- receivers -------------------------------------------------------------------------------
+
+
+class ReceiverBase(SpecModel):
+    severities: list[Severity] = Field(
+        default_factory=lambda: list(SEVERITIES),
+        min_length=1,
+        description="Severities routed to this receiver: critical, warning.",
+    )
+
+
+class WebhookReceiver(ReceiverBase):
+    type: Literal["webhook"] = Field(description="POST alerts as JSON to a URL (Alertmanager webhook_config).")
+    url: str = Field(description="The endpoint, without credentials (they would be in the plan): use token_secret.")
+    token_secret: ConfigKey | None = Field(
+        default=None, description="Pulumi config key of a bearer token sent in the Authorization header."
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{value!r} is not an http(s) URL; write it like https://hooks.example.com/alerts")
+        if parts.username or parts.password or parts.query:
+            raise ValueError(
+                f"{parts.scheme}://{parts.hostname}/...: credentials in the URL would be in the plan; "
+                "drop them and set token_secret"
+            )
+        return value
+
+
+class EmailReceiver(ReceiverBase):
+    type: Literal["email"] = Field(description="Send alerts by email (Alertmanager email_config).")
+    to: str = Field(pattern=r"^[^@\s]+@[^@\s]+$", description="Recipient address, e.g. oncall@example.com.")
+    from_address: str = Field(pattern=r"^[^@\s]+@[^@\s]+$", description="Sender address.")
+    smarthost: str = Field(
+        pattern=r"^[A-Za-z0-9.-]+:\d+$", description="SMTP relay host:port, e.g. smtp.example.com:587."
+    )
+    username: str | None = Field(default=None, description="SMTP user, when the relay needs authentication.")
+    password_secret: ConfigKey | None = Field(default=None, description="Pulumi config key of the SMTP password.")
+
+
+class SlackReceiver(ReceiverBase):
+    type: Literal["slack"] = Field(description="Post alerts to Slack (incoming webhook).")
+    url_secret: ConfigKey = Field(description="Pulumi config key holding the Slack incoming-webhook URL.")
+    channel: str = Field(pattern=r"^[#@][A-Za-z0-9._-]+$", description="Channel, e.g. #gpu-oncall.")
+
+
+class PagerDutyReceiver(ReceiverBase):
+    type: Literal["pagerduty"] = Field(description="Page through PagerDuty (Events API v2).")
+    routing_key_secret: ConfigKey = Field(description="Pulumi config key holding the integration's routing key.")
+
+
+Receiver = Annotated[WebhookReceiver | EmailReceiver | SlackReceiver | PagerDutyReceiver, Field(discriminator="type")]
+
+
+# The file each secret field becomes on the monitoring host (alertmanager-secrets/<receiver>-<suffix>).
+SECRET_FILES = {"token_secret": "token", "password_secret": "password", "url_secret": "url",
+                "routing_key_secret": "routing-key"}  # fmt: skip
+
+
+def secret_file_name(receiver: str, field: str) -> str:
+    return f"{receiver}-{SECRET_FILES[field]}"
+
+
+def receiver_secret_names(monitoring: Monitoring) -> dict[str, str]:
+    """Secret file name (oncall-routing-key) -> the Pulumi config key that holds its value."""
+    out: dict[str, str] = {}
+    for name, receiver in sorted(monitoring.receivers.items()):
+        for field in SECRET_FILES:
+            key = getattr(receiver, field, None)
+            if key is not None:
+                out[secret_file_name(name, field)] = key
+    return out
+
+
+# --- the section -----------------------------------------------------------------------------
+
+
+class Monitoring(SpecModel):
+    server: MonitoringServer = Field(description="Where Prometheus and Alertmanager run.")
+    retention_days: int = Field(default=30, ge=1, le=3650, description="Days Prometheus keeps samples.")
+    storage_gib: int = Field(
+        default=200, ge=10, le=65536, description="Size of Prometheus' data volume, GiB; retention also stops at 90 %."
+    )
+    scrape_interval_s: int = Field(default=30, ge=5, le=300, description="Scrape and rule evaluation interval, s.")
+    receivers: dict[Name, Receiver] = Field(
+        min_length=1, description="Who is told, keyed by name: webhook, email, slack or pagerduty."
+    )
+    power_budget_kw: float | None = Field(
+        default=None,
+        gt=0,
+        description="Facility power the measured draw is held against, kW; default power.budget_kw or "
+        "site.power.budget_kw. Without any budget there is no power alert.",
+    )
+    power_alert_fraction: float = Field(
+        default=0.95, gt=0, le=1, description="Alert when measured facility power exceeds this share of the budget."
+    )
+    node_down_minutes: int = Field(
+        default=2, ge=1, le=60, description="Minutes a node's exporter must stay unreachable before NodeDown pages."
+    )
+    job_pending_minutes: int = Field(
+        default=60, ge=1, le=10080, description="Alert when a Slurm job has been pending longer than this."
+    )
+    disk_full_percent: int = Field(default=90, ge=50, le=99, description="Alert when root or scratch is this full.")
+    scratch_path: str = Field(
+        default="/scratch", pattern=r"^/[A-Za-z0-9_./-]*$", description="Node-local scratch mount watched for space."
+    )
+
+
+def check_monitoring(spec: ClusterSpec) -> list[SpecIssue]:
+    """Cross-section rules: the server exists where the placement can run it; a budget is known."""
+    mon = spec.monitoring
+    if mon is None:
+        return []
+    server, kind = mon.server, spec.placement.kind
+    where = f"{SECTION}.server"
+    issues: list[SpecIssue] = []
+    if isinstance(server, NodeGroupServer):
+        group = spec.node_groups.get(server.node_group)
+        if kind == "onprem":
+            issues.append(
+                SpecIssue(f"{where}.kind", "onprem placement has no cloud node groups", "use kind: site_host")
+            )
+        elif group is None:
+            known = ", ".join(spec.node_groups) or "none"
+            issues.append(
+                SpecIssue(
+                    f"{where}.node_group",
+                    f"{server.node_group} is not a node group (groups: {known})",
+                    "name a services or login group",
+                )
+            )
+        elif group.role == "training":
+            issues.append(
+                SpecIssue(
+                    f"{where}.node_group",
+                    f"{server.node_group} is a training group: Prometheus would take "
+                    "its memory and be replaced with its nodes",
+                    "name a services or login group",
+                )
+            )
+    elif isinstance(server, SiteHostServer):
+        if spec.site is None:
+            issues.append(SpecIssue(f"{where}.kind", f"{kind} placement has no site", "use kind: node_group"))
+        else:
+            address = ipaddress.ip_address(server.address)
+            if not any(address in ipaddress.ip_network(c) for c in spec.site.cidrs):
+                issues.append(
+                    SpecIssue(
+                        f"{where}.address",
+                        f"{server.address} is in none of site.cidrs ({', '.join(spec.site.cidrs)})",
+                        "use a management address the site routes",
+                    )
+                )
+            if server.host in spec.site.hosts:
+                issues.append(
+                    SpecIssue(
+                        f"{where}.host",
+                        f"{server.host} is a GPU host in site.hosts",
+                        "run monitoring on a host that no training job can take down",
+                    )
+                )
+    elif spec.kubernetes is None or not spec.kubernetes.platform.prometheus_operator:
+        issues.append(
+            SpecIssue(
+                f"{where}.kind",
+                "kubernetes needs the Prometheus operator in the cluster",
+                "set kubernetes.platform.prometheus_operator: true, or run Prometheus on a node group",
+            )
+        )
+    return issues
+
+
+def power_budget_kw(spec: ClusterSpec) -> float | None:
+    """The budget the measured draw is held against: the section's own, the cluster's, the site's."""
+    if spec.monitoring is not None and spec.monitoring.power_budget_kw is not None:
+        return spec.monitoring.power_budget_kw
+    if spec.power.budget_kw is not None:
+        return spec.power.budget_kw
+    return spec.site.power.budget_kw if spec.site is not None else None
+
+
+def declared_secrets(cluster: object) -> list[str]:
+    """The Pulumi config keys a raw spec names as receiver secrets (empty when it has none or is malformed)."""
+    if not isinstance(cluster, dict) or not isinstance(cluster.get("monitoring"), dict):
+        return []
+    receivers = cluster["monitoring"].get("receivers")
+    if not isinstance(receivers, dict):
+        return []
+    return sorted(
+        {
+            str(r[f])
+            for r in receivers.values()
+            if isinstance(r, dict)
+            for f in SECRET_FILES
+            if isinstance(r.get(f), str)
+        }
+    )

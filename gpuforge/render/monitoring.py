@@ -1,0 +1,636 @@
+"""What a stack's monitoring gets: Prometheus configuration, rules, Alertmanager routes, scrape targets.
+
+The rules live once, as data, in monitoring/ (alerts.yaml, recording.yaml); this module fills in the
+per-stack values (thresholds from the spec, GPU counts and power from the catalog) and renders them
+two ways from the same groups: a Prometheus rule file (the prometheus role installs it) and a
+PrometheusRule object (the Prometheus operator on Kubernetes). Scrape discovery follows what gpuforge
+knows: the `gpuforge:cluster` and `gpuforge:node-group` tags on AWS (ec2_sd), the site's hosts on
+premises (file_sd), the exporters' pods and services on Kubernetes.
+
+Secrets are never rendered: Alertmanager reads them from files the alertmanager role writes
+(`*_file` fields), so this output, the plan and the logs only ever show paths.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from string import Template
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from components.power import GroupLoad, facility_power_kw
+from components.spec import ResolvedSpec
+from components.spec.monitoring import (
+    EmailReceiver,
+    KubernetesServer,
+    Monitoring,
+    PagerDutyReceiver,
+    Receiver,
+    SiteHostServer,
+    SlackReceiver,
+    WebhookReceiver,
+    power_budget_kw,
+    receiver_secret_names,
+    secret_file_name,
+)
+from gpuforge.render.dashboards import dashboards, provisioning
+
+ROOT = Path(__file__).resolve().parents[2]
+MONITORING_DIR = ROOT / "monitoring"
+XID_FILE = ROOT / "components" / "catalog" / "data" / "gpu_xids.yaml"
+RUNBOOK = "docs/monitoring.md"
+
+# Where the roles put things on the monitoring host (Debian's prometheus packages' layout); tests
+# render into a directory of their own to run promtool on the result.
+PROMETHEUS_DIR = "/etc/prometheus"
+GRAFANA_DASHBOARDS_DIR = "/var/lib/grafana/dashboards/gpuforge"
+GRAFANA_PROVISIONING_DIR = "/etc/grafana/provisioning"
+NODE_EXPORTER_PORT = 9100  # playbooks/roles/node_exporter
+DCGM_EXPORTER_PORT = 9400  # playbooks/roles/dcgm_exporter
+PROMETHEUS_PORT = 9090
+ALERTMANAGER_PORT = 9093
+
+
+# --- the rules as data -------------------------------------------------------------------------
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Alert(_Data):
+    name: str = Field(pattern=r"^[A-Z][A-Za-z0-9]+$")
+    severity: Literal["critical", "warning"]
+    for_: str = Field(alias="for", pattern=r"^(\d+[smh]|\$\{\w+\})$")
+    summary: str
+    description: str
+    expr: str
+    requires: str | None = None  # a parameter without which the alert is left out
+
+    @property
+    def runbook(self) -> str:
+        return f"{RUNBOOK}#{self.name.lower()}"
+
+
+class AlertGroup(_Data):
+    name: str
+    alerts: list[Alert]
+
+
+class RecordingRule(_Data):
+    record: str
+    expr: str
+
+
+class RecordingGroup(_Data):
+    name: str
+    rules: list[RecordingRule]
+
+
+@lru_cache(maxsize=1)
+def alert_groups() -> tuple[AlertGroup, ...]:
+    data = yaml.safe_load((MONITORING_DIR / "alerts.yaml").read_text())
+    return tuple(AlertGroup.model_validate(g) for g in data["groups"])
+
+
+@lru_cache(maxsize=1)
+def recording_groups() -> tuple[RecordingGroup, ...]:
+    data = yaml.safe_load((MONITORING_DIR / "recording.yaml").read_text())
+    return tuple(RecordingGroup.model_validate(g) for g in data["groups"])
+
+
+def alert_names() -> list[str]:
+    return [a.name for g in alert_groups() for a in g.alerts]
+
+
+@lru_cache(maxsize=1)
+def critical_xids() -> dict[int, str]:
+    return {int(k): str(v) for k, v in yaml.safe_load(XID_FILE.read_text())["critical"].items()}
+
+
+# --- per-stack values ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GroupFacts:
+    """What the rules need to know of a node group (or on-prem host pool)."""
+
+    gpus_per_node: int
+    overhead_watts: float  # node power the catalog counts beyond the GPUs' own draw
+
+
+@dataclass(frozen=True)
+class RuleParams:
+    """Everything per stack that the rules depend on; tests build one by hand."""
+
+    groups: dict[str, GroupFacts]
+    pue: float
+    planned_kw: float
+    budget_kw: float | None = None
+    power_alert_fraction: float = 0.95
+    job_pending_minutes: int = 60
+    disk_full_percent: int = 90
+    scratch_path: str = "/scratch"
+    lustre_mountpoint: str | None = None
+    node_down_for: str = "2m"
+    node_job: str = "node"
+    dcgm_job: str = "dcgm"
+    evaluation_interval_s: int = 30
+
+    def values(self) -> dict[str, str | None]:
+        xids = sorted(critical_xids())
+        gpu_groups = sorted(n for n, g in self.groups.items() if g.gpus_per_node > 0)
+        budget = self.budget_kw
+        return {
+            "xid_critical_list": ", ".join(map(str, xids)),
+            "xid_critical_expr": " or ".join(f"DCGM_FI_DEV_XID_ERRORS == {x}" for x in xids),
+            "job_pending_minutes": str(self.job_pending_minutes),
+            "job_pending_seconds": str(self.job_pending_minutes * 60),
+            "disk_full_percent": str(self.disk_full_percent),
+            "scratch_path": self.scratch_path,
+            "lustre_mountpoint": self.lustre_mountpoint,
+            "lustre_node_groups": "|".join(gpu_groups) if gpu_groups else None,
+            "node_down_for": self.node_down_for,
+            "node_job": self.node_job,
+            "dcgm_job": self.dcgm_job,
+            "pue": f"{self.pue:g}",
+            "power_budget_kw": f"{budget:g}" if budget is not None else None,
+            "power_alert_percent": f"{self.power_alert_fraction * 100:g}",
+            "power_alert_kw": f"{budget * self.power_alert_fraction:g}" if budget is not None else None,
+        }
+
+
+class _Braced(Template):
+    """Only ${name} is ours: $value and $labels belong to Prometheus' own annotation templates."""
+
+    pattern = r"\$\{(?P<braced>[a-z_]+)\}|(?P<escaped>(?!))|(?P<named>(?!))|(?P<invalid>(?!))"  # type: ignore[assignment]
+
+
+def _fill(text: str, values: Mapping[str, str | None]) -> str:
+    return _Braced(text).substitute({k: v for k, v in values.items() if v is not None})
+
+
+def rule_params(resolved: ResolvedSpec, monitoring: Monitoring | None = None) -> RuleParams:
+    """The rules' values for a stack: thresholds from its monitoring section, facts from the catalog."""
+    spec = resolved.spec
+    mon = monitoring or spec.monitoring
+    groups: dict[str, GroupFacts] = {}
+    loads: list[GroupLoad] = []
+    for name, group in resolved.node_groups.items():
+        tdp = _gpu_tdp(resolved, group.instance.gpu_model) if group.gpus_per_node else 0.0
+        groups[name] = GroupFacts(group.gpus_per_node, group.node_power_kw * 1000 - tdp * group.gpus_per_node)
+        loads.append(GroupLoad(name, group.spec.count, group.spec.spares, group.node_power_kw))
+    planned = facility_power_kw(loads, resolved.pue, spec.power.spare_draw_fraction)
+    if resolved.site is not None:
+        for pool, hosts in resolved.site.pools().items():
+            first = hosts[0]
+            tdp = _gpu_tdp(resolved, first.server.gpu_model) if first.gpus else 0.0
+            groups[pool] = GroupFacts(first.gpus, first.node_power_kw * 1000 - tdp * first.gpus)
+        planned += resolved.site.facility_kw
+    lustre = None
+    if spec.storage.parallel_fs is not None:
+        lustre = "/fsx"  # playbooks/roles/lustre_client's default mount point for FSx
+    elif spec.site is not None:
+        lustre = next((m.mount_point for m in spec.site.storage.mounts.values() if m.kind == "lustre"), None)
+    on_k8s = mon is not None and isinstance(mon.server, KubernetesServer)
+    params = RuleParams(
+        groups=groups,
+        pue=resolved.pue,
+        planned_kw=round(planned, 1),
+        budget_kw=power_budget_kw(spec),
+        lustre_mountpoint=lustre,
+        # kube-prometheus-stack's node-exporter job; the GPU Operator's dcgm-exporter ServiceMonitor (jobLabel app)
+        node_job="node-exporter" if on_k8s else "node",
+        dcgm_job="nvidia-dcgm-exporter" if on_k8s else "dcgm",
+    )
+    if mon is None:
+        return params
+    return RuleParams(
+        **{
+            **params.__dict__,
+            "power_alert_fraction": mon.power_alert_fraction,
+            "job_pending_minutes": mon.job_pending_minutes,
+            "node_down_for": f"{mon.node_down_minutes}m",
+            "disk_full_percent": mon.disk_full_percent,
+            "scratch_path": mon.scratch_path,
+            "evaluation_interval_s": mon.scrape_interval_s,
+        }
+    )
+
+
+def _gpu_tdp(resolved: ResolvedSpec, model: str | None) -> float:
+    if not model:
+        return 0.0
+    try:
+        return float(resolved.catalog.gpu(model).tdp_w)
+    except (KeyError, ValueError):
+        return 0.0
+
+
+# --- rules, two renderers ------------------------------------------------------------------------
+
+
+def rule_groups(params: RuleParams) -> list[dict[str, Any]]:
+    """Prometheus rule groups: the stack's constants, the recording rules, the alerts."""
+    values = params.values()
+    constants: list[dict[str, Any]] = []
+    for name, facts in sorted(params.groups.items()):
+        constants += [
+            {
+                "record": "gpuforge:node_group_expected_gpus",
+                "expr": f"vector({facts.gpus_per_node})",
+                "labels": {"node_group": name},
+            },
+            {
+                "record": "gpuforge:node_group_overhead_watts",
+                "expr": f"vector({facts.overhead_watts:g})",
+                "labels": {"node_group": name},
+            },
+        ]
+    constants.append({"record": "cluster:power_kw:planned", "expr": f"vector({params.planned_kw:g})"})
+    if params.budget_kw is not None:
+        constants.append({"record": "cluster:power_kw:budget", "expr": f"vector({params.budget_kw:g})"})
+    interval = f"{params.evaluation_interval_s}s"
+    groups: list[dict[str, Any]] = [{"name": "gpuforge-constants", "interval": interval, "rules": constants}]
+    for rgroup in recording_groups():
+        groups.append(
+            {
+                "name": rgroup.name,
+                "interval": interval,
+                "rules": [{"record": r.record, "expr": _fill(r.expr, values)} for r in rgroup.rules],
+            }
+        )
+    for agroup in alert_groups():
+        rules = []
+        for alert in agroup.alerts:
+            if alert.requires is not None and values.get(alert.requires) is None:
+                continue
+            rules.append(
+                {
+                    "alert": alert.name,
+                    "expr": _fill(alert.expr, values),
+                    "for": _fill(alert.for_, values),
+                    "labels": {"severity": alert.severity},
+                    "annotations": {
+                        "summary": _fill(alert.summary, values),
+                        "description": _fill(alert.description, values),
+                        "runbook_url": alert.runbook,
+                    },
+                }
+            )
+        groups.append({"name": agroup.name, "interval": interval, "rules": rules})
+    return groups
+
+
+def rule_file(params: RuleParams) -> dict[str, Any]:
+    return {"groups": rule_groups(params)}
+
+
+def prometheus_rule(params: RuleParams, name: str, namespace: str, labels: Mapping[str, str]) -> dict[str, Any]:
+    """The same groups as a PrometheusRule object for the Prometheus operator."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/managed-by": "gpuforge", **labels},
+        },
+        "spec": {"groups": rule_groups(params)},
+    }
+
+
+# --- scrape discovery --------------------------------------------------------------------------
+
+
+def _ec2_job(job: str, port: int, region: str, cluster: str, groups: list[str], interval: int) -> dict[str, Any]:
+    return {
+        "job_name": job,
+        "ec2_sd_configs": [
+            {
+                "region": region,
+                "port": port,
+                "refresh_interval": "60s",
+                "filters": [
+                    {"name": "tag:gpuforge:cluster", "values": [cluster]},
+                    {"name": "tag:gpuforge:node-group", "values": groups},
+                    {"name": "instance-state-name", "values": ["running"]},
+                ],
+            }
+        ],
+        "relabel_configs": [
+            {"source_labels": ["__meta_ec2_tag_gpuforge_node_group"], "target_label": "node_group"},
+            # Alerts name the node: its private DNS name, not address:port.
+            {"source_labels": ["__meta_ec2_private_dns_name"], "target_label": "instance"},
+        ],
+        "scrape_interval": f"{interval}s",
+    }
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Files on the monitoring host, under Prometheus' configuration directory, and the addresses
+    Prometheus and Alertmanager listen on there (loopback: Prometheus reaches both locally)."""
+
+    root: str = PROMETHEUS_DIR
+    prometheus: str = f"127.0.0.1:{PROMETHEUS_PORT}"
+    alertmanager_address: str = f"127.0.0.1:{ALERTMANAGER_PORT}"
+
+    @property
+    def config(self) -> str:
+        return f"{self.root}/prometheus.yml"
+
+    @property
+    def rules(self) -> str:
+        return f"{self.root}/rules/gpuforge.yml"
+
+    def file_sd(self, job: str) -> str:
+        return f"{self.root}/file_sd/{job}.json"
+
+    @property
+    def alertmanager(self) -> str:
+        return f"{self.root}/alertmanager.yml"
+
+    @property
+    def secrets_dir(self) -> str:
+        return f"{self.root}/alertmanager-secrets"
+
+    def secret(self, receiver: str, field: str) -> str:
+        return f"{self.secrets_dir}/{secret_file_name(receiver, field)}"
+
+
+def _file_sd_job(job: str, interval: int, paths: Paths) -> dict[str, Any]:
+    return {
+        "job_name": job,
+        "file_sd_configs": [{"files": [paths.file_sd(job)], "refresh_interval": "5m"}],
+        "scrape_interval": f"{interval}s",
+    }
+
+
+def file_sd_targets(resolved: ResolvedSpec) -> dict[str, list[dict[str, Any]]]:
+    """file_sd target groups per job from the site's inventory (and the monitoring host itself)."""
+    out: dict[str, list[dict[str, Any]]] = {"node": [], "dcgm": []}
+    site = resolved.site
+    if site is not None:
+        for name, host in sorted(site.hosts.items()):
+            labels = {"instance": name, "node_group": host.spec.pool, "rack": host.spec.rack}
+            address = host.spec.management_ip
+            out["node"].append({"targets": [f"{address}:{NODE_EXPORTER_PORT}"], "labels": dict(labels)})
+            if host.gpus:
+                out["dcgm"].append({"targets": [f"{address}:{DCGM_EXPORTER_PORT}"], "labels": dict(labels)})
+    mon = resolved.spec.monitoring
+    if mon is not None and isinstance(mon.server, SiteHostServer):
+        out["node"].append(
+            {
+                "targets": [f"{mon.server.address}:{NODE_EXPORTER_PORT}"],
+                "labels": {"instance": mon.server.host, "node_group": "monitoring"},
+            }
+        )
+    return out
+
+
+def prometheus_config(resolved: ResolvedSpec, paths: Paths | None = None) -> dict[str, Any]:
+    """prometheus.yml for a stack whose Prometheus runs on a node group or a site host."""
+    paths = paths or Paths()
+    spec = resolved.spec
+    mon = spec.monitoring
+    interval = mon.scrape_interval_s if mon is not None else 30
+    scrape: list[dict[str, Any]] = [
+        {"job_name": "prometheus", "static_configs": [{"targets": [paths.prometheus]}]},
+        {"job_name": "alertmanager", "static_configs": [{"targets": [paths.alertmanager_address]}]},
+    ]
+    cloud = sorted(resolved.node_groups)
+    if cloud and spec.region is not None:
+        gpu = sorted(n for n, g in resolved.node_groups.items() if g.gpus_per_node)
+        scrape.append(_ec2_job("node", NODE_EXPORTER_PORT, spec.region, spec.name, cloud, interval))
+        if gpu:
+            scrape.append(_ec2_job("dcgm", DCGM_EXPORTER_PORT, spec.region, spec.name, gpu, interval))
+    if resolved.site is not None or (mon is not None and isinstance(mon.server, SiteHostServer)):
+        # Hybrid: the site's hosts through file_sd beside the burst groups through ec2_sd, one job each.
+        for job in ("node", "dcgm"):
+            existing = next((s for s in scrape if s["job_name"] == job), None)
+            sd = _file_sd_job(job, interval, paths)
+            if existing is None:
+                scrape.append(sd)
+            else:
+                existing["file_sd_configs"] = sd["file_sd_configs"]
+    return {
+        "global": {
+            "scrape_interval": f"{interval}s",
+            "evaluation_interval": f"{interval}s",
+            "external_labels": {"cluster": spec.name, "environment": spec.environment},
+        },
+        "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{ALERTMANAGER_PORT}"]}]}]},
+        "rule_files": [paths.rules],
+        "scrape_configs": scrape,
+    }
+
+
+def kubernetes_monitors(resolved: ResolvedSpec, server: KubernetesServer) -> list[dict[str, Any]]:
+    """Objects the operator needs beside the rules: the GPU Operator's dcgm-exporter, with the labels
+    the operator selects (the platform's own ServiceMonitor carries no release label)."""
+    interval = resolved.spec.monitoring.scrape_interval_s if resolved.spec.monitoring else 30
+    return [
+        {
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "ServiceMonitor",
+            "metadata": {
+                "name": "gpuforge-dcgm-exporter",
+                "namespace": server.namespace,
+                "labels": {"app.kubernetes.io/managed-by": "gpuforge", **server.rule_labels},
+            },
+            "spec": {
+                "jobLabel": "app",
+                "namespaceSelector": {"matchNames": ["gpu-operator"]},
+                "selector": {"matchLabels": {"app": "nvidia-dcgm-exporter"}},
+                "endpoints": [
+                    {
+                        "port": "gpu-metrics",
+                        "interval": f"{interval}s",
+                        "relabelings": [
+                            {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "instance"}
+                        ],
+                    }
+                ],
+            },
+        }
+    ]
+
+
+# --- Alertmanager ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RouteTiming:
+    group_wait: str = "30s"
+    group_interval: str = "5m"
+    repeat_interval: str = "4h"
+
+
+def _receiver_config(name: str, receiver: Receiver, paths: Paths) -> dict[str, Any]:
+    secret_file = paths.secret
+    if isinstance(receiver, WebhookReceiver):
+        hook: dict[str, Any] = {"url": receiver.url, "send_resolved": True}
+        if receiver.token_secret:
+            hook["http_config"] = {"authorization": {"credentials_file": secret_file(name, "token_secret")}}
+        return {"name": name, "webhook_configs": [hook]}
+    if isinstance(receiver, EmailReceiver):
+        mail: dict[str, Any] = {
+            "to": receiver.to,
+            "from": receiver.from_address,
+            "smarthost": receiver.smarthost,
+            "send_resolved": True,
+            "require_tls": True,
+        }
+        if receiver.username:
+            mail["auth_username"] = receiver.username
+        if receiver.password_secret:
+            mail["auth_password_file"] = secret_file(name, "password_secret")
+        return {"name": name, "email_configs": [mail]}
+    if isinstance(receiver, SlackReceiver):
+        return {
+            "name": name,
+            "slack_configs": [
+                {
+                    "api_url_file": secret_file(name, "url_secret"),
+                    "channel": receiver.channel,
+                    "send_resolved": True,
+                    "title": "{{ .CommonAnnotations.summary }}",
+                    "text": "{{ .CommonAnnotations.description }}",
+                }
+            ],
+        }
+    assert isinstance(receiver, PagerDutyReceiver)
+    return {"name": name, "pagerduty_configs": [{"routing_key_file": secret_file(name, "routing_key_secret")}]}
+
+
+def receiver_secret_files(monitoring: Monitoring, paths: Paths | None = None) -> dict[str, str]:
+    """Secret file path -> the Pulumi config key that holds its value (what the role must write)."""
+    secrets_dir = (paths or Paths()).secrets_dir
+    return {f"{secrets_dir}/{file}": key for file, key in receiver_secret_names(monitoring).items()}
+
+
+def alertmanager_config(
+    monitoring: Monitoring, timing: RouteTiming | None = None, paths: Paths | None = None
+) -> dict[str, Any]:
+    """Routes by severity: each receiver gets the severities it asked for; nothing else is sent."""
+    timing, paths = timing or RouteTiming(), paths or Paths()
+    routes = [
+        {
+            "receiver": name,
+            "matchers": [f'severity=~"{"|".join(r.severities)}"'],
+            "continue": True,
+        }
+        for name, r in sorted(monitoring.receivers.items())
+    ]
+    return {
+        "route": {
+            "receiver": "gpuforge-unrouted",
+            "group_by": ["alertname", "instance"],
+            "group_wait": timing.group_wait,
+            "group_interval": timing.group_interval,
+            "repeat_interval": timing.repeat_interval,
+            "routes": routes,
+        },
+        # A critical alert on a node silences that node's warnings: one page, not ten.
+        "inhibit_rules": [
+            {
+                "source_matchers": ['severity="critical"'],
+                "target_matchers": ['severity="warning"'],
+                "equal": ["instance"],
+            }
+        ],
+        "receivers": [{"name": "gpuforge-unrouted"}]
+        + [_receiver_config(n, r, paths) for n, r in sorted(monitoring.receivers.items())],
+    }
+
+
+# --- a stack's whole monitoring, as files ------------------------------------------------------
+
+
+@dataclass
+class MonitoringBundle:
+    """Rendered files, keyed by where they go (a path on the monitoring host, or a Kubernetes object)."""
+
+    placement: str
+    files: dict[str, str] = field(default_factory=dict)
+    secret_keys: dict[str, str] = field(default_factory=dict)  # secret file -> Pulumi config key
+
+
+def dump(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False, width=120, allow_unicode=True)
+
+
+def render_monitoring(
+    resolved: ResolvedSpec, timing: RouteTiming | None = None, paths: Paths | None = None
+) -> MonitoringBundle:
+    mon = resolved.spec.monitoring
+    if mon is None:
+        raise ValueError(f"{resolved.spec.name} declares no monitoring section")
+    paths = paths or Paths()
+    params = rule_params(resolved)
+    bundle = MonitoringBundle(placement=mon.server.kind, secret_keys=receiver_secret_files(mon, paths))
+    if isinstance(mon.server, KubernetesServer):
+        srv = mon.server
+        objects = [prometheus_rule(params, f"gpuforge-{resolved.spec.name}", srv.namespace, srv.rule_labels)]
+        objects += kubernetes_monitors(resolved, srv)
+        bundle.files["kubernetes/prometheusrule.yaml"] = dump(objects[0])
+        bundle.files["kubernetes/servicemonitors.yaml"] = "---\n".join(dump(o) for o in objects[1:])
+        bundle.files["kubernetes/alertmanager.yaml"] = dump(alertmanager_config(mon, timing, paths))
+        bundle.files["kubernetes/dashboards.yaml"] = "---\n".join(dump(m) for m in dashboard_configmaps(srv.namespace))
+        return bundle
+    bundle.files[paths.config] = dump(prometheus_config(resolved, paths))
+    bundle.files[paths.rules] = dump(rule_file(params))
+    for job, groups in file_sd_targets(resolved).items():
+        if groups:
+            bundle.files[paths.file_sd(job)] = json.dumps(groups, indent=2) + "\n"
+    bundle.files[paths.alertmanager] = dump(alertmanager_config(mon, timing, paths))
+    for name, text in dashboards().items():
+        bundle.files[f"{GRAFANA_DASHBOARDS_DIR}/{name}"] = text
+    for name, text in provisioning(GRAFANA_DASHBOARDS_DIR, f"http://{paths.prometheus}").items():
+        bundle.files[f"{GRAFANA_PROVISIONING_DIR}/{name}"] = text
+    return bundle
+
+
+def dashboard_configmaps(namespace: str) -> list[dict[str, Any]]:
+    """The dashboards as ConfigMaps that kube-prometheus-stack's Grafana sidecar loads (label
+    grafana_dashboard: "1", its default)."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": name.removesuffix(".json"),
+                "namespace": namespace,
+                "labels": {"grafana_dashboard": "1", "app.kubernetes.io/managed-by": "gpuforge"},
+            },
+            "data": {name: text},
+        }
+        for name, text in dashboards().items()
+    ]
+
+
+def role_vars(resolved: ResolvedSpec, files_dir: str | Path, paths: Paths | None = None) -> dict[str, Any]:
+    """Variables of playbooks/monitoring.yml (roles prometheus and alertmanager) for a stack whose Prometheus
+    runs on a node group or a site host; *files_dir* holds what render_monitoring wrote (the roles copy it)."""
+    mon = resolved.spec.monitoring
+    if mon is None or isinstance(mon.server, KubernetesServer):
+        raise ValueError(f"{resolved.spec.name}: no Prometheus of its own to configure (monitoring.server)")
+    paths = paths or Paths()
+    return {
+        "prometheus_files_dir": str(files_dir),
+        "prometheus_config_dir": paths.root,
+        "prometheus_listen": paths.prometheus,
+        "prometheus_retention_days": mon.retention_days,
+        # Stop before the data volume fills: retention by size at 90 % of it.
+        "prometheus_retention_size": f"{int(mon.storage_gib * 0.9)}GB",
+        "alertmanager_files_dir": str(files_dir),
+        "alertmanager_config_file": paths.alertmanager,
+        "alertmanager_listen": paths.alertmanager_address,
+    }

@@ -1,0 +1,105 @@
+"""The textfile collectors node_exporter reads: what they write parses (`promtool check metrics`) and
+carries the series the alert rules select."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support import skip_or_fail
+
+ROOT = Path(__file__).resolve().parents[2]
+FILES = ROOT / "playbooks" / "roles" / "node_textfile_collectors" / "files"
+SLURM = ROOT / "tests" / "fixtures" / "monitoring" / "slurm"
+
+
+def promtool_check_metrics(text: str) -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        skip_or_fail("promtool is not installed (Debian: prometheus)")
+    assert promtool is not None
+    run = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
+    # promtool also lints naming (a gauge ending in _total, ...); a problem of any kind fails.
+    assert run.returncode == 0 and not run.stdout.strip(), run.stdout + run.stderr
+
+
+def fake_slurm(bin_dir: Path, answers: bool = True) -> dict[str, str]:
+    """sinfo, squeue and sdiag on PATH that print the recorded outputs (or fail: controller down)."""
+    bin_dir.mkdir()
+    for tool in ("sinfo", "squeue", "sdiag"):
+        script = bin_dir / tool
+        body = (
+            f"cat {SLURM / (tool + '.txt')}"
+            if answers
+            else "echo 'slurm_load_jobs error: Unable to contact slurm controller' >&2; exit 1"
+        )
+        script.write_text(f"#!/bin/sh\n{body}\n")
+        script.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "TZ": "UTC"}
+
+
+def run_collector(script: str, out: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    out.mkdir(exist_ok=True)
+    subprocess.run([str(FILES / script), str(out), *args], check=True, env=env, timeout=60)
+    assert not [p for p in out.iterdir() if p.name.startswith(".")], "a temporary file was left behind"
+    return "\n".join(p.read_text() for p in sorted(out.glob("*.prom")))
+
+
+def test_slurm_collector_reports_unavailable_nodes_jobs_and_the_scheduler(tmp_path: Path) -> None:
+    text = run_collector("slurm-textfile-collector", tmp_path / "out", env=fake_slurm(tmp_path / "bin"))
+    promtool_check_metrics(text)
+    lines = set(text.splitlines())
+    assert "gpuforge_slurm_up 1" in lines
+    assert 'gpuforge_slurm_node_unavailable{slurm_node="gpu-a02",state="drained",reason="XID 79 on GPU 3"} 1' in lines
+    assert 'gpuforge_slurm_node_unavailable{slurm_node="gpu-a03",state="down",reason="Not responding"} 1' in lines
+    assert (
+        'gpuforge_slurm_node_unavailable{slurm_node="gpu-a06",state="draining",reason="row remap pending"} 1' in lines
+    )
+    assert not any("gpu-a04" in line or "gpu-a01" in line for line in lines), "healthy nodes are not unavailable"
+    assert 'gpuforge_slurm_nodes{state="allocated"} 1' in lines, "a node listed in two partitions counts once"
+    assert 'gpuforge_slurm_jobs{state="PENDING"} 2' in lines
+    oldest = next(line for line in lines if line.startswith("gpuforge_slurm_oldest_pending_job_seconds"))
+    assert oldest.startswith('gpuforge_slurm_oldest_pending_job_seconds{job_id="4242",partition="train"} ')
+    assert "gpuforge_slurm_scheduler_last_cycle_seconds 0.001234" in lines
+    assert "gpuforge_slurm_dbd_agent_queue_size 2" in lines
+
+
+def test_slurm_collector_says_when_the_controller_does_not_answer(tmp_path: Path) -> None:
+    text = run_collector("slurm-textfile-collector", tmp_path / "out", env=fake_slurm(tmp_path / "bin", answers=False))
+    promtool_check_metrics(text)
+    assert "gpuforge_slurm_up 0" in text.splitlines()
+
+
+def sysfs_device(root: Path, name: str, driver: str, counters: dict[str, str]) -> None:
+    drivers = root / "bus" / "pci" / "drivers" / driver
+    drivers.mkdir(parents=True, exist_ok=True)
+    pci = root / "devices" / f"pci-{name}"
+    pci.mkdir(parents=True)
+    (pci / "driver").symlink_to(drivers)
+    device = root / "class" / "infiniband" / name
+    (device / "ports" / "1" / "hw_counters").mkdir(parents=True)
+    (device / "device").symlink_to(pci)
+    for counter, value in counters.items():
+        (device / "ports" / "1" / "hw_counters" / counter).write_text(value + "\n")
+
+
+def test_efa_collector_exports_hw_counters_of_efa_devices_only(tmp_path: Path) -> None:
+    sysfs = tmp_path / "sys"
+    sysfs_device(sysfs, "rdmap16s27", "efa", {"rx_drops": "5", "unresponsive_remote_events": "0", "tx_bytes": "123"})
+    sysfs_device(sysfs, "mlx5_0", "mlx5_core", {"out_of_buffer": "9"})
+    text = run_collector("efa-counters", tmp_path / "out", str(sysfs))
+    promtool_check_metrics(text)
+    lines = set(text.splitlines())
+    assert 'gpuforge_efa_hw_total{device="rdmap16s27",port="1",counter="rx_drops"} 5' in lines
+    assert 'gpuforge_efa_hw_total{device="rdmap16s27",port="1",counter="tx_bytes"} 123' in lines
+    assert "mlx5_0" not in text, "InfiniBand HCAs are node_exporter's infiniband collector's"
+
+
+@pytest.mark.parametrize("script", ["slurm-textfile-collector", "efa-counters"])
+def test_collectors_run_on_the_nodes_python(script: str) -> None:
+    assert (FILES / script).read_text().startswith("#!/usr/bin/python3\n")
+    assert os.access(FILES / script, os.X_OK)

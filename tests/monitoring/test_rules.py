@@ -1,0 +1,278 @@
+"""The alert rules, proven with Prometheus' own tools.
+
+- every alert has a `promtool test rules` case that fires it from synthetic series and one that keeps
+  it quiet (monitoring/tests/<Alert>.yaml), and promtool runs them against the rules as rendered;
+- what every stack gets passes `promtool check rules`, `promtool check config` and `amtool check-config`;
+- PrometheusRule objects validate against the real prometheus-operator CRD and carry the labels
+  kube-prometheus-stack's default rule selector picks.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from components.spec import resolve
+from gpuforge.plan.stacks import load_stack
+from gpuforge.render.monitoring import (
+    GroupFacts,
+    Paths,
+    RuleParams,
+    alert_groups,
+    alert_names,
+    critical_xids,
+    render_monitoring,
+    rule_file,
+)
+from tests.support import skip_or_fail
+
+ROOT = Path(__file__).resolve().parents[2]
+TESTS = ROOT / "monitoring" / "tests"
+CASES = sorted(p for p in TESTS.glob("*.yaml") if p.name != "params.yaml")
+FIXTURES = ROOT / "tests" / "fixtures" / "monitoring"
+STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+
+
+def tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        skip_or_fail(f"{name} is not installed (Debian: prometheus, prometheus-alertmanager)")
+    assert path is not None
+    return path
+
+
+def unit_params() -> RuleParams:
+    data = yaml.safe_load((TESTS / "params.yaml").read_text())
+    groups = {name: GroupFacts(**facts) for name, facts in data.pop("groups").items()}
+    return RuleParams(groups=groups, **data)
+
+
+def monitored_stacks() -> list[str]:
+    return [s for s in STACKS if load_stack(s).cluster.get("monitoring")]
+
+
+# --- every alert has a firing and a quiet case -------------------------------------------------
+
+
+def cases_by_alert() -> dict[str, dict[str, list[str]]]:
+    """alert -> {"fires": [test names], "quiet": [test names]} across monitoring/tests/."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for path in CASES:
+        for test in yaml.safe_load(path.read_text())["tests"]:
+            for check in test.get("alert_rule_test", []):
+                kind = "fires" if check.get("exp_alerts") else "quiet"
+                out.setdefault(check["alertname"], {"fires": [], "quiet": []})[kind].append(
+                    f"{path.name}: {test['name']}"
+                )
+    return out
+
+
+def test_every_alert_has_a_firing_and_a_quiet_case() -> None:
+    cases = cases_by_alert()
+    missing = [
+        f"{alert}: no {kind} case"
+        for alert in alert_names()
+        for kind in ("fires", "quiet")
+        if not cases.get(alert, {}).get(kind)
+    ]
+    assert not missing, "a rule no test can fire is a defect:\n" + "\n".join(missing)
+    assert not set(cases) - set(alert_names()), "tests for alerts that do not exist"
+    assert {p.stem for p in CASES} == set(alert_names()), "one test file per alert, named after it"
+
+
+CLUSTER_WIDE = {"ClusterPowerOverBudget", "SlurmJobPendingTooLong"}  # about the cluster, not one node
+
+
+def test_each_alert_names_its_runbook_section_and_the_node() -> None:
+    doc = (ROOT / "docs" / "monitoring.md").read_text()
+    for group in alert_groups():
+        for alert in group.alerts:
+            assert f'<a id="{alert.name.lower()}"></a>' in doc or f"### {alert.name}" in doc, alert.name
+            if alert.name not in CLUSTER_WIDE:
+                named = "{{ $labels.instance }}" in alert.summary or "{{ $labels.slurm_node }}" in alert.summary
+                assert named, f"{alert.name}: the summary must name the node"
+            if alert.name.startswith("Gpu") and alert.name not in ("GpuMissing", "GpuExporterDown"):
+                assert "{{ $labels.gpu }}" in alert.summary, f"{alert.name}: the summary must name the GPU"
+
+
+def test_the_critical_xids_are_the_ones_named() -> None:
+    assert sorted(critical_xids()) == [48, 63, 64, 74, 79, 94, 95, 119, 120]
+
+
+def _expected_annotations(rules: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """description and runbook_url per alert as rendered: the cases write the summary, the rest is static."""
+    return {
+        r["alert"]: {k: v for k, v in r["annotations"].items() if k != "summary"}
+        for g in rules["groups"]
+        for r in g["rules"]
+        if "alert" in r
+    }
+
+
+@pytest.fixture(scope="module")
+def unit_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The rules rendered with the test parameters, and every case beside them (annotations completed)."""
+    out = tmp_path_factory.mktemp("promtool")
+    rules = rule_file(unit_params())
+    (out / "rules.yml").write_text(yaml.safe_dump(rules, sort_keys=False))
+    static = _expected_annotations(rules)
+    for path in CASES:
+        data = yaml.safe_load(path.read_text())
+        for test in data["tests"]:
+            for check in test.get("alert_rule_test", []):
+                for alert in check.get("exp_alerts") or []:
+                    alert["exp_annotations"] = {**static[check["alertname"]], **alert["exp_annotations"]}
+        (out / path.name).write_text(yaml.safe_dump(data, sort_keys=False))
+    return out
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: p.stem)
+def test_promtool_fires_and_keeps_quiet(unit_dir: Path, case: Path) -> None:
+    run = subprocess.run(
+        [tool("promtool"), "test", "rules", case.name], cwd=unit_dir, capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_a_broken_expectation_fails(unit_dir: Path) -> None:
+    """The harness can fail: a firing case that expects the wrong node must not pass."""
+    data = yaml.safe_load((unit_dir / "NodeDown.yaml").read_text())
+    data["tests"][0]["alert_rule_test"][0]["exp_alerts"][0]["exp_labels"]["instance"] = "gpu-z99"
+    (unit_dir / "broken.yaml").write_text(yaml.safe_dump(data))
+    run = subprocess.run(
+        [tool("promtool"), "test", "rules", "broken.yaml"], cwd=unit_dir, capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode != 0
+
+
+# --- what every stack gets -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", ["prod", "onprem-lab", "staging"])
+def test_the_stacks_declare_monitoring(stack: str) -> None:
+    assert stack in monitored_stacks()
+
+
+def _write(files: dict[str, str], root: Path) -> None:
+    for name, text in files.items():
+        path = root / name.lstrip("/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_stack_renders_what_promtool_and_amtool_accept(stack: str, tmp_path: Path) -> None:
+    data = load_stack(stack).cluster
+    if not data.get("monitoring"):
+        pytest.skip(f"{stack} declares no monitoring")
+    resolved = resolve(data)
+    paths = Paths(root=str(tmp_path / "etc" / "prometheus"))
+    bundle = render_monitoring(resolved, paths=paths)
+    for name, text in bundle.files.items():
+        target = Path(name) if name.startswith("/") else tmp_path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    if bundle.placement == "kubernetes":
+        rule = yaml.safe_load(bundle.files["kubernetes/prometheusrule.yaml"])
+        (tmp_path / "rules.yml").write_text(yaml.safe_dump(rule["spec"]))
+        rules, alertmanager = tmp_path / "rules.yml", tmp_path / "kubernetes" / "alertmanager.yaml"
+    else:
+        rules, alertmanager = Path(paths.rules), Path(paths.alertmanager)
+        check = subprocess.run(
+            [tool("promtool"), "check", "config", paths.config], capture_output=True, text=True, timeout=60
+        )
+        assert check.returncode == 0, check.stdout + check.stderr
+        assert "SUCCESS" in check.stdout
+    check = subprocess.run([tool("promtool"), "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+    check = subprocess.run(
+        [tool("amtool"), "check-config", str(alertmanager)], capture_output=True, text=True, timeout=60
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_on_premises_targets_come_from_the_inventory() -> None:
+    resolved = resolve(load_stack("onprem-lab").cluster)
+    bundle = render_monitoring(resolved)
+    node = yaml.safe_load(bundle.files["/etc/prometheus/file_sd/node.json"])
+    names = {g["labels"]["instance"]: g["targets"] for g in node}
+    assert set(resolved.site.hosts) | {"mon-01"} == set(names) if resolved.site else False
+    assert names["dgx-a01"] == ["10.64.1.11:9100"]
+    dcgm = yaml.safe_load(bundle.files["/etc/prometheus/file_sd/dcgm.json"])
+    assert {g["labels"]["instance"] for g in dcgm} == set(resolved.site.hosts) if resolved.site else False
+
+
+def test_aws_targets_are_found_by_the_stable_node_group_tag() -> None:
+    bundle = render_monitoring(resolve(load_stack("prod").cluster))
+    config = yaml.safe_load(bundle.files["/etc/prometheus/prometheus.yml"])
+    jobs = {j["job_name"]: j for j in config["scrape_configs"]}
+    filters = {f["name"]: f["values"] for f in jobs["dcgm"]["ec2_sd_configs"][0]["filters"]}
+    assert filters["tag:gpuforge:node-group"] == ["train"]
+    assert filters["tag:gpuforge:cluster"] == ["forge-prod"]
+    node_filters = {f["name"]: f["values"] for f in jobs["node"]["ec2_sd_configs"][0]["filters"]}
+    assert node_filters["tag:gpuforge:node-group"] == ["login", "services", "train"]
+
+
+def test_alertmanager_routes_each_severity_to_the_receivers_that_asked() -> None:
+    bundle = render_monitoring(resolve(load_stack("prod").cluster))
+    routes = yaml.safe_load(bundle.files["/etc/prometheus/alertmanager.yml"])["route"]["routes"]
+    assert {r["receiver"]: r["matchers"] for r in routes} == {
+        "oncall": ['severity=~"critical"'],
+        "platform-channel": ['severity=~"critical|warning"'],
+    }
+
+
+def test_secrets_are_files_never_values() -> None:
+    """The receivers' secrets appear as file paths and config keys; the output never holds a value."""
+    bundle = render_monitoring(resolve(load_stack("prod").cluster))
+    am = yaml.safe_load(bundle.files["/etc/prometheus/alertmanager.yml"])
+    pagerduty = next(r for r in am["receivers"] if r["name"] == "oncall")["pagerduty_configs"][0]
+    assert pagerduty == {"routing_key_file": "/etc/prometheus/alertmanager-secrets/oncall-routing-key"}
+    assert bundle.secret_keys == {
+        "/etc/prometheus/alertmanager-secrets/oncall-routing-key": "alertPagerdutyKey",
+        "/etc/prometheus/alertmanager-secrets/platform-channel-url": "alertSlackUrl",
+    }
+
+
+# --- the Prometheus operator -------------------------------------------------------------------
+
+
+def crd_validator(name: str) -> jsonschema.Draft7Validator:
+    """The CRD's v1 openAPIV3Schema. Not meta-checked: its Go patterns (`^(?i)(abort|warn)?$`) are not
+    Python regexes; they only matter for fields gpuforge does not set."""
+    crd = yaml.safe_load((FIXTURES / f"monitoring.coreos.com_{name}.yaml").read_text())
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    return jsonschema.Draft7Validator(version["schema"]["openAPIV3Schema"])
+
+
+def test_prometheus_rules_validate_against_the_real_crd() -> None:
+    bundle = render_monitoring(resolve(load_stack("staging").cluster))
+    rule = yaml.safe_load(bundle.files["kubernetes/prometheusrule.yaml"])
+    crd_validator("prometheusrules").validate(rule)
+    # kube-prometheus-stack's default ruleSelector: matchLabels {release: <the Helm release>}
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert {r["alert"] for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r} >= {"NodeDown"}
+    for monitor in yaml.safe_load_all(bundle.files["kubernetes/servicemonitors.yaml"]):
+        crd_validator("servicemonitors").validate(monitor)
+        assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+
+
+def test_a_malformed_prometheus_rule_fails_the_crd() -> None:
+    bundle = render_monitoring(resolve(load_stack("staging").cluster))
+    rule = yaml.safe_load(bundle.files["kubernetes/prometheusrule.yaml"])
+    rule["spec"]["groups"][0]["rules"][0]["for"] = "five minutes"
+    with pytest.raises(jsonschema.ValidationError):
+        crd_validator("prometheusrules").validate(rule)
+
+
+def test_rule_labels_are_configurable() -> None:
+    data = load_stack("staging").cluster
+    data["monitoring"]["server"]["rule_labels"] = {"prometheus": "gpu"}
+    rule = yaml.safe_load(render_monitoring(resolve(data)).files["kubernetes/prometheusrule.yaml"])
+    assert rule["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "gpuforge", "prometheus": "gpu"}
