@@ -13,6 +13,7 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
+from gpuforge.plan.engine import SECRET
 from gpuforge.plan.model import Plan
 
 CRDS = Path(__file__).resolve().parent / "fixtures" / "k8s" / "crds"
@@ -63,7 +64,8 @@ def manifests(plan: Plan) -> list[dict[str, Any]]:
         if not (r.type.startswith("kubernetes:") and r.custom) or "helm.sh" in r.type:
             continue
         _, group_version, kind = r.type.split(":")
-        body = {k: v for k, v in r.inputs.items() if k not in ("apiVersion", "kind")}
+        # A secret property is redacted in the plan ("[secret]"): its value is not the plan's to check.
+        body = {k: v for k, v in r.inputs.items() if k not in ("apiVersion", "kind") and v != SECRET}
         out.append({"apiVersion": group_version.removeprefix("core/"), "kind": kind.removesuffix("Patch"), **body})
     return out
 

@@ -55,6 +55,7 @@ class SitePower(SpecModel):
     pue: float = Field(ge=1.0, le=3.0, description="The site's measured power usage effectiveness.")
 
 
+RailKey = Annotated[str, Field(pattern=r"^[0-9]{1,2}$")]  # a rail number; map keys are strings in stack config
 FeedName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,30}$")]  # a, b, c or pdu-a, pdu-b, ...
 FeedKw = Annotated[float, Field(gt=0, le=10_000)]
 
@@ -174,7 +175,7 @@ class SiteFabric(SpecModel):
         "island): NCCL crosses rails only over NVLink (PXN). Declare it, and on InfiniBand name each rail's subnet "
         "manager in island_subnet_managers.",
     )
-    island_subnet_managers: dict[int, list[HostName]] = Field(
+    island_subnet_managers: dict[RailKey, list[HostName]] = Field(
         default_factory=dict,
         description="Rail islands on InfiniBand: per rail, the subnet_managers hosts running a subnet manager on "
         "that rail's subnet (every disconnected subnet needs its own).",

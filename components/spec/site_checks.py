@@ -612,17 +612,18 @@ def _check_islands(site: Site) -> list[SpecIssue]:
             )
         )
     if fabric.rail_islands and fabric.kind == "infiniband":
-        missing = [r for r in range(fabric.rails) if not fabric.island_subnet_managers.get(r)]
+        islands = {int(rail): hosts for rail, hosts in fabric.island_subnet_managers.items()}
+        missing = [r for r in range(fabric.rails) if not islands.get(r)]
         if missing:
             issues.append(
                 SpecIssue(
                     f"{path}.island_subnet_managers",
                     f"rail(s) {', '.join(map(str, missing))} have no subnet manager; an island without one never "
                     "comes up",
-                    "name a subnet_managers host for every rail, e.g. {0: [ufm-01], 1: [ufm-01], ...}",
+                    "name a subnet_managers host for every rail, e.g. {'0': [ufm-01], '1': [ufm-01], ...}",
                 )
             )
-        for rail, hosts in sorted(fabric.island_subnet_managers.items()):
+        for rail, hosts in sorted(islands.items()):
             unknown = [h for h in hosts if h not in fabric.subnet_managers]
             if rail >= fabric.rails or unknown:
                 issues.append(

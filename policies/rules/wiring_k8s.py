@@ -276,11 +276,12 @@ def _crs(stack: Stack, kind: str) -> list[Resource]:
 
 
 PULUMI_SECRET_SIG = "4dabf18193072939515e22adb298388d"  # the wire format's marker of a secret value
+PLAN_SECRET = "[secret]"  # how the offline plan writes a secret value (gpuforge/plan/engine.py)
 
 
 def _sealed(secret: Resource) -> bool:
     return any(
-        is_unknown(v) or (isinstance(v, Mapping) and PULUMI_SECRET_SIG in v)
+        is_unknown(v) or v == PLAN_SECRET or (isinstance(v, Mapping) and PULUMI_SECRET_SIG in v)
         for v in (secret.get("stringData"), secret.get("data"))
     )
 

@@ -88,11 +88,11 @@ def test_rail_islands_need_declaring_and_a_subnet_manager_each() -> None:
     spec["site"]["fabric"]["spines"] = 0
     assert "cluster.site.fabric.spines" in paths(spec)
     spec["site"]["fabric"]["rail_islands"] = True
-    spec["site"]["fabric"]["island_subnet_managers"] = {r: ["ufm-01"] for r in range(6)} | {9: ["ufm-09"]}
+    spec["site"]["fabric"]["island_subnet_managers"] = {str(r): ["ufm-01"] for r in range(6)} | {"9": ["ufm-09"]}
     issues = {i.path: i for i in _issues(spec)}
     assert "rail(s) 6, 7 have no subnet manager" in issues["cluster.site.fabric.island_subnet_managers"].message
     assert "ufm-09 not in subnet_managers" in issues["cluster.site.fabric.island_subnet_managers[9]"].message
-    spec["site"]["fabric"]["island_subnet_managers"] = {r: ["ufm-01", "ufm-02"] for r in range(8)}
+    spec["site"]["fabric"]["island_subnet_managers"] = {str(r): ["ufm-01", "ufm-02"] for r in range(8)}
     resolve(spec)
 
 
