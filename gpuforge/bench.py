@@ -1,4 +1,4 @@
-"""`make bench`: offline plan time and peak memory against the Pulumi SDK floor.
+"""`make bench`: offline plan time and peak memory against the Pulumi SDK floor; re-bake time.
 
 For each stack size, two fresh worker processes run: one plans the stack (spec resolution,
 component logic, the real program under the mock monitor), the other registers the very
@@ -6,14 +6,21 @@ same resources (types, names, parents, inputs) straight through the mock monitor
 component logic: the SDK floor. Both warm up first (imports, first registrations), then
 time REPEAT runs; the report gives medians and the plan/floor ratio measured in the same
 run, since absolute times on a shared machine are noise.
+
+Re-bake: bake-image.yml twice into a fresh Debian 12 root file system (the EFA p5 profile of the
+playbook tests, every package source pointed at the stand-ins of tests/standins): the second run
+changes nothing, and its time against the first is the figure to watch. It needs root, debootstrap,
+dpkg-deb, apt-ftparchive and gpg (as the playbook tests do); without them that section says why not.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -186,7 +193,103 @@ def prod_plan_seconds() -> float:
     return time.perf_counter() - start
 
 
-def report(rows: list[dict[str, Any]], prod_s: float) -> str:
+def rebake_unavailable() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (the chroot connection)"
+    for tool in ("debootstrap", "dpkg-deb", "apt-ftparchive", "gpg"):
+        if shutil.which(tool) is None:
+            return f"{tool} not installed"
+    if not (Path.cwd() / "tests" / "standins").is_dir():
+        return "run from a gpuforge checkout: the stand-in sources live in tests/standins"
+    return None
+
+
+def _task_timer(durations: dict[str, float]) -> Any:
+    """An ansible-runner event handler adding each task's wall time (start to next start) to *durations*."""
+    from datetime import datetime
+
+    last: list[tuple[str, datetime]] = []
+
+    def handle(event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        created = event.get("created")
+        if kind not in ("playbook_on_task_start", "playbook_on_stats") or not created:
+            return
+        now = datetime.fromisoformat(str(created))
+        if last:
+            name, start = last.pop()
+            durations[name] = durations.get(name, 0.0) + (now - start).total_seconds()
+        if kind == "playbook_on_task_start":
+            data = event.get("event_data") or {}
+            last.append((f"{data.get('role', '')} : {data.get('task', '')}".strip(" :"), now))
+
+    return handle
+
+
+def measure_rebake() -> dict[str, Any]:
+    """Two runs of bake-image.yml into a fresh root file system, timed; the slowest tasks of the second."""
+    from gpuforge.nodes.bake import rootfs_inventory, run_playbook
+    from tests.playbooks import rootfs
+    from tests.playbooks.profiles import EFA_P5, profile_vars
+    from tests.standins.repo import build
+
+    tarball, _ = rootfs.build_tarball()
+    with tempfile.TemporaryDirectory(prefix="gpuforge-rebake-") as tmp:
+        target = rootfs.extract(tarball, Path(tmp) / "rootfs")
+        sources = build(Path(tmp) / "www")
+        sources.serve()
+        try:
+            inventory = rootfs_inventory(target, profile_vars(EFA_P5, sources))
+            runs = []
+            for _ in range(2):
+                durations: dict[str, float] = {}
+                start = time.perf_counter()
+                result = run_playbook("bake-image.yml", inventory, on_event=_task_timer(durations))
+                runs.append((time.perf_counter() - start, result, durations))
+        finally:
+            sources.stop()
+    (first_s, first, _), (second_s, second, slowest) = runs
+    if not (first.ok and second.ok):
+        failures = [f"{f.task}: {f.message}" for f in first.failures + second.failures]
+        raise RuntimeError(f"bake-image.yml failed: {failures}")
+    return {
+        "first_s": first_s,
+        "second_s": second_s,
+        "ratio": second_s / first_s,
+        "first_changed": first.changed,
+        "second_changed": second.changed,
+        "slowest": sorted(slowest.items(), key=lambda kv: -kv[1])[:8],
+    }
+
+
+def rebake_report(rebake: dict[str, Any] | str) -> list[str]:
+    lines = ["## Re-bake", ""]
+    if isinstance(rebake, str):
+        return [*lines, f"Not measured here: {rebake}.", ""]
+    lines += [
+        "`bake-image.yml` twice into a fresh Debian 12 root file system through the chroot connection (EFA",
+        "p5.48xlarge profile, every package source pointed at the stand-ins of tests/standins, as the",
+        "playbook tests do). The second run is the re-bake of an unchanged image: it must change nothing,",
+        "and its time against the first is the figure to watch (target: at most 0.40).",
+        "",
+        "| run | wall time (s) | changed |",
+        "|---|---:|---:|",
+        f"| first (installs) | {rebake['first_s']:.1f} | {rebake['first_changed']} |",
+        f"| second (idempotent) | {rebake['second_s']:.1f} | {rebake['second_changed']} |",
+        "",
+        f"Ratio second/first: **{rebake['ratio']:.2f}**.",
+        "",
+        "Slowest tasks of the second run (wall time from task start to the next task's start):",
+        "",
+        "| task | s |",
+        "|---|---:|",
+        *(f"| {name} | {seconds:.1f} |" for name, seconds in rebake["slowest"]),
+        "",
+    ]
+    return lines
+
+
+def report(rows: list[dict[str, Any]], prod_s: float, rebake: dict[str, Any] | str | None = None) -> str:
     lines = [
         "# Benchmarks",
         "",
@@ -214,6 +317,8 @@ def report(rows: list[dict[str, Any]], prod_s: float) -> str:
         "is one launch template and one Auto Scaling group whatever its size.",
         "",
     ]
+    if rebake is not None:
+        lines += rebake_report(rebake)
     return "\n".join(lines)
 
 
@@ -221,11 +326,19 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--worker", nargs=2, metavar=("KIND", "FILE"), help=argparse.SUPPRESS)
     parser.add_argument("--output", type=Path, help="Write the Markdown table here (default: stdout).")
+    parser.add_argument("--rebake-only", action="store_true", help="Measure only the re-bake and print it.")
     args = parser.parse_args(argv)
     if args.worker:
         kind, file = args.worker
         result = worker_plan(Path(file)) if kind == "plan" else worker_floor(Path(file))
         sys.stdout.write(json.dumps(result))
+        return
+    rebake: dict[str, Any] | str = rebake_unavailable() or measure_rebake()
+    if not isinstance(rebake, str):
+        print(f"re-bake: first {rebake['first_s']:.1f}s, second {rebake['second_s']:.1f}s, "
+              f"ratio {rebake['ratio']:.2f}", file=sys.stderr)  # fmt: skip
+    if args.rebake_only:
+        sys.stdout.write("\n".join(rebake_report(rebake)))
         return
     with tempfile.TemporaryDirectory() as tmp:
         rows = []
@@ -237,7 +350,7 @@ def main(argv: list[str] | None = None) -> None:
                 file=sys.stderr,
             )
             rows.append(row)
-    text = report(rows, prod_plan_seconds())
+    text = report(rows, prod_plan_seconds(), rebake)
     if args.output:
         args.output.write_text(text)
     else:

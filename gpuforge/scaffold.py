@@ -17,6 +17,7 @@ import policies
 from components.assets import asset_dir
 from components.spec.schema import render_schema
 from gpuforge import __version__
+from policies.rules import PACKS
 
 PROGRAM = '''"""The Pulumi program of this project (the cluster itself lives in components/program.py)."""
 
@@ -25,7 +26,6 @@ from components.program import main
 main()
 '''
 GITIGNORE = ".venv/\n__pycache__/\nout/\n"
-PACKS = ("security", "redundancy", "power")
 
 
 @dataclass(frozen=True)

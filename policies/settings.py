@@ -43,7 +43,7 @@ def _unknown_rule(rule_id: str, path: str, packs: bool = False) -> list[SpecIssu
         return []
     what = "rule or pack" if packs else "rule"
     hint = suggestion(rule_id, [*PACKS, *REGISTRY] if packs else list(REGISTRY))
-    fix = hint or ("use a pack (security, redundancy, power) or " if packs else "use ")
+    fix = hint or (f"use a pack ({', '.join(PACKS)}) or " if packs else "use ")
     fix += "" if hint else "a rule id from `gpuforge policies`"
     return [SpecIssue(path, f"unknown {what} {rule_id!r}" + unusual_characters(rule_id), fix)]
 

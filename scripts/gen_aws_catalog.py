@@ -98,6 +98,8 @@ def _row(raw: dict[str, Any], offerings: dict[str, list[str]]) -> dict[str, Any]
         "instance_type": raw["InstanceType"],
         "accelerator": _accelerator(raw),
         "vcpus": raw["VCpuInfo"]["DefaultVCpus"],
+        "cores": raw["VCpuInfo"]["DefaultCores"],
+        "threads_per_core": raw["VCpuInfo"]["DefaultThreadsPerCore"],
         "memory_mib": raw["MemoryInfo"]["SizeInMiB"],
         "architectures": sorted(raw["ProcessorInfo"]["SupportedArchitectures"]),
         "network_performance": net["NetworkPerformance"],

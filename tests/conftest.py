@@ -7,8 +7,9 @@ import pytest
 from gpuforge.plan.model import Plan
 from tests.support import planned
 
-# Booted machines (systemd-nspawn) for any test directory: the machine_pool and two_machines fixtures.
-pytest_plugins = ["tests.machines.plugin"]
+# For any test directory: booted machines (machine_pool, two_machines) and the stand-in package
+# sources (standin_sources) the production install tasks are pointed at in tests.
+pytest_plugins = ["tests.machines.plugin", "tests.standins.plugin"]
 
 
 @pytest.fixture

@@ -7,10 +7,16 @@
 - an OIDC provider lets pods assume IAM roles (IRSA) instead of borrowing the node role;
 - access is granted through EKS access entries only (authentication mode API, no implicit
   admin for whoever ran `pulumi up`);
-- the cluster role carries AmazonEKSClusterPolicy and the four KMS actions on the one key.
+- the cluster role carries AmazonEKSClusterPolicy and the four KMS actions on the one key;
+- the whoever runs `pulumi up` (the IAM identity behind its session) gets a cluster-scope admin
+  access entry, so the Kubernetes provider can install the platform;
+- the managed add-ons a cluster made through the API lacks: vpc-cni (pinned at a version that
+  ignores EFA-only interfaces, network policy enforcement on, its own IRSA role), kube-proxy and the
+  Pod Identity agent before any node (`network_addons`), CoreDNS once nodes exist (`coredns`).
 
-`kubeconfig` is built from the cluster's outputs (no resources inside apply) and feeds a
-Kubernetes provider that the platform components (components/k8s) take.
+`kubeconfig` is built from the cluster's outputs (no resources inside apply); the placement makes
+the Kubernetes provider from it once node groups, add-ons and access entries exist
+(`kubernetes_provider`), so no Helm release starts before the cluster can run it.
 """
 
 from __future__ import annotations
@@ -23,13 +29,20 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.catalog.aws_wiring import load_aws_wiring
 from components.spec.models import KubernetesSpec
 
 from .iam import STS_AUDIENCE, assume_role_policy
+from .irsa import controller_role
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 CLUSTER_POLICY = "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"
 ACCESS_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/{policy}"
+DEPLOYER_POLICY = "AmazonEKSClusterAdminPolicy"
+# Add-ons nodes need to become Ready (pod networking, service routing, pod credentials); CoreDNS
+# needs nodes to run on and comes after them.
+BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
+AFTER_NODES = ("coredns",)
 
 
 @dataclass(frozen=True)
@@ -61,16 +74,26 @@ class EksCluster(pulumi.ComponentResource):
     oidc_provider_arn: pulumi.Output[str]
     oidc_issuer: pulumi.Output[str]  # the provider URL; service-account trust policies key on it
     kubeconfig: pulumi.Output[str]
-    provider: k8s.Provider
+    network_addons: list[aws.eks.Addon]  # what node groups wait for
+    access: list[pulumi.Resource]  # access entries and their policy associations, the deployer's included
 
     def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuforge:aws:EksCluster", name, eks_props(args.spec), opts)
         child = pulumi.ResourceOptions(parent=self)
         spec = args.spec
 
+        account = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self))
         role = aws.iam.Role(
             f"{name}-role",
-            assume_role_policy=assume_role_policy("eks.amazonaws.com", ("sts:AssumeRole", "sts:TagSession")),
+            # Only EKS acting for this account's cluster of this name (confused-deputy prevention).
+            assume_role_policy=account.account_id.apply(
+                lambda acct: assume_role_policy(
+                    "eks.amazonaws.com",
+                    ("sts:AssumeRole", "sts:TagSession"),
+                    source_account=acct,
+                    source_arn=f"arn:aws:eks:{args.region}:{acct}:cluster/{name}",
+                )
+            ),
             opts=child,
         )
         cluster_policy = aws.iam.RolePolicyAttachment(
@@ -101,6 +124,7 @@ class EksCluster(pulumi.ComponentResource):
             f"{name}-logs",
             name=f"/aws/eks/{name}/cluster",
             retention_in_days=spec.log_retention_days,
+            kms_key_id=args.kms_key_arn,  # the key policy lets CloudWatch Logs use it for this account
             opts=child,
         )
         public = spec.endpoint == "public"
@@ -145,25 +169,42 @@ class EksCluster(pulumi.ComponentResource):
             opts=child,
         )
 
-        for key, entry in spec.access_entries.items():
+        self.access = []
+        # Whoever runs `up` installs the platform through the Kubernetes API: an admin entry for the
+        # IAM identity behind the caller's session (the role, for an assumed-role session).
+        deployer = aws.iam.get_session_context_output(
+            arn=account.arn, opts=pulumi.InvokeOutputOptions(parent=self)
+        ).issuer_arn
+        entries: list[tuple[str, pulumi.Input[str], str, tuple[str, ...]]] = [
+            ("deployer", deployer, DEPLOYER_POLICY, ()),
+            *((k, e.principal_arn, e.policy, tuple(e.namespaces)) for k, e in spec.access_entries.items()),
+        ]
+        for key, principal, policy, namespaces in entries:
             access = aws.eks.AccessEntry(
                 f"{name}-access-{key}",
                 cluster_name=cluster.name,
-                principal_arn=entry.principal_arn,
+                principal_arn=principal,
                 type="STANDARD",
                 opts=child,
             )
-            aws.eks.AccessPolicyAssociation(
+            association = aws.eks.AccessPolicyAssociation(
                 f"{name}-access-{key}-policy",
                 cluster_name=cluster.name,
-                principal_arn=entry.principal_arn,
-                policy_arn=ACCESS_POLICY_ARN.format(policy=entry.policy),
+                principal_arn=principal,
+                policy_arn=ACCESS_POLICY_ARN.format(policy=policy),
                 access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(
-                    type="namespace" if entry.namespaces else "cluster",
-                    namespaces=list(entry.namespaces) or None,
+                    type="namespace" if namespaces else "cluster",
+                    namespaces=list(namespaces) or None,
                 ),
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[access])),
             )
+            self.access += [access, association]
+
+        self._cluster_name = cluster.name
+        self._child = child
+        self.network_addons = [
+            self._addon(name, addon, oidc.arn, oidc.url, args.tags) for addon in BEFORE_NODES
+        ]
 
         self.name = cluster.name
         self.endpoint = cluster.endpoint
@@ -173,7 +214,6 @@ class EksCluster(pulumi.ComponentResource):
         self.kubeconfig = pulumi.Output.all(cluster.name, cluster.endpoint, cluster.certificate_authority).apply(
             lambda values: kubeconfig(values[0], values[1], _ca_data(values[2]), args.region)
         )
-        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, opts=child)
         self.register_outputs(
             {
                 "name": cluster.name,
@@ -181,6 +221,57 @@ class EksCluster(pulumi.ComponentResource):
                 "clusterSecurityGroupId": self.cluster_security_group_id,
                 "oidcProviderArn": oidc.arn,
             }
+        )
+
+
+    def _addon(
+        self,
+        name: str,
+        addon: str,
+        oidc_arn: pulumi.Input[str],
+        oidc_url: pulumi.Input[str],
+        tags: dict[str, str],
+        depends_on: list[pulumi.Resource] | None = None,
+    ) -> aws.eks.Addon:
+        """A managed add-on at the catalog's version and configuration; one with a service account
+        in the catalog gets its own IRSA role with its managed policy (never the node role)."""
+        facts = load_aws_wiring().eks.addons[addon]
+        role_arn: pulumi.Output[str] | None = None
+        if facts.service_account and facts.policy_arn:
+            role_arn = controller_role(
+                f"{name}-{addon}-role",
+                oidc_provider_arn=oidc_arn,
+                oidc_issuer=oidc_url,
+                service_account=facts.service_account,
+                policy_arn=facts.policy_arn,
+                tags=tags,
+                opts=self._child,
+            ).arn
+        return aws.eks.Addon(
+            f"{name}-{addon}",
+            cluster_name=self._cluster_name,
+            addon_name=addon,
+            addon_version=facts.version,
+            configuration_values=json.dumps(facts.configuration) if facts.configuration else None,
+            service_account_role_arn=role_arn,
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            tags=tags,
+            opts=pulumi.ResourceOptions.merge(self._child, pulumi.ResourceOptions(depends_on=depends_on or [])),
+        )
+
+    def kubernetes_provider(self, name: str, nodes: list[pulumi.Resource]) -> k8s.Provider:
+        """CoreDNS once the nodes exist, then the Kubernetes provider the platform is installed
+        through: it waits for the node groups, every add-on and the access entries (the deployer's
+        among them), so no release starts on a cluster that cannot run it or let it in."""
+        coredns = [self._addon(name, addon, "", "", {}, depends_on=nodes) for addon in AFTER_NODES]
+        return k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig,
+            opts=pulumi.ResourceOptions.merge(
+                self._child,
+                pulumi.ResourceOptions(depends_on=[*nodes, *self.network_addons, *coredns, *self.access]),
+            ),
         )
 
 

@@ -79,3 +79,30 @@ def _trust(
     return pulumi.Output.all(oidc_provider_arn, oidc_issuer).apply(
         lambda values: service_account_trust_policy(values[0], values[1], sa.namespace, sa.name)
     )
+
+
+def controller_role(
+    name: str,
+    *,
+    oidc_provider_arn: pulumi.Input[str],
+    oidc_issuer: pulumi.Input[str],
+    service_account: str,  # namespace/name
+    policy_arn: str,
+    inline_policy: pulumi.Input[str] | None = None,
+    tags: dict[str, str] | None = None,
+    opts: pulumi.ResourceOptions | None = None,
+) -> aws.iam.Role:
+    """An IRSA role for one cluster controller (VPC CNI, FSx CSI controller): trusted by its service
+    account only, with the controller's managed policy, so it never borrows the node role."""
+    namespace, account = service_account.split("/")
+    role = aws.iam.Role(
+        name,
+        description=f"Controller service account {service_account}",
+        assume_role_policy=_trust(oidc_provider_arn, oidc_issuer, ServiceAccount(namespace, account)),
+        tags=tags or {},
+        opts=opts,
+    )
+    aws.iam.RolePolicyAttachment(f"{name}-policy", role=role.name, policy_arn=policy_arn, opts=opts)
+    if inline_policy is not None:
+        aws.iam.RolePolicy(f"{name}-inline", role=role.id, policy=inline_policy, opts=opts)
+    return role

@@ -14,11 +14,13 @@ from ipaddress import IPv4Network
 import pulumi
 import pulumi_aws as aws
 
+from components.catalog.aws_wiring import load_aws_wiring
 from components.spec.models import TIERS, Network, Tier
 
 from .iam import assume_role_policy
 
-LUSTRE_PORTS = ((988, 988), (1018, 1023))  # LNet and the Lustre client's privileged ports
+# LNet and the Lustre client's privileged ports (data/aws_wiring.yaml lustre).
+LUSTRE_PORTS = load_aws_wiring().lustre.ports
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,7 @@ class SegmentedNetworkArgs:
     network: Network
     region: str
     subnets: dict[tuple[Tier, str], IPv4Network]
+    kms_key_arn: pulumi.Input[str] | None = None  # encrypts the flow-log group
 
 
 class SegmentedNetwork(pulumi.ComponentResource):
@@ -109,8 +112,10 @@ class SegmentedNetwork(pulumi.ComponentResource):
                 opts=child,
             )
         if spec.flow_logs:
-            self._flow_logs(name, spec, vpc, child)
+            self._flow_logs(name, spec, vpc, args, child)
         self.security_group_ids = self._security_groups(name, spec, vpc, child)
+        if spec.nat == "none":
+            self._interface_endpoints(name, spec, args.region, vpc, subnets["management"], child)
         # Private route tables by AZ: a hybrid link propagates the site's routes into them.
         self.private_route_table_ids = {az: rt.id for az, rt in zip(azs, private_rts, strict=True)}
 
@@ -144,13 +149,69 @@ class SegmentedNetwork(pulumi.ComponentResource):
         return nats
 
     @staticmethod
-    def _flow_logs(name: str, spec: Network, vpc: aws.ec2.Vpc, child: pulumi.ResourceOptions) -> None:
-        log_group = aws.cloudwatch.LogGroup(
-            f"{name}-flow-logs", retention_in_days=spec.flow_log_retention_days, opts=child
+    def _interface_endpoints(
+        name: str,
+        spec: Network,
+        region: str,
+        vpc: aws.ec2.Vpc,
+        subnets: dict[str, aws.ec2.Subnet],
+        child: pulumi.ResourceOptions,
+    ) -> None:
+        """Without NAT, private subnets reach AWS only through endpoints: interface endpoints (private
+        DNS, so the SDKs' default endpoints resolve to them) for SSM, STS, ECR, logs, EC2, EKS and the
+        rest in data/aws_wiring.yaml private_endpoints, in the management tier of every AZ, open on
+        443 to the VPC. ECR serves image layers from S3, through the gateway endpoint."""
+        group = aws.ec2.SecurityGroup(
+            f"{name}-endpoints-sg",
+            vpc_id=vpc.id,
+            description="Interface endpoints: HTTPS from the VPC",
+            tags={"Name": f"{name}-endpoints"},
+            opts=child,
         )
+        aws.vpc.SecurityGroupIngressRule(
+            f"{name}-endpoints-in-https",
+            security_group_id=group.id,
+            cidr_ipv4=spec.cidr,
+            ip_protocol="tcp",
+            from_port=443,
+            to_port=443,
+            description="HTTPS to AWS service endpoints from the VPC",
+            opts=child,
+        )
+        for service in load_aws_wiring().private_endpoints.services:
+            aws.ec2.VpcEndpoint(
+                f"{name}-{service.replace('.', '-')}-endpoint",
+                vpc_id=vpc.id,
+                service_name=f"com.amazonaws.{region}.{service}",
+                vpc_endpoint_type="Interface",
+                private_dns_enabled=True,
+                subnet_ids=[subnets[az].id for az in sorted(subnets)],
+                security_group_ids=[group.id],
+                tags={"Name": f"{name}-{service}"},
+                opts=child,
+            )
+
+    @staticmethod
+    def _flow_logs(
+        name: str, spec: Network, vpc: aws.ec2.Vpc, args: SegmentedNetworkArgs, child: pulumi.ResourceOptions
+    ) -> None:
+        log_group = aws.cloudwatch.LogGroup(
+            f"{name}-flow-logs",
+            retention_in_days=spec.flow_log_retention_days,
+            kms_key_id=args.kms_key_arn,
+            opts=child,
+        )
+        account = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=child.parent)).account_id
         role = aws.iam.Role(
             f"{name}-flow-logs-role",
-            assume_role_policy=assume_role_policy("vpc-flow-logs.amazonaws.com"),
+            # Only for this account's flow logs (VPC User Guide, "IAM role for publishing flow logs").
+            assume_role_policy=account.apply(
+                lambda acct: assume_role_policy(
+                    "vpc-flow-logs.amazonaws.com",
+                    source_account=acct,
+                    source_arn=f"arn:aws:ec2:{args.region}:{acct}:vpc-flow-log/*",
+                )
+            ),
             opts=child,
         )
         aws.iam.RolePolicy(
@@ -248,7 +309,17 @@ class SegmentedNetwork(pulumi.ComponentResource):
                     ports=(low, high),
                     why=f"Lustre from the {client} tier",
                 )
-        ingress("lustre-self", "storage", source="storage", ports=LUSTRE_PORTS[0], why="Lustre servers to each other")
+        # The file system's servers talk to each other on both ranges too (FSx for Lustre User Guide,
+        # "File system access control with Amazon VPC"); the 988 rule keeps its name (no replacement).
+        for low, high in LUSTRE_PORTS:
+            suffix = "" if low == 988 else f"-{low}"
+            ingress(
+                f"lustre-self{suffix}",
+                "storage",
+                source="storage",
+                ports=(low, high),
+                why="Lustre servers to each other",
+            )
         ingress("self", "efa", source="efa", protocol="-1", why="EFA from itself")
         egress_all("efa", to_self=True)
         for group in ("ingress", "management", "compute", "storage"):

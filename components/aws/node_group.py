@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
+from components.catalog.aws_wiring import load_aws_wiring
 from components.k8s.labels import NODE_LABEL_GPU_MODEL, NODE_LABEL_GROUP
 from components.spec import ResolvedNodeGroup
 from components.templates import render
@@ -30,16 +32,21 @@ NODE_FACTS = ("nodeGroup", "role", "instanceType", "gpuModel", "gpusPerNode", "f
 NODE_GROUP_TAG = "gpuforge:node-group"
 CLUSTER_TAG = "gpuforge:cluster"  # set on every resource by the AWS provider's default tags (placement.py)
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
-# What an EKS node needs (EKS user guide, "Amazon EKS node IAM role"): join the cluster, pull
-# images, and let the VPC CNI assign pod addresses.
+# What an EKS node needs (EKS user guide, "Amazon EKS node IAM role"): join the cluster and pull
+# images. The VPC CNI's AmazonEKS_CNI_Policy is on the add-on's own IRSA role (components/aws/eks.py),
+# not here, where every pod that reaches the node's credentials would hold it.
 EKS_NODE_POLICIES = {
     "worker": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
     "ecr": "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
-    "cni": "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
 }
-# The EKS-optimized accelerated Amazon Linux 2023 AMI: NVIDIA driver, container toolkit and the
-# EFA host components are in the image, and it joins the cluster through nodeadm by itself.
-EKS_GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
+# Auto Scaling groups this small wait for their instances during `up`, so a launch that fails
+# (capacity, key policy, quota) fails the deployment instead of leaving an empty group behind.
+# Larger GPU groups fill over hours and do not block `up`; the plan's policies check both.
+WAIT_FOR_CAPACITY_MAX_NODES = 16
+WAIT_FOR_CAPACITY_TIMEOUT = "20m"
+# A GPU node is healthy to EC2 long before its driver, Fabric Manager and EFA are up; a short grace
+# period lets Auto Scaling replace nodes that are still booting.
+GPU_HEALTH_CHECK_GRACE_S = 900
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,8 @@ class EksAttachment:
     # groups EKS would attach, so nodes must carry it to talk to the control plane.
     cluster_security_group_id: pulumi.Input[str]
     kubernetes_version: pulumi.Input[str]
+    # The add-ons nodes need to become Ready (vpc-cni, kube-proxy, pod identity agent).
+    depends_on: Sequence[pulumi.Resource] = ()
 
 
 def node_labels(group: ResolvedNodeGroup) -> dict[str, str]:
@@ -139,7 +148,9 @@ def gpu_launch_template(
             http_endpoint="enabled",
             http_tokens="required",
             http_put_response_hop_limit=1,
-            instance_metadata_tags="enabled",
+            # EKS tags nodes with keys holding "/" (kubernetes.io/cluster/...), which are invalid as
+            # metadata tags: EKS node groups fail with IMDS tags on (data/aws_wiring.yaml eks).
+            instance_metadata_tags=load_aws_wiring().eks.imds_tags if eks else "enabled",
         ),
         block_device_mappings=[
             aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
@@ -226,6 +237,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
     asg_name: pulumi.Output[str]
     launch_template_id: pulumi.Output[str]
     role_arn: pulumi.Output[str]
+    role_name: pulumi.Output[str]
 
     def __init__(self, name: str, args: GpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuforge:aws:GpuNodeGroup", name, node_group_props(args.group), opts)
@@ -233,11 +245,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
         group, spec = args.group, args.group.spec
 
         role, profile = self._instance_role(name, args, child)
-        placement_group = (
-            aws.ec2.PlacementGroup(f"{name}-pg", strategy=spec.placement_strategy, opts=child)
-            if spec.placement_strategy != "none"
-            else None
-        )
+        placement_group = self._placement_group(name, group, child)
         if args.eks is not None:
             self._eks_node_group(name, args, args.eks, role, placement_group, child)
             return
@@ -257,13 +265,20 @@ class GpuNodeGroup(pulumi.ComponentResource):
             max_size=spec.total_nodes,
             desired_capacity=spec.total_nodes,
             vpc_zone_identifiers=args.subnet_ids,
-            placement_group=placement_group.id if placement_group else None,
+            placement_group=placement_group,
             launch_template=aws.autoscaling.GroupLaunchTemplateArgs(id=template.id, version="$Latest"),
+            # EC2 status checks, with a grace period covering the GPU stack's bring-up; GPU faults
+            # (XID, DCGM, fabric) are found by `gpuforge check`, which marks the node unhealthy.
             health_check_type="EC2",
-            # Large GPU groups fill over hours; `pulumi up` should not block on instances.
-            wait_for_capacity_timeout="0",
-            # One AZ by design for EFA groups: rebalancing would only churn nodes.
-            suspended_processes=["AZRebalance"],
+            health_check_grace_period=GPU_HEALTH_CHECK_GRACE_S if group.gpus_per_node else 300,
+            # Small groups: `up` waits until every instance runs, so a failing launch fails `up`.
+            # Large GPU groups fill over hours; `up` does not block on them.
+            wait_for_capacity_timeout=(
+                WAIT_FOR_CAPACITY_TIMEOUT if spec.total_nodes <= WAIT_FOR_CAPACITY_MAX_NODES else "0"
+            ),
+            # A single-AZ EFA group has nothing to rebalance and rebalancing would churn nodes;
+            # groups across AZs keep rebalancing so an AZ's loss is made good.
+            suspended_processes=["AZRebalance"] if group.efa_interfaces and len(group.azs) == 1 else None,
             tags=[
                 aws.autoscaling.GroupTagArgs(key=key, value=value, propagate_at_launch=True)
                 for key, value in {**args.tags, NODE_GROUP_TAG: group.name}.items()
@@ -273,14 +288,28 @@ class GpuNodeGroup(pulumi.ComponentResource):
         self.asg_name = asg.name
         self.launch_template_id = template.id
         self.role_arn = role.arn
+        self.role_name = role.name
         self.register_outputs(
             {
                 "asgName": asg.name,
                 "launchTemplateId": template.id,
-                "placementGroup": placement_group.id if placement_group else None,
+                "placementGroup": placement_group,
                 "roleArn": role.arn,
             }
         )
+
+    @staticmethod
+    def _placement_group(
+        name: str, group: ResolvedNodeGroup, child: pulumi.ResourceOptions
+    ) -> pulumi.Input[str] | None:
+        """The placement group name: the reservation's own (an ODCR made in one), a new one for
+        the strategy, or none (Capacity Blocks, ODCRs made without one, strategy none)."""
+        spec = group.spec
+        if spec.reservation_placement_group:
+            return spec.reservation_placement_group
+        if spec.placement_strategy == "none":
+            return None
+        return aws.ec2.PlacementGroup(f"{name}-pg", strategy=spec.placement_strategy, opts=child).name
 
     @staticmethod
     def _instance_role(
@@ -292,7 +321,9 @@ class GpuNodeGroup(pulumi.ComponentResource):
             opts=child,
         )
         aws.iam.RolePolicyAttachment(f"{name}-ssm", role=role.name, policy_arn=SSM_CORE_POLICY, opts=child)
-        if args.read_bucket_arns or args.write_bucket_arns:
+        # EKS nodes get no bucket access: pods reach the buckets through their team's IRSA role, and
+        # anything on the node role is open to every pod that reaches the node's credentials.
+        if (args.read_bucket_arns or args.write_bucket_arns) and args.eks is None:
             aws.iam.RolePolicy(
                 f"{name}-buckets",
                 role=role.id,
@@ -338,7 +369,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
         args: GpuNodeGroupArgs,
         eks: EksAttachment,
         role: aws.iam.Role,
-        placement_group: aws.ec2.PlacementGroup | None,
+        placement_group: pulumi.Input[str] | None,
         child: pulumi.ResourceOptions,
     ) -> None:
         group, spec = args.group, args.group.spec
@@ -349,7 +380,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             kms_key_arn=args.kms_key_arn,
             user_data=self._user_data(group, args, mime=True),
             tags=args.tags,
-            placement_group=placement_group.name if placement_group else None,
+            placement_group=placement_group,
             eks=True,
             opts=child,
         )
@@ -359,7 +390,11 @@ class GpuNodeGroup(pulumi.ComponentResource):
             node_role_arn=role.arn,
             subnet_ids=args.subnet_ids,
             version=eks.kubernetes_version,
-            ami_type=EKS_GPU_AMI_TYPE,
+            # The accelerated AMI (NVIDIA driver, toolkit, EFA) for GPU groups; the standard one for
+            # CPU groups such as the system group running the operators.
+            ami_type=load_aws_wiring().eks.gpu_ami_type
+            if group.gpus_per_node
+            else load_aws_wiring().eks.standard_ami_type,
             capacity_type=eks_capacity_type(group),
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 min_size=spec.total_nodes, max_size=spec.total_nodes, desired_size=spec.total_nodes
@@ -371,17 +406,18 @@ class GpuNodeGroup(pulumi.ComponentResource):
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
             labels=node_labels(group),
             tags={**args.tags, NODE_GROUP_TAG: group.name},
-            opts=child,
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=list(eks.depends_on))),
         )
         self.asg_name = node_group.resources.apply(_first_asg_name)
         self.launch_template_id = template.id
         self.role_arn = role.arn
+        self.role_name = role.name
         self.register_outputs(
             {
                 "eksNodeGroup": node_group.node_group_name,
                 "asgName": self.asg_name,
                 "launchTemplateId": template.id,
-                "placementGroup": placement_group.id if placement_group else None,
+                "placementGroup": placement_group,
                 "roleArn": role.arn,
             }
         )

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
+import pulumi_kubernetes as k8s
 
+from components.catalog.aws_wiring import load_aws_wiring
 from components.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsClass
 from components.spec import ResolvedSpec
 from components.spec.models import Tier
@@ -15,10 +18,12 @@ from components.spec.monitoring import receiver_secret_names
 
 from .alert_secrets import AlertSecrets, AlertSecretsArgs
 from .eks import EksCluster, EksClusterArgs
+from .iam import fsx_key_grant_policy
 from .image_pipeline import ImagePipeline, ImagePipelineArgs
-from .irsa import ROLE_ARN_ANNOTATION, ServiceAccount, ServiceAccountRoles, ServiceAccountRolesArgs
+from .irsa import ROLE_ARN_ANNOTATION, ServiceAccount, ServiceAccountRoles, ServiceAccountRolesArgs, controller_role
 from .network import SegmentedNetwork, SegmentedNetworkArgs
 from .node_group import CLUSTER_TAG, EksAttachment, GpuNodeGroup, GpuNodeGroupArgs, LustreMount, node_group_props
+from .slurm import SlurmControlPlane, SlurmControlPlaneArgs
 from .storage import ClusterKey, LustreFileSystem, LustreFileSystemArgs, ObjectStore, ObjectStoreArgs
 
 READ_PURPOSES = ("data",)
@@ -38,6 +43,7 @@ class AwsCluster:
     network: SegmentedNetwork
     eks: EksCluster | None
     platform: GpuPlatform | None
+    kubernetes_provider: k8s.Provider | None = None  # the EKS cluster's, once its nodes and add-ons exist
 
 
 def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resource) -> AwsCluster:
@@ -59,8 +65,16 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
     provider = regional_provider("aws", region)
     child = pulumi.ResourceOptions(parent=parent, providers={"aws": provider})
 
-    key = ClusterKey(f"{name}-kms", spec.protected, opts=child)
-    network = SegmentedNetwork(f"{name}-net", SegmentedNetworkArgs(spec.network, region, resolved.subnets), opts=child)
+    fs_spec = spec.storage.parallel_fs
+    # FSx reads and writes the SSE-KMS buckets of its data repository associations through its own
+    # service-linked role, which the key policy must then name.
+    dra_to_kms_buckets = fs_spec is not None and any(
+        spec.storage.object_stores[d.object_store].kms for d in fs_spec.data_repository_associations.values()
+    )
+    key = ClusterKey(f"{name}-kms", region, spec.protected, fsx_data_repositories=dra_to_kms_buckets, opts=child)
+    network = SegmentedNetwork(
+        f"{name}-net", SegmentedNetworkArgs(spec.network, region, resolved.subnets, key.arn), opts=child
+    )
 
     replica_regions = sorted(
         {s.replication_region for s in spec.storage.object_stores.values() if s.replication_region}
@@ -71,7 +85,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
         replica_opts = pulumi.ResourceOptions(parent=parent, providers={"aws": replica_provider})
         replicas[replica_region] = (
             replica_provider,
-            ClusterKey(f"{name}-kms-{replica_region}", spec.protected, opts=replica_opts),
+            ClusterKey(f"{name}-kms-{replica_region}", replica_region, spec.protected, opts=replica_opts),
         )
 
     stores: dict[str, ObjectStore] = {}
@@ -146,7 +160,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 lustre=LustreMount(lustre.dns_name, lustre.mount_name) if lustre else None,
                 tags=tags,
                 eks=(
-                    EksAttachment(eks.name, eks.cluster_security_group_id, kube.version)
+                    EksAttachment(eks.name, eks.cluster_security_group_id, kube.version, eks.network_addons)
                     if eks is not None and kube is not None and group_name in resolved.kubernetes_node_groups
                     else None
                 ),
@@ -156,9 +170,37 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
 
     image_pipeline = _image_pipeline(name, resolved, network, key.arn, tags, child)
 
+    slurm_outputs: dict[str, Any] = {}
+    sched = resolved.scheduler
+    if sched is not None:
+        slurm_groups = {*sched.groups, *sched.login_groups}
+        slurm = SlurmControlPlane(
+            f"{name}-slurm",
+            SlurmControlPlaneArgs(
+                resolved=resolved,
+                scheduler=sched,
+                subnet_ids=network.subnet_ids,
+                security_group_ids=network.security_group_ids,
+                kms_key_arn=key.arn,
+                node_role_names={n: g.role_name for n, g in groups.items() if n in slurm_groups},
+                tags=tags,
+            ),
+            opts=child,
+        )
+        slurm_outputs["slurm"] = {
+            "controllers": {c.name: c.address for c in sched.controllers},
+            "databaseEndpoint": slurm.database_endpoint,
+            "homeFileSystem": slurm.home_file_system_id,
+            "secretArns": slurm.secret_arns,
+        }
+
     platform: GpuPlatform | None = None
     roles: ServiceAccountRoles | None = None
+    kube_provider: k8s.Provider | None = None
     if eks is not None and kube is not None:
+        kube_provider = eks.kubernetes_provider(
+            f"{name}-eks", nodes=[groups[g] for g in sorted(resolved.kubernetes_node_groups)]
+        )
         teams = kube.platform.teams
         if teams:
             # Training pods reach the buckets through their team's role, never the node role.
@@ -184,12 +226,14 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 platform=kube.platform,
                 fabric="efa" if any(g.efa_interfaces for g in resolved.kubernetes_node_groups.values()) else "none",
                 pools=_gpu_pools(resolved),
-                parallel_fs=_fsx_storage_class(resolved, network, key.arn) if lustre else None,
+                parallel_fs=(
+                    _fsx_storage_class(f"{name}-eks", resolved, network, key.arn, eks, tags, child) if lustre else None
+                ),
                 service_account_annotations=(
                     {team: {ROLE_ARN_ANNOTATION: arn} for team, arn in roles.role_arns.items()} if roles else {}
                 ),
             ),
-            opts=pulumi.ResourceOptions(parent=parent, providers={"kubernetes": eks.provider}),
+            opts=pulumi.ResourceOptions(parent=parent, providers={"kubernetes": kube_provider}),
         )
 
     kubernetes_outputs: dict[str, Any] = {}
@@ -218,6 +262,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
     outputs = {
         **kubernetes_outputs,
         **pipeline_outputs,
+        **slurm_outputs,
         **monitoring_outputs,
         "cluster": {"name": spec.name, "environment": spec.environment, "placement": "aws", "region": region},
         "kmsKeyArn": key.arn,
@@ -240,6 +285,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 "dnsName": lustre.dns_name,
                 "mountName": lustre.mount_name,
                 "capacityGib": resolved.lustre.capacity_gib if resolved.lustre else None,
+                "efa": bool(fs and fs.efa),  # nodes with EFA devices run LNet over EFA
             }
             if lustre
             else None
@@ -249,7 +295,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
             for k, s in stores.items()
         },
     }
-    return AwsCluster(outputs, network, eks, platform)
+    return AwsCluster(outputs, network, eks, platform, kube_provider)
 
 
 def _image_pipeline(
@@ -307,10 +353,18 @@ def _gpu_pools(resolved: ResolvedSpec) -> list[GpuPool]:
 
 
 def _fsx_storage_class(
-    resolved: ResolvedSpec, network: SegmentedNetwork, kms_key_arn: pulumi.Output[str]
+    name: str,
+    resolved: ResolvedSpec,
+    network: SegmentedNetwork,
+    kms_key_arn: pulumi.Output[str],
+    eks: EksCluster,
+    tags: dict[str, str],
+    child: pulumi.ResourceOptions,
 ) -> ParallelFsClass | None:
     """FSx for Lustre through its CSI driver: new volumes land in the storage tier of the
-    cluster file system's AZ, encrypted with the cluster key."""
+    cluster file system's AZ, encrypted with the cluster key. The driver's controller creates them
+    through the FSx API with its own IRSA role (EKS User Guide, "Deploy the FSx for Lustre driver"),
+    which may also have FSx use the cluster key."""
     fs = resolved.spec.storage.parallel_fs
     if fs is None or resolved.lustre_az is None:
         return None
@@ -323,12 +377,24 @@ def _fsx_storage_class(
         parameters["kmsKeyId"] = kms_key_arn
         if fs.per_unit_storage_throughput:
             parameters["perUnitStorageThroughput"] = str(fs.per_unit_storage_throughput)
+    csi = load_aws_wiring().eks.fsx_csi
+    role = controller_role(
+        f"{name}-fsx-csi-role",
+        oidc_provider_arn=eks.oidc_provider_arn,
+        oidc_issuer=eks.oidc_issuer,
+        service_account=csi.service_account,
+        policy_arn=csi.policy_arn,
+        inline_policy=kms_key_arn.apply(lambda arn: json.dumps(fsx_key_grant_policy(arn))),
+        tags=tags,
+        opts=child,
+    )
     return ParallelFsClass(
         name="fsx-lustre",
         provisioner="fsx.csi.aws.com",
         parameters=parameters,
         mount_options=["flock"],
         csi_chart="aws_fsx_csi_driver",
+        csi_values={"controller": {"serviceAccount": {"annotations": {ROLE_ARN_ANNOTATION: role.arn}}}},
     )
 
 

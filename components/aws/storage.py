@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
+from components.catalog.aws_wiring import load_aws_wiring
 from components.spec.models import FsxLustre
 from components.spec.models import ObjectStore as ObjectStoreSpec
 from components.spec.sizing import LustreSizing
 
-from .iam import assume_role_policy
+from .iam import assume_role_policy, cluster_key_policy, tls_only_bucket_policy
 
 
 def stateful(opts: pulumi.ResourceOptions, protected: bool) -> pulumi.ResourceOptions:
@@ -25,18 +26,31 @@ def stateful(opts: pulumi.ResourceOptions, protected: bool) -> pulumi.ResourceOp
 
 
 class ClusterKey(pulumi.ComponentResource):
-    """A rotating customer-managed KMS key for one region of the cluster."""
+    """A rotating customer-managed KMS key for one region of the cluster, with the key policy the
+    services that use it need (`cluster_key_policy`): without one, Auto Scaling cannot launch a node
+    whose root volume it encrypts."""
 
     arn: pulumi.Output[str]
 
-    def __init__(self, name: str, protected: bool, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("gpuforge:aws:ClusterKey", name, {}, opts)
+    def __init__(
+        self,
+        name: str,
+        region: str,
+        protected: bool,
+        fsx_data_repositories: bool = False,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpuforge:aws:ClusterKey", name, {"fsxDataRepositories": fsx_data_repositories}, opts)
         child = pulumi.ResourceOptions(parent=self)
+        account = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id
         key = aws.kms.Key(
             f"{name}-key",
-            description=f"{name}: encrypts volumes, file systems and buckets",
+            description=f"{name}: encrypts volumes, file systems, buckets and log groups",
             enable_key_rotation=True,
             deletion_window_in_days=30,
+            policy=account.apply(
+                lambda acct: json.dumps(cluster_key_policy(acct, region, fsx_data_repositories=fsx_data_repositories))
+            ),
             opts=stateful(child, protected),
         )
         aws.kms.Alias(f"{name}-alias", name=f"alias/{name}", target_key_id=key.key_id, opts=child)
@@ -89,6 +103,11 @@ class LustreFileSystem(pulumi.ComponentResource):
             kms_key_id=args.kms_key_arn if persistent else None,
             file_system_type_version="2.15",
             data_compression_type="LZ4",
+            # Root on a client is nobody on the file system (FSx for Lustre User Guide, "Lustre root
+            # squash"): a pod that escapes to its node cannot rewrite every team's checkpoints.
+            root_squash_configuration=aws.fsx.LustreFileSystemRootSquashConfigurationArgs(
+                root_squash=load_aws_wiring().lustre.root_squash
+            ),
             efa_enabled=spec.efa or None,
             metadata_configuration=(
                 aws.fsx.LustreFileSystemMetadataConfigurationArgs(mode=spec.metadata.mode, iops=spec.metadata.iops)
@@ -182,6 +201,13 @@ class ObjectStore(pulumi.ComponentResource):
             restrict_public_buckets=True,
             opts=config,
         )
+        # Refuse plain HTTP (S3 User Guide, "Security best practices for Amazon S3").
+        aws.s3.BucketPolicy(
+            f"{name}-tls-only",
+            bucket=bucket.id,
+            policy=bucket.arn.apply(lambda arn: json.dumps(tls_only_bucket_policy(arn))),
+            opts=config,
+        )
         aws.s3.BucketOwnershipControls(
             f"{name}-ownership",
             bucket=bucket.id,
@@ -258,9 +284,13 @@ class ObjectStore(pulumi.ComponentResource):
         replica_kms_key_arn: pulumi.Input[str],
         child: pulumi.ResourceOptions,
     ) -> None:
+        account = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=child.parent)).account_id
         role = aws.iam.Role(
             f"{name}-replication-role",
-            assume_role_policy=assume_role_policy("s3.amazonaws.com"),
+            # Only S3 replicating this account's source bucket (confused-deputy prevention).
+            assume_role_policy=pulumi.Output.all(account, source.arn).apply(
+                lambda v: assume_role_policy("s3.amazonaws.com", source_account=v[0], source_arn=v[1])
+            ),
             opts=child,
         )
         aws.iam.RolePolicy(

@@ -27,7 +27,7 @@ from components.catalog.prices import PriceTable, read_prices
 DATA_DIR = Path(__file__).resolve().parent / "data"
 AWS_FILE = "components/catalog/data/aws_instance_types.json"
 FACTS_FILE = "components/catalog/data/facts.yaml"
-_FACT_KEYS = ("gpus", "instance_extras", "host_power", "servers", "fsx_lustre")
+_FACT_KEYS = ("gpus", "instance_extras", "host_power", "servers", "fsx_lustre", "slurm")
 
 DeploymentType = Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"]
 
@@ -97,6 +97,8 @@ class InstanceTypeRow(_Frozen):
     instance_type: str
     accelerator: Accelerator | None
     vcpus: PositiveInt
+    cores: PositiveInt  # VCpuInfo.DefaultCores: physical cores (vcpus = cores x threads_per_core)
+    threads_per_core: PositiveInt  # VCpuInfo.DefaultThreadsPerCore
     memory_mib: PositiveInt
     architectures: tuple[str, ...]
     network_performance: str
@@ -226,6 +228,8 @@ class ServerModel(_Frozen):
     hca_count: int
     rack_units: PositiveInt | None = None  # chassis height (U); None: the host states u_height
     cpu_threads: PositiveInt | None = None  # logical CPUs, for whole-node Kueue quotas on-prem
+    sockets: PositiveInt | None = None  # CPU sockets: Slurm's node line (Sockets x CoresPerSocket x ThreadsPerCore)
+    threads_per_core: PositiveInt | None = None  # 2 with SMT/Hyper-Threading
     memory_gib: PositiveInt | None = None  # system memory
     nvswitch: bool = False  # NVSwitch baseboard: the node needs Fabric Manager and has NVLinks to check
     # Compute-fabric HCAs in rail (= GPU) order, as the default RDMA device names; empty where the
@@ -348,6 +352,27 @@ class FsxLustreRules(_Frozen):
         return self.metadata_iops is not None and self.metadata_iops.is_valid(iops)
 
 
+class SlurmRelease(_Frozen):
+    version: str  # major release, e.g. "24.11"
+    source: str  # where the packages come from
+    reason: str  # why this release
+
+
+class SlurmFacts(_Frozen):
+    """Slurm versions (production and the one tests run) and the rules the rendered configuration follows."""
+
+    production: SlurmRelease
+    test: SlurmRelease
+    real_memory_fraction: float  # RealMemory = floor(fraction x the catalog's memory), headroom for the OS
+    real_memory_source: str
+
+    @model_validator(mode="after")
+    def _fraction(self) -> SlurmFacts:
+        if not 0.5 <= self.real_memory_fraction <= 1.0:
+            raise ValueError("real_memory_fraction must be between 0.5 and 1.0")
+        return self
+
+
 # --- The whole document ---------------------------------------------------------------------------
 
 
@@ -360,6 +385,7 @@ class CatalogData(_Frozen):
     host_power: HostPower
     servers: dict[str, ServerModel]
     fsx_lustre: dict[str, FsxLustreRules]
+    slurm: SlurmFacts
     prices: PriceTable | None = None  # data/prices.yaml (on-demand list prices for cost estimates)
 
     @model_validator(mode="before")
@@ -465,6 +491,10 @@ class Catalog:
             raise CatalogError(
                 f"unknown FSx for Lustre deployment type {deployment_type!r}; allowed: {allowed}"
             ) from None
+
+    @property
+    def slurm(self) -> SlurmFacts:
+        return self.data.slurm
 
     @property
     def pue_default(self) -> float:

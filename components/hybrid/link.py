@@ -4,7 +4,10 @@
   gateway attached to the VPC; BGP (or static routes) carry the site's CIDRs, propagated into the
   VPC's private route tables.
 - `transit_gateway`: the VPN and the VPC both attach to a transit gateway (the hub other VPCs and
-  Direct Connect can join later).
+  Direct Connect can join later); an attachment adds no VPC routes, so every private route table
+  gets a route to each site CIDR through the transit gateway.
+- both tunnels: IKEv2 only, DH groups 19-21, AES-256-GCM, SHA-2, and tunnel logs to an encrypted
+  log group (data/aws_wiring.yaml vpn_tunnel).
 - an existing Direct Connect gateway can be associated with the VGW or the transit gateway,
   advertising the VPC CIDR to the site over the private line.
 Burst nodes open only the listed ports (kubelet) to the site's CIDRs.
@@ -19,6 +22,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from components.catalog.aws_wiring import load_aws_wiring
 from components.spec.site import HybridSpec
 
 
@@ -45,6 +49,7 @@ class SiteLinkArgs:
     route_table_ids: dict[str, pulumi.Input[str]]  # private route tables by AZ
     attachment_subnet_ids: list[pulumi.Input[str]]  # one per AZ, for a transit gateway attachment
     burst_security_group_id: pulumi.Input[str]
+    kms_key_arn: pulumi.Input[str]  # encrypts the tunnel log group
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -64,11 +69,13 @@ class SiteLink(pulumi.ComponentResource):
             "staticRoutesOnly": link.static_routes_only,
             "directConnectGatewayId": link.direct_connect_gateway_id,
             "description": link_description(args.hybrid, args.site, args.region),
+            "routeTableIds": [args.route_table_ids[az] for az in sorted(args.route_table_ids)],
         }
         super().__init__("gpuforge:hybrid:SiteLink", name, props, opts)
         child = pulumi.ResourceOptions(parent=self)
         tags = {**args.tags, "gpuforge:site": args.site}
 
+        tunnel = _tunnel_options(name, args, child)
         cgw = aws.ec2.CustomerGateway(
             f"{name}-cgw",
             bgp_asn=str(link.customer_gateway.bgp_asn),
@@ -91,6 +98,7 @@ class SiteLink(pulumi.ComponentResource):
                 vpn_gateway_id=vgw.id,
                 type="ipsec.1",
                 static_routes_only=link.static_routes_only,
+                **tunnel,
                 tags={**tags, "Name": f"{name}-vpn"},
                 opts=child,
             )
@@ -115,7 +123,7 @@ class SiteLink(pulumi.ComponentResource):
                 tags={**tags, "Name": f"{name}-tgw"},
                 opts=child,
             )
-            aws.ec2transitgateway.VpcAttachment(
+            attachment = aws.ec2transitgateway.VpcAttachment(
                 f"{name}-tgw-vpc",
                 transit_gateway_id=tgw.id,
                 vpc_id=args.vpc_id,
@@ -129,6 +137,7 @@ class SiteLink(pulumi.ComponentResource):
                 transit_gateway_id=tgw.id,
                 type="ipsec.1",
                 static_routes_only=link.static_routes_only,
+                **tunnel,
                 tags={**tags, "Name": f"{name}-vpn"},
                 opts=child,
             )
@@ -140,6 +149,17 @@ class SiteLink(pulumi.ComponentResource):
                         transit_gateway_attachment_id=vpn.transit_gateway_attachment_id,
                         transit_gateway_route_table_id=tgw.association_default_route_table_id,
                         opts=child,
+                    )
+            # The attachment adds no VPC routes: send the site's CIDRs to the transit gateway from
+            # every private route table (Transit Gateways guide, "Transit gateway attachments to a VPC").
+            for az, rt in sorted(args.route_table_ids.items()):
+                for cidr in args.site_cidrs:
+                    aws.ec2.Route(
+                        f"{name}-{az}-to-{_key(cidr)}",
+                        route_table_id=rt,
+                        destination_cidr_block=cidr,
+                        transit_gateway_id=tgw.id,
+                        opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[attachment])),
                     )
             gateway_id = tgw.id
         if link.direct_connect_gateway_id:
@@ -165,3 +185,35 @@ class SiteLink(pulumi.ComponentResource):
         self.vpn_connection_id = vpn.id
         self.gateway_id = gateway_id
         self.register_outputs({"vpnConnectionId": vpn.id, "gatewayId": gateway_id, "customerGatewayId": cgw.id})
+
+
+def _tunnel_options(name: str, args: SiteLinkArgs, child: pulumi.ResourceOptions) -> dict[str, Any]:
+    """Both tunnels' crypto and logging, from the catalog: IKEv2 only, modern DH groups, AES-256-GCM,
+    SHA-2, and tunnel activity logged to a log group encrypted with the cluster key (AWS Site-to-Site
+    VPN User Guide, "Tunnel options for your Site-to-Site VPN connection", "AWS Site-to-Site VPN logs")."""
+    crypto = load_aws_wiring().vpn_tunnel
+    logs = aws.cloudwatch.LogGroup(
+        f"{name}-tunnel-logs",
+        retention_in_days=crypto.log_retention_days,
+        kms_key_id=args.kms_key_arn,
+        tags=args.tags,
+        opts=child,
+    )
+    log_options = {
+        "cloudwatch_log_options": {"log_enabled": True, "log_group_arn": logs.arn, "log_output_format": "json"}
+    }
+    options: dict[str, Any] = {}
+    for tunnel in ("tunnel1", "tunnel2"):
+        options.update(
+            {
+                f"{tunnel}_ike_versions": list(crypto.ike_versions),
+                f"{tunnel}_phase1_dh_group_numbers": list(crypto.phase1_dh_group_numbers),
+                f"{tunnel}_phase2_dh_group_numbers": list(crypto.phase2_dh_group_numbers),
+                f"{tunnel}_phase1_encryption_algorithms": list(crypto.phase1_encryption_algorithms),
+                f"{tunnel}_phase2_encryption_algorithms": list(crypto.phase2_encryption_algorithms),
+                f"{tunnel}_phase1_integrity_algorithms": list(crypto.phase1_integrity_algorithms),
+                f"{tunnel}_phase2_integrity_algorithms": list(crypto.phase2_integrity_algorithms),
+                f"{tunnel}_log_options": log_options,
+            }
+        )
+    return options

@@ -3,7 +3,9 @@ AWS DataSync (an agent on the site reaches the site's store; the task runs on a 
 
 The direction is stated, because it decides the bill: site_to_cloud moves data into AWS (ingress,
 not charged); cloud_to_site is AWS data egress, charged per GB (over Direct Connect at the lower
-DX rate). Credentials of the site store come from stack secrets, never from the spec.
+DX rate). Credentials of the site store are stack secrets (`pulumi config set --secret`), read with
+require_secret so they stay secret in state and plans; a store certified by a private CA hands
+DataSync its CA chain (server_certificate), or the agent refuses the TLS handshake.
 """
 
 from __future__ import annotations
@@ -17,10 +19,8 @@ import pulumi
 import pulumi_aws as aws
 
 from components.aws.iam import assume_role_policy
+from components.spec.secrets import SITE_S3_ACCESS_KEY, SITE_S3_SECRET_KEY
 from components.spec.site import ObjectSync as ObjectSyncSpec
-
-ACCESS_KEY = "siteS3AccessKey"
-SECRET_KEY = "siteS3SecretKey"
 
 
 def egress_statement(sync: ObjectSyncSpec, bucket: str) -> str:
@@ -36,6 +36,7 @@ class ObjectSyncArgs:
     bucket: str  # the S3 bucket's name (for the statement)
     bucket_arn: pulumi.Input[str]
     kms_key_arn: pulumi.Input[str]
+    ca_certificate: str | None = None  # PEM chain of the private CA that certifies the store
 
 
 class ObjectSync(pulumi.ComponentResource):
@@ -55,9 +56,16 @@ class ObjectSync(pulumi.ComponentResource):
             opts,
         )
         child = pulumi.ResourceOptions(parent=self)
+        account = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id
         role = aws.iam.Role(
             f"{name}-role",
-            assume_role_policy=assume_role_policy("datasync.amazonaws.com"),
+            # Only DataSync acting for this account (DataSync User Guide, "Cross-service confused
+            # deputy prevention").
+            assume_role_policy=account.apply(
+                lambda acct: assume_role_policy(
+                    "datasync.amazonaws.com", source_account=acct, source_arn=f"arn:aws:datasync:*:{acct}:*"
+                )
+            ),
             opts=child,
         )
         policy = aws.iam.RolePolicy(
@@ -77,8 +85,9 @@ class ObjectSync(pulumi.ComponentResource):
             server_port=url.port or 443,
             server_protocol="HTTPS",
             bucket_name=sync.site_bucket,
-            access_key=config.get(ACCESS_KEY),
-            secret_key=config.get_secret(SECRET_KEY),
+            access_key=config.require_secret(SITE_S3_ACCESS_KEY),
+            secret_key=config.require_secret(SITE_S3_SECRET_KEY),
+            server_certificate=args.ca_certificate,
             opts=child,
         )
         cloud = aws.datasync.S3Location(

@@ -69,6 +69,7 @@ def build_hybrid_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resou
                 network.subnet_ids["management"][az] for az in sorted(spec.network.availability_zones)
             ],
             burst_security_group_id=network.security_group_ids["compute"],
+            kms_key_arn=aws_outputs["kmsKeyArn"],
         ),
         opts=in_aws,
     )
@@ -83,7 +84,8 @@ def build_hybrid_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resou
 
     eks, worker = cloud_side.eks, cloud_side.platform
     manager = site_component.platform
-    if burst is not None and eks is not None and worker is not None and manager is not None:
+    worker_provider = cloud_side.kubernetes_provider
+    if burst is not None and eks is not None and worker is not None and manager is not None and worker_provider:
         assert site_component.provider is not None
         charts = load_charts()
         extra = fabric_resource(worker.fabric_kind)
@@ -103,7 +105,7 @@ def build_hybrid_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resou
                 worker_endpoint=eks.endpoint,
                 worker_ca_data=eks.kubeconfig.apply(_ca_from_kubeconfig),
                 worker_security_group_id=eks.cluster_security_group_id,
-                worker_provider=eks.provider,
+                worker_provider=worker_provider,
                 worker_after=[worker.kueue, *worker.team_namespaces],
                 manager_provider=site_component.provider,
                 manager_after=[manager.kueue, *manager.team_namespaces],
@@ -123,7 +125,9 @@ def build_hybrid_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resou
         bucket = aws_outputs["objectStores"][sync.cloud_store]
         ObjectSync(
             f"{name}-sync",
-            ObjectSyncArgs(sync, store.endpoint, sync.cloud_store, bucket["arn"], aws_outputs["kmsKeyArn"]),
+            ObjectSyncArgs(
+                sync, store.endpoint, sync.cloud_store, bucket["arn"], aws_outputs["kmsKeyArn"], store.ca_certificate
+            ),
             opts=in_aws,
         )
         hybrid_outputs["objectSync"] = {

@@ -95,6 +95,8 @@ class ParallelFsClass:
     parameters: dict[str, pulumi.Input[str]] = field(default_factory=dict)
     mount_options: list[str] = field(default_factory=list)
     csi_chart: str | None = None  # key in charts.yaml of the driver to install; None: already there
+    # Helm values for the driver, from the placement (on EKS: the controller's IRSA role).
+    csi_values: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -389,7 +391,7 @@ class GpuPlatform(pulumi.ComponentResource):
 
         fs = args.parallel_fs
         if fs is not None and platform.parallel_fs_storage_class:
-            csi = release(fs.csi_chart, {}, privileged=True) if fs.csi_chart else None
+            csi = release(fs.csi_chart, fs.csi_values, privileged=True) if fs.csi_chart else None
             k8s.storage.v1.StorageClass(
                 f"{name}-sc-{fs.name}",
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=fs.name),

@@ -20,6 +20,7 @@ from components.catalog import Catalog, CatalogError, InstanceType, load_catalog
 from .errors import SpecError, SpecIssue, issues_from_validation_error
 from .models import KUBERNETES_ORCHESTRATORS, ClusterSpec, FsxLustre, NodeGroup
 from .monitoring import check_monitoring
+from .scheduler_checks import ResolvedScheduler, check_scheduler
 from .site_checks import ResolvedSite, check_hybrid, check_site
 from .sizing import LustreSizing, size_lustre
 from .subnets import Subnets, plan_subnets
@@ -59,6 +60,7 @@ class ResolvedSpec:
     pue: float
     site: ResolvedSite | None = None  # onprem and hybrid placements
     image_build_az: str | None = None  # where the image pipeline's build instance runs (compute tier)
+    scheduler: ResolvedScheduler | None = None  # the Slurm cluster (scheduler section)
 
     @property
     def training_gpus(self) -> int:
@@ -239,6 +241,8 @@ def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
     issues += _check_kubernetes(spec, groups, site)
     image_build_az, pipeline_issues = _check_image_pipeline(spec, catalog) if region_known else (None, [])
     issues += pipeline_issues
+    scheduler, scheduler_issues = check_scheduler(spec, catalog, subnets, site)
+    issues += scheduler_issues
     issues += _check_bucket_names(spec)
     issues += check_monitoring(spec)
 
@@ -247,7 +251,9 @@ def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
     pue = spec.power.pue if spec.power.pue is not None else catalog.pue_default
     if spec.placement.kind == "onprem" and spec.site is not None and spec.power.pue is None:
         pue = spec.site.power.pue
-    return ResolvedSpec(spec, catalog, subnets, groups, lustre, lustre_az, pue, site, image_build_az=image_build_az)
+    return ResolvedSpec(
+        spec, catalog, subnets, groups, lustre, lustre_az, pue, site, image_build_az=image_build_az, scheduler=scheduler
+    )
 
 
 def _known_regions(catalog: Catalog) -> set[str]:
@@ -411,6 +417,25 @@ def _resolve_group(
                 f"{path}.placement",
                 "a cluster placement group lives in one AZ",
                 "pin availability_zone, or use placement: spread / none",
+            )
+        )
+    if group.capacity.type == "capacity_block" and group.placement not in (None, "none"):
+        issues.append(
+            SpecIssue(
+                f"{path}.placement",
+                f"{group.placement}: a Capacity Block's instances are already placed together, and a placement "
+                "group can make its launches fail with insufficient capacity",
+                "remove placement (a Capacity Block takes none)",
+            )
+        )
+    reserved_placement = "cluster" if getattr(group.capacity, "placement_group", None) else "none"
+    if group.capacity.type == "capacity_reservation" and group.placement not in (None, reserved_placement):
+        issues.append(
+            SpecIssue(
+                f"{path}.placement",
+                f"{group.placement}: a capacity reservation launches into the placement group it was created in "
+                f"({getattr(group.capacity, 'placement_group', None) or 'none'}), not a new one",
+                "remove placement; name the reservation's placement group in capacity.placement_group",
             )
         )
     if group.capacity.type in ("capacity_reservation", "capacity_block") and group.availability_zone is None:

@@ -201,6 +201,15 @@ class Network(SpecModel):
         description="Explicit openings into the ingress tier. None by default: reach nodes through SSM.",
     )
 
+    @model_validator(mode="after")
+    def _private_egress(self) -> Network:
+        if self.nat == "none" and not self.s3_gateway_endpoint:
+            raise ValueError(
+                "nat: none leaves S3 reachable only through the gateway endpoint (ECR serves image layers "
+                "from S3); set s3_gateway_endpoint: true or choose nat: single/per_az"
+            )
+        return self
+
     @field_validator("cidr")
     @classmethod
     def _vpc_cidr(cls, value: str) -> str:
@@ -268,6 +277,11 @@ class OnDemand(SpecModel):
 class CapacityReservation(SpecModel):
     type: Literal["capacity_reservation"] = Field(description="Launch into an On-Demand Capacity Reservation.")
     reservation_id: str = Field(pattern=RESERVATION_ID, description="The reservation id, cr-...")
+    placement_group: str | None = Field(
+        default=None,
+        description="The cluster placement group the reservation was created in, if any: instances launch into "
+        "it. Without one the group uses no placement group (a new one cannot hold reserved capacity).",
+    )
 
 
 class CapacityBlock(SpecModel):
@@ -361,9 +375,21 @@ class NodeGroup(SpecModel):
 
     @property
     def placement_strategy(self) -> str:
+        """Capacity Blocks are already placed together and take no placement group; an ODCR places
+        instances in the placement group it was created in, or in none (ParallelCluster
+        ec2_validators; data/aws_wiring.yaml capacity_blocks)."""
         if self.placement is not None:
             return self.placement
+        if self.capacity.type == "capacity_block":
+            return "none"
+        if self.capacity.type == "capacity_reservation":
+            return "cluster" if self.capacity.placement_group else "none"
         return "cluster" if self.fabric == "efa" else "none"
+
+    @property
+    def reservation_placement_group(self) -> str | None:
+        """The existing placement group to launch into (an ODCR's own), instead of creating one."""
+        return self.capacity.placement_group if self.capacity.type == "capacity_reservation" else None
 
     @property
     def total_nodes(self) -> int:
@@ -811,6 +837,11 @@ class ClusterSpec(SpecModel):
         default=None,
         description="Kubernetes control plane and GPU platform, for node groups with orchestrator: eks.",
     )
+    scheduler: SchedulerSpec | None = Field(
+        default=None,
+        description="The Slurm cluster users submit jobs to: controller, accounting, partitions of node groups "
+        "(orchestrator: slurm), login nodes, users and containers.",
+    )
     image_pipeline: ImagePipelineSpec | None = Field(
         default=None,
         description="EC2 Image Builder pipeline that runs playbooks/bake-image.yml and publishes the AMI id to "
@@ -842,6 +873,7 @@ class ClusterSpec(SpecModel):
 
 # The site model and the monitoring section refer back to SpecModel and Name above, so they are imported last.
 from .monitoring import Monitoring  # noqa: E402
+from .scheduler import SchedulerSpec  # noqa: E402
 from .site import HybridSpec, Site  # noqa: E402
 
 ClusterSpec.model_rebuild()

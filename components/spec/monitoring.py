@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 
-from .errors import SpecIssue
+from .errors import SpecIssue, described_pattern
 from .models import Name, SpecModel
 
 if TYPE_CHECKING:
@@ -26,7 +26,12 @@ if TYPE_CHECKING:
 
 Severity = Literal["critical", "warning"]
 SEVERITIES: tuple[Severity, ...] = ("critical", "warning")
-ConfigKey = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,63}$")]
+CONFIG_KEY = described_pattern(
+    r"^[A-Za-z][A-Za-z0-9_]{0,63}$",
+    "a Pulumi config key: a letter, then up to 63 letters, digits or _",
+    "alertPagerdutyKey",
+)
+ConfigKey = Annotated[str, Field(pattern=CONFIG_KEY)]
 SECTION = "cluster.monitoring"
 
 

@@ -293,6 +293,13 @@ class SiteObjectStore(SpecModel):
     def port(self) -> int:
         host = self.endpoint.removeprefix("https://").rstrip("/")
         return int(host.rsplit(":", 1)[1]) if ":" in host else 443
+    ca_certificate: str | None = Field(
+        default=None,
+        pattern=r"^-----BEGIN CERTIFICATE-----",
+        description="PEM chain of the private CA that signed the store's certificate. Needed when the endpoint "
+        "is an internal name or a private address, which no public CA certifies: DataSync trusts only the "
+        "chain it is given.",
+    )
 
 
 class SiteStorage(SpecModel):

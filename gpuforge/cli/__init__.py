@@ -191,5 +191,5 @@ def init(
 
 review.register(app)  # diff, preview, up, destroy, outputs
 nodes.register(app)  # inventory, bake, check
-app.add_typer(render.app, name="render")  # render monitoring, ...
+app.add_typer(render.app, name="render")  # render slurm, render monitoring
 

@@ -241,8 +241,11 @@ def check(
             out.print(f"{escape(node.host)}: {status}")
             for problem in node.problems:
                 out.print(f"  - {escape(problem)}")
+        where = "on the Slurm controller " if drain == "slurm" else ""
         for command in report.drain_commands:
-            out.print(("ran: " if execute_drain else "drain with: ") + " ".join(command))
+            out.print((f"ran {where}" if execute_drain else "drain with: ") + " ".join(command))
+        if report.drain is not None and not report.drain.ok:
+            _recap(report.drain)
         if report.reason:
             err.print(f"[bold red]not ok[/]: {escape(report.reason)}", highlight=False, soft_wrap=True)
     if not report.ok:

@@ -68,3 +68,48 @@ def monitoring(
         sys.stdout.write("# --- secrets (written by the alertmanager role; values never printed)\n")
         for path, key in bundle.secret_keys.items():
             sys.stdout.write(f"# {path} <- pulumi config gpuforge:{key}\n")
+
+
+@app.command()
+def slurm(
+    stack: StackArg,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write each file into this directory instead of printing.")
+    ] = None,
+    file: Annotated[
+        list[str] | None, typer.Option("--file", "-f", help="Only these files (slurm.conf, gres.conf, ...).")
+    ] = None,
+    stand_in_gpus: Annotated[
+        bool, typer.Option(help="gres.conf lists GPU device files instead of AutoDetect=nvml (test machines).")
+    ] = False,
+) -> None:
+    """The Slurm configuration the cluster's nodes receive: slurm.conf, gres.conf, cgroup.conf,
+    job_container.conf, topology.conf, and /etc/default/slurmd per node group (docs/slurm.md)."""
+    from components.spec import resolve
+    from gpuforge.plan.stacks import load_stack
+    from gpuforge.render.slurm import SlurmRenderError, render_slurm, slurm_config
+
+    try:
+        stack_file = load_stack(stack)
+        resolved = resolve(stack_file.cluster, str(stack_file.path))
+        files = render_slurm(slurm_config(resolved, stand_in_gpus=stand_in_gpus))
+    except SpecError as error:
+        raise _invalid(error) from None
+    except SlurmRenderError as error:
+        err.print(f"[bold red]error[/]: {escape(str(error))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    unknown = sorted(set(file or ()) - set(files))
+    if unknown:
+        err.print(f"[bold red]error[/]: no file {', '.join(unknown)}; rendered: {', '.join(files)}", highlight=False)
+        raise typer.Exit(2)
+    chosen = {name: text for name, text in files.items() if not file or name in file}
+    if output is not None:
+        output.mkdir(parents=True, exist_ok=True)
+        for name, text in chosen.items():
+            (output / name).write_text(text)
+        out.print(f"wrote {len(chosen)} files to {output}")
+        return
+    for name, text in chosen.items():
+        sys.stdout.write(f"# ==> {name} <==\n{text}")
+        if not text.endswith("\n"):
+            sys.stdout.write("\n")

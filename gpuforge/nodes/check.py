@@ -34,6 +34,8 @@ class CheckReport:
     nodes: list[NodeHealth]
     playbook: PlaybookResult
     drain_commands: list[list[str]] = field(default_factory=list)
+    # The Slurm drain run on the controller (slurm-drain.yml), when --execute-drain asked for one.
+    drain: PlaybookResult | None = None
 
     @property
     def failing(self) -> list[str]:
@@ -42,7 +44,7 @@ class CheckReport:
     @property
     def ok(self) -> bool:
         """Every checked node healthy, and at least one checked: zero hosts checked proves nothing."""
-        return bool(self.nodes) and not self.failing and self.playbook.ok
+        return bool(self.nodes) and not self.failing and self.playbook.ok and (self.drain is None or self.drain.ok)
 
     @property
     def reason(self) -> str | None:
@@ -53,6 +55,8 @@ class CheckReport:
             return f"{len(self.failing)} of {len(self.nodes)} node(s) failing: {', '.join(self.failing)}"
         if not self.playbook.ok:
             return f"healthcheck.yml failed ({self.playbook.status}, rc {self.playbook.rc})"
+        if self.drain is not None and not self.drain.ok:
+            return f"slurm-drain.yml failed on the controller ({self.drain.status}, rc {self.drain.rc})"
         return None
 
     def to_json(self) -> dict[str, Any]:
@@ -66,6 +70,7 @@ class CheckReport:
                 for node in self.nodes
             },
             "drain_commands": self.drain_commands,
+            "drained": None if self.drain is None else self.drain.ok,
         }
 
 
@@ -99,13 +104,30 @@ def expectations_from_vars(hostvars: Mapping[str, Any]) -> NodeExpectations:
     )
 
 
+def drain_reason(node: NodeHealth) -> str:
+    """The reason Slurm shows (``sinfo -R``) for a node gpuforge drained."""
+    return f"gpuforge check: {'; '.join(node.problems)}"[:200]
+
+
+def _role_failures(host_dir: Path) -> list[str]:
+    """The problems the gpu_healthcheck role recorded for one node (its failures.json), if any."""
+    path = host_dir / "failures.json"
+    if not path.is_file():
+        return []
+    try:
+        failures = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return []
+    return [str(item) for item in failures] if isinstance(failures, list) else []
+
+
 def drain_commands(nodes: list[NodeHealth], method: DrainMethod) -> list[list[str]]:
     """Commands that take the unhealthy nodes out of service (Slurm drain, or Kubernetes cordon+drain)."""
     commands: list[list[str]] = []
     for node in nodes:
         if node.healthy:
             continue
-        reason = f"gpuforge check: {node.problems[0]}"[:200]
+        reason = drain_reason(node)
         if method == "slurm":
             commands.append(["scontrol", "update", f"nodename={node.host}", "state=drain", f"reason={reason}"])
         elif method == "kubernetes":
@@ -114,6 +136,16 @@ def drain_commands(nodes: list[NodeHealth], method: DrainMethod) -> list[list[st
                 ["kubectl", "drain", node.host, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=10m"]
             )
     return commands
+
+
+def drain_in_slurm(nodes: list[NodeHealth], inventory: Inventories, **run_args: Any) -> PlaybookResult:
+    """Drain the unhealthy *nodes* in the running Slurm controller: slurm-drain.yml runs scontrol on the
+    inventory's slurm_controller host, where the cluster's configuration and MUNGE key are."""
+    failing = [{"host": node.host, "reason": drain_reason(node)} for node in nodes if not node.healthy]
+    result = run_playbook("slurm-drain.yml", inventory, extravars={"slurm_drain_nodes": failing}, **run_args)
+    if not result.hosts:
+        raise ValueError("--drain slurm: the inventory has no slurm_controller host to run scontrol on")
+    return result
 
 
 def inventory_hostvars(inventory: Inventories) -> dict[str, dict[str, Any]]:
@@ -181,6 +213,9 @@ def run_checks(
                 if path.name != "failures.json"
             }
             health = evaluate_node(host, outputs, expectations_from_vars(hostvars.get(host, {})))
+            # The role's own verdicts come first: they also say why a tool gave no output at all
+            # (nvidia-smi missing, nccl-tests not built), which the parsers cannot know.
+            health.problems[:0] = [p for p in _role_failures(Path(fetch) / host) if p not in health.problems]
             summary = result.hosts.get(host)
             if summary and summary.unreachable:
                 health.problems.insert(0, "unreachable")
@@ -189,9 +224,14 @@ def run_checks(
                 health.problems.extend(f.message for f in result.failures if f.host == host)
             nodes.append(health)
     report = CheckReport(nodes=nodes, playbook=result, drain_commands=drain_commands(nodes, drain))
-    if execute_drain:
-        for command in report.drain_commands:
-            runner(command, check=True)
+    if execute_drain and report.failing:
+        if drain == "slurm":
+            report.drain = drain_in_slurm(
+                nodes, inventory, on_event=on_event, forks=forks, user=user, private_key=private_key
+            )
+        else:
+            for command in report.drain_commands:
+                runner(command, check=True)
     return report
 
 

@@ -161,7 +161,7 @@ def _group_vars(
                 "efa_installer_version": software.get("efaInstallerVersion"),
                 "nccl_tuning_aws_ofi_nccl_version": software.get("awsOfiNcclVersion"),
                 "nccl_tuning_efa_installer_version": software.get("efaInstallerVersion"),
-                "nccl_tuning_gpudirect_rdma": facts["gpudirect_rdma"],
+                "nccl_tuning_gpudirect_rdma": bool(facts["gpudirect_rdma"]),  # not listed: no GDR
                 "gpu_healthcheck_expected_efa": int(group.get("efaInterfacesPerNode") or 0),
             }
         )
@@ -178,7 +178,12 @@ def _group_vars(
         )
     fs = outputs.get("parallelFs")
     if fs and fs.get("dnsName") and fs.get("mountName"):
-        vars_["lustre_client_filesystem"] = {"dnsName": fs["dnsName"], "mountName": fs["mountName"]}
+        vars_["lustre_client_filesystem"] = {
+            "dnsName": fs["dnsName"],
+            "mountName": fs["mountName"],
+            # EFA-enabled file system: nodes with EFA devices configure LNet over EFA (lustre_client).
+            "efa": bool(fs.get("efa", False)),
+        }
     mounts = site_mounts(outputs)
     if mounts:
         vars_["site_mounts_mounts"] = mounts
@@ -277,6 +282,10 @@ def build_inventory(
         roles.setdefault(group_name("role", str(group.get("role") or "none")), {"children": {}})["children"][ng] = {}
     children["gpu_nodes"] = {"children": gpu_children}
     children.update(roles)
+    from gpuforge.nodes.slurm_inventory import slurm_inventory
+
+    slurm_vars, slurm_children = slurm_inventory(stack, outputs, group_name)
+    children.update(slurm_children)
     return {
         "all": {
             "vars": {
@@ -284,6 +293,7 @@ def build_inventory(
                 "gpuforge_cluster": cluster.get("name"),
                 "gpuforge_region": cluster.get("region"),
                 "gpuforge_outputs_source": origin,
+                **slurm_vars,
             },
             "children": children,
         }

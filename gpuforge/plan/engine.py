@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import runpy
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,8 @@ from pulumi.runtime.sync_await import _sync_await
 
 from components.assets import BUNDLED, SOURCE_ROOT
 from components.spec.monitoring import declared_secrets
-from gpuforge.plan.model import COMPUTED, Plan, PlanResource
+from components.spec.secrets import NAMESPACE, SECRET_KEYS
+from gpuforge.plan.model import COMPUTED, SECRET, Plan, PlanResource
 from gpuforge.plan.policy_check import check_plan
 from gpuforge.plan.stacks import Project, StackFile, load_stack, project_of
 from gpuforge.plan.summary import summarize
@@ -32,6 +34,13 @@ from gpuforge.review.cost import estimate_cost
 
 PROJECT = "gpuforge"
 MOCK_ACCOUNT = "123456789012"
+# Resource type -> (output holding the secret, the mock value's prefix). tests/slurm checks that these
+# values appear nowhere in a plan, its Markdown, the stack outputs or user data.
+MOCK_SECRET_PREFIX = "gpuforge-mock-secret"
+MOCK_SECRETS = {
+    "random:index/randomPassword:RandomPassword": ("result", MOCK_SECRET_PREFIX),
+    "random:index/randomBytes:RandomBytes": ("base64", MOCK_SECRET_PREFIX),
+}
 
 
 class _Mocks(mocks.Mocks):
@@ -46,6 +55,10 @@ class _Mocks(mocks.Mocks):
             state.setdefault("bucket", args.name)
         elif args.typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
             state.update(dnsName=f"{args.name}.fsx.mock.amazonaws.com", mountName="mockmnt")
+        elif args.typ in MOCK_SECRETS:
+            # Generated secrets get a recognisable value, so a test can prove none reaches any output.
+            field, value = MOCK_SECRETS[args.typ]
+            state[field] = f"{value}-{args.name}"
         elif args.typ == "aws:kms/key:Key":
             state.setdefault("keyId", f"{args.name}-key-id")
         elif args.typ == "aws:eks/cluster:Cluster":
@@ -59,9 +72,13 @@ class _Mocks(mocks.Mocks):
         return f"{args.name}-id", state
 
     def call(self, args: mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        # An empty failure list, not None: the SDK's mock monitor iterates it.
         if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
-            return {"accountId": MOCK_ACCOUNT, "arn": f"arn:aws:iam::{MOCK_ACCOUNT}:user/mock", "userId": "mock"}, None
-        return {}, None
+            return {"accountId": MOCK_ACCOUNT, "arn": f"arn:aws:iam::{MOCK_ACCOUNT}:user/mock", "userId": "mock"}, []
+        if args.token == "aws:iam/getSessionContext:getSessionContext":
+            # The deployer's IAM identity behind its session (an assumed role's role ARN).
+            return {"arn": args.args.get("arn"), "issuerArn": f"arn:aws:iam::{MOCK_ACCOUNT}:role/mock-deployer"}, []
+        return {}, []
 
 
 class _RecordingMonitor(mocks.MockMonitor):
@@ -82,8 +99,8 @@ class _RecordingMonitor(mocks.MockMonitor):
                 custom=bool(request.custom),
                 retain_on_delete=bool(request.retainOnDelete),
                 dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
-                depends_on=sorted(set(request.dependencies)),
-                # "<provider urn>::<id>"; empty for the default provider
+                depends_on=sorted(request.dependencies),
+                # A provider reference is "<urn>::<id>".
                 provider=request.provider.rsplit("::", 1)[0] if request.provider else None,
                 aliases=[a.spec.name for a in request.aliases if a.HasField("spec") and a.spec.name],
             )
@@ -95,12 +112,10 @@ class _RecordingMonitor(mocks.MockMonitor):
         return super().RegisterResourceOutputs(request)
 
 
-SECRET = "[secret]"
-
-
 def _plain(value: Any) -> Any:
     """JSON-ready values. The wire format carries every number as a double, so integral
-    floats become ints again (count 64, not 64.0). A secret is never written out."""
+    floats become ints again (count 64, not 64.0). A secret is never written out: its value never
+    reaches the plan (JSON, Markdown, console, policy messages)."""
     if rpc.is_rpc_secret(value):
         return SECRET
     if isinstance(value, dict):
@@ -142,6 +157,37 @@ def _offline_runtime(monitor: _RecordingMonitor, stack: str) -> None:
         sdk_resource._get_stack_trace = _no_stack_trace
 
 
+def offline_config(config: dict[str, Any], declared: Iterable[str] = ()) -> tuple[dict[str, str], list[str]]:
+    """The stack's config as the SDK takes it, and which keys are secret. Offline there is no key to
+    decrypt a `{secure: ...}` value, and a plan must not hold one anyway: every secret in the file,
+    every secret gpuforge reads and every secret the spec declares is the SECRET placeholder, marked
+    secret (a plain string the file gives for a declared secret is kept, still marked secret)."""
+    plain = {k: v if isinstance(v, str) else json.dumps(v, default=str) for k, v in config.items()}
+    secure = {k for k, v in config.items() if isinstance(v, dict) and set(v) == {"secure"}}
+    wanted = {f"{NAMESPACE}:{k}" for k in (*SECRET_KEYS, *declared)}
+    secret_keys = sorted(secure | wanted)
+    for key in secret_keys:
+        if not isinstance(config.get(key), str):
+            plain[key] = SECRET
+    return plain, secret_keys
+
+
+async def _redacted(value: Any) -> Any:
+    """Stack outputs resolved, with every secret Output replaced by SECRET (resolving an Output
+    drops its secretness, so ask first). Values the mocks leave computed stay Unknown."""
+    if isinstance(value, pulumi.Output):
+        if await value.is_secret():
+            return SECRET
+        if not await value.is_known():
+            return Unknown()
+        return await _redacted(await value.future(with_unknowns=True))
+    if isinstance(value, dict):
+        return {k: await _redacted(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [await _redacted(v) for v in value]
+    return value
+
+
 def _no_stack_trace() -> Any:
     return source_pb2.StackTrace()
 
@@ -150,13 +196,9 @@ def run_program(stack_file: StackFile, program: Path) -> tuple[list[PlanResource
     """Evaluate the Pulumi program for one stack under the mock monitor."""
     monitor = _RecordingMonitor()
     _offline_runtime(monitor, stack_file.name)
-    config = {k: v if isinstance(v, str) else json.dumps(v, default=str) for k, v in stack_file.config.items()}
-    # Secrets the spec names (`pulumi config set --secret`) cannot be decrypted offline, and are often not
-    # set on a developer's checkout: the program reads a placeholder, marked secret like the real value.
-    secret_keys = [f"{PROJECT}:{key}" for key in declared_secrets(stack_file.cluster)]
-    for key in secret_keys:
-        if not isinstance(stack_file.config.get(key), str):
-            config[key] = SECRET
+    # Secrets cannot be decrypted offline, and are often not set on a developer's checkout: the
+    # program reads a placeholder, marked secret like the real value.
+    config, secret_keys = offline_config(stack_file.config, declared_secrets(stack_file.cluster))
     pulumi.runtime.set_all_config(config, secret_keys=secret_keys)
     exported: dict[str, Any] = {}
 
@@ -164,8 +206,7 @@ def run_program(stack_file: StackFile, program: Path) -> tuple[list[PlanResource
         runpy.run_path(str(program), run_name="__main__")
         root = settings.get_root_resource()
         outputs = getattr(root, "outputs", {})
-        # with_unknowns: one value the mocks leave computed must not blank the whole export.
-        exported.update(await pulumi.Output.from_input(dict(outputs)).future(with_unknowns=True) or {})
+        exported.update(await _redacted(dict(outputs)))
 
     _sync_await(run_pulumi_func(evaluate))
     # Registrations complete in whatever order the RPCs finish: sort so the same stack always

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from gpuforge.review.cost import CostEstimate
 
 COMPUTED = "<computed>"  # a value only the real engine knows
+SECRET = "[secret]"  # a secret's value, which no plan output carries
 
 
 @dataclass
@@ -27,8 +28,8 @@ class PlanResource:
     retain_on_delete: bool = False
     outputs: dict[str, Any] = field(default_factory=dict)
     dependencies: dict[str, list[str]] = field(default_factory=dict)  # input name -> URNs it came from
-    depends_on: list[str] = field(default_factory=list)  # every URN the resource waits for (dependsOn included)
-    provider: str | None = None  # the URN of the provider resource it was registered with, if not the default
+    depends_on: list[str] = field(default_factory=list)  # every URN it waits for (depends_on and inputs)
+    provider: str | None = None  # URN of the provider resource it is created through
     aliases: list[str] = field(default_factory=list)  # previous names (Pulumi aliases): the same resource
 
 

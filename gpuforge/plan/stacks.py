@@ -16,6 +16,7 @@ import yaml
 
 from components.spec import SpecError, SpecIssue
 from components.spec.loader import parse_yaml, read_stack_text
+from components.spec.secrets import clear_text_secrets
 from components.spec.suggest import did_you_mean, suggestion
 
 CLUSTER_KEY = "gpuforge:cluster"
@@ -139,6 +140,9 @@ def stack_from_text(text: str, path: Path) -> StackFile:
             ],
             source,
         )
+    secrets = clear_text_secrets(config)
+    if secrets:
+        raise SpecError(secrets, str(path))
     name = path.name.removeprefix("Pulumi.").removesuffix(".yaml").removesuffix(".yml")
     return StackFile(name, path, config)
 

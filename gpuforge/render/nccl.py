@@ -46,6 +46,11 @@ class NcclInputs(BaseModel):
     )
     libfabric_version: str | None = Field(default=None, description="libfabric version (EFA only).")
     efa_installer_version: str | None = Field(default=None, description="EFA installer version (EFA only).")
+    gpudirect_rdma: bool = Field(
+        default=False,
+        description="The instance type does GPUDirect RDMA over EFA (catalog: aws-ofi-nccl's gdr_required flag); "
+        "plugins older than 1.7 then need FI_EFA_USE_DEVICE_RDMA=1.",
+    )
     ib_hcas: tuple[str, ...] = Field(default=(), description="InfiniBand/RoCE HCAs, one per rail (mlx5_0 or mlx5_0:1).")
     rail_optimized: bool = Field(default=False, description="Rail-optimized IB/RoCE fabric: rings must not cross NICs.")
     socket_ifname: str | None = Field(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import power, redundancy, security, wiring_k8s
+from . import power, redundancy, security, security_aws, wiring_aws, wiring_k8s
 from .base import (
     PACKS,
     REGISTRY,
@@ -31,6 +31,8 @@ __all__ = [
     "redundancy",
     "rules_for",
     "security",
+    "security_aws",
+    "wiring_aws",
     "wiring_k8s",
 ]
 

@@ -76,9 +76,9 @@ class Resource:
     protect: bool = False
     # property name -> URNs of the resources that property's value came from
     dependencies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    # every URN the resource waits for: its property dependencies and its dependsOn
+    # every resource this one waits for (explicit depends_on and property dependencies)
     depends_on: tuple[str, ...] = ()
-    provider: str | None = None  # URN of the provider resource it is registered with (its cluster, its account)
+    provider: str | None = None  # the URN of the provider resource it is created through
 
     def get(self, *path: str | int, default: Any = None) -> Any:
         """inputs[a][b]...; `default` where a step is missing, UNKNOWN where a step is unknown."""

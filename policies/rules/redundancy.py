@@ -35,7 +35,11 @@ STATEFUL = (
     "aws:fsx/ontapFileSystem:OntapFileSystem",
     "aws:fsx/openZfsFileSystem:OpenZfsFileSystem",
     "aws:efs/fileSystem:FileSystem",
+    # Slurm: the accounting database and the munge key / database password
+    "aws:rds/instance:Instance",
+    "aws:secretsmanager/secret:Secret",
 )
+SLURM_CONTROL_PLANE = "gpuforge:aws:SlurmControlPlane"
 
 
 def _is_gpu_group(r: Resource) -> bool:
@@ -93,10 +97,16 @@ def efa_single_az(r: Resource, ctx: RuleContext) -> Iterator[Violation]:
     "redundancy-efa-placement-group",
     types=(NODE_GROUP,),
     why="A cluster placement group keeps EFA nodes on a short, non-blocking network path.",
-    fix="leave placement unset (cluster is the EFA default) or set placement: cluster",
+    fix="leave placement unset (cluster is the EFA default) or set placement: cluster; reserved capacity "
+    "(Capacity Blocks, ODCRs) is placed by its reservation",
 )
 def efa_placement(r: Resource, ctx: RuleContext) -> Iterator[Violation]:
     placement = r.get("placement")
+    # Reserved capacity is placed by its reservation: a Capacity Block is already placed together and
+    # takes no placement group; an ODCR uses the group it was created in, or none (ParallelCluster
+    # ec2_validators; wiring-placementgroup-capacity checks the launch side).
+    if r.get("capacity") in ("capacity_block", "capacity_reservation"):
+        return
     if r.get("fabric") == "efa" and not is_unknown(placement) and placement != "cluster":
         yield Violation(
             "redundancy-efa-placement-group",
@@ -237,4 +247,39 @@ def stateful_protected(r: Resource, ctx: RuleContext) -> Iterator[Violation]:
             "redundancy-stateful-protected",
             r.urn,
             f"{r.name}: stateful {r.type.rsplit(':', 1)[-1]} is not protected; set ResourceOptions(protect=True)",
+        )
+
+
+@resource_rule(
+    "redundancy-slurm-backup-controller",
+    types=(SLURM_CONTROL_PLANE,),
+    why="With one slurmctld, a controller failure stops scheduling for the whole cluster: no job starts, "
+    "no node registers, until someone rebuilds it; a backup controller on the shared state takes over.",
+    fix="set scheduler.controller.backup: true (a second controller in the second AZ), or waive the rule",
+    levels=PROD_ONLY,
+)
+def slurm_backup_controller(r: Resource, ctx: RuleContext) -> Iterator[Violation]:
+    controllers = r.get("controllers")
+    if not is_unknown(controllers) and (controllers or 0) < 2:
+        yield Violation(
+            "redundancy-slurm-backup-controller",
+            r.urn,
+            f"{r.name}: {controllers} Slurm controller, no backup; set scheduler.controller.backup: true",
+        )
+
+
+@resource_rule(
+    "redundancy-slurm-controller-protected",
+    types=("aws:ec2/instance:Instance",),
+    why="slurmctld keeps the queue and job state on its controller: a replaced or deleted controller loses "
+    "running work's bookkeeping.",
+    fix="set protect=True on the controller instances; gpuforge does this for environment: prod",
+    levels=PROD_ONLY,
+)
+def slurm_controller_protected(r: Resource, ctx: RuleContext) -> Iterator[Violation]:
+    if r.get("tags", "gpuforge:slurm-role") == "controller" and not r.protect:
+        yield Violation(
+            "redundancy-slurm-controller-protected",
+            r.urn,
+            f"{r.name}: Slurm controller instance is not protected; set ResourceOptions(protect=True)",
         )

@@ -123,5 +123,6 @@ def test_offline_inventory_never_presents_mock_values_as_real() -> None:
     assert result.exit_code == 0, result.output
     assert "mock" not in result.stdout
     fs = yaml.safe_load(result.stdout)["all"]["children"]["ng_train"]["vars"]["lustre_client_filesystem"]
-    assert fs == {"dnsName": "<known after pulumi up>", "mountName": "<known after pulumi up>"}
+    # efa comes from the spec (known offline): EFA nodes configure LNet over EFA.
+    assert fs == {"dnsName": "<known after pulumi up>", "mountName": "<known after pulumi up>", "efa": True}
     assert "offline plan" in result.stderr and "lustre_client_filesystem" in result.stderr

@@ -51,7 +51,7 @@ def test_init_scaffolds_a_repository_that_plans_its_dev_stack(tmp_path: Path, mo
     manifest = yaml.safe_load((repo / "Pulumi.yaml").read_text())
     assert manifest["name"] == "team-clusters" and manifest["stackConfigDir"] == "stacks"
     assert (repo / "requirements.txt").read_text() == f"gpuforge=={__version__}\n"
-    for pack in ("security", "redundancy", "power"):
+    for pack in ("security", "redundancy", "power", "wiring"):
         assert (repo / "policies" / pack / "PulumiPolicy.yaml").is_file()
     assert (repo / ".github" / "workflows" / "review.yml").is_file()
     assert (repo / "schemas" / "cluster.schema.json").is_file()

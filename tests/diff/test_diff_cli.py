@@ -54,7 +54,7 @@ def test_diff_dev_to_prod_prints_gpu_power_and_cost(plans: dict[str, Path], tmp_
     assert data["impact"]["totals"]["gpus"] == {"base": 8, "head": 512, "delta": 504}
     assert data["impact"]["totals"]["power_kw"]["delta"] > 1000
     assert data["impact"]["totals"]["monthly_cost_usd"]["delta"] > 0
-    assert data["counts"]["delete"] == 71 and data["counts"]["create"] == 104
+    assert data["counts"]["delete"] == 99 and data["counts"]["create"] == 134
     text = md.read_text()
     assert "**GPUs +504**" in text and "comparing different stacks" in text
 

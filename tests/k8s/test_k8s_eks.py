@@ -38,12 +38,27 @@ def test_control_plane_is_private_encrypted_and_logs_everything(staging: Plan) -
 
 
 def test_cluster_role_is_least_privilege(staging: Plan) -> None:
-    eks_role_policies = [
-        r.inputs["policyArn"]
+    attached = {
+        r.name: r.inputs["policyArn"]
         for r in staging.by_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
         if r.name.startswith("forge-staging-eks-")
-    ]
-    assert eks_role_policies == ["arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"]
+    }
+    # The cluster role, and one IRSA role per controller that calls AWS (never the node role).
+    assert attached == {
+        "forge-staging-eks-cluster-policy": "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",
+        "forge-staging-eks-vpc-cni-role-policy": "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+        "forge-staging-eks-fsx-csi-role-policy": "arn:aws:iam::aws:policy/AmazonFSxFullAccess",
+    }
+    node_policies = {
+        r.inputs["policyArn"].rsplit("/", 1)[1]
+        for r in staging.by_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+        if r.name.startswith(("forge-staging-train-", "forge-staging-system-"))
+    }
+    assert node_policies == {
+        "AmazonSSMManagedInstanceCore",
+        "AmazonEKSWorkerNodePolicy",
+        "AmazonEC2ContainerRegistryPullOnly",
+    }
     kms = one(staging, "aws:iam/rolePolicy:RolePolicy", "-eks-secrets-kms").inputs
     assert '"kms:Encrypt", "kms:Decrypt", "kms:ListGrants", "kms:DescribeKey"' in kms["policy"]
     assert '"Resource": ["arn:aws:kms:mock:123456789012:forge-staging-kms-key"]' in kms["policy"]
@@ -58,6 +73,8 @@ def test_oidc_provider_and_access_entries(staging: Plan) -> None:
         for r in staging.by_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
     }
     assert scopes == {
+        # whoever runs `up` (the IAM identity behind its session; the mock's) installs the platform
+        "mock-deployer": ("AmazonEKSClusterAdminPolicy", {"type": "cluster"}),
         "ml-platform-admins": ("AmazonEKSClusterAdminPolicy", {"type": "cluster"}),
         "llm-engineers": ("AmazonEKSEditPolicy", {"type": "namespace", "namespaces": ["llm-pretrain"]}),
     }
@@ -82,7 +99,9 @@ def test_gpu_group_is_an_eks_managed_node_group_on_the_shared_template(staging: 
     assert lt["metadataOptions"]["httpTokens"] == "required"
     assert lt["metadataOptions"]["httpPutResponseHopLimit"] == 1
     assert "iamInstanceProfile" not in lt and "imageId" not in lt  # EKS refuses / supplies them
-    assert lt["placement"] == {"groupName": "forge-staging-train-pg"}
+    # A Capacity Block is already placed together: no placement group (ParallelCluster ec2_validators).
+    assert "placement" not in lt and not staging.by_type("aws:ec2/placementGroup:PlacementGroup")
+    assert lt["metadataOptions"]["instanceMetadataTags"] == "disabled"  # EKS tag keys hold "/"
     assert lt["instanceMarketOptions"] == {"marketType": "capacity-block"}
     target = lt["capacityReservationSpecification"]["capacityReservationTarget"]
     assert target["capacityReservationId"] == "cr-0b2c3d4e5f6a78901"
@@ -104,7 +123,11 @@ def test_efa_launch_template_is_the_asg_paths_template(staging: Plan, prod: Plan
     eks_lt = one(staging, "aws:ec2/launchTemplate:LaunchTemplate", "-train-lt").inputs
     asg_lt = one(prod, "aws:ec2/launchTemplate:LaunchTemplate", "-train-lt").inputs
     assert _layout(eks_lt) == _layout(asg_lt)
-    assert eks_lt["metadataOptions"] == asg_lt["metadataOptions"]
+    # The same hardening; only IMDS tags differ (EKS's tag keys are invalid as metadata tags).
+    differs = {"instanceMetadataTags"}
+    assert {k: v for k, v in eks_lt["metadataOptions"].items() if k not in differs} == {
+        k: v for k, v in asg_lt["metadataOptions"].items() if k not in differs
+    }
     assert "iamInstanceProfile" in asg_lt and "placement" not in asg_lt  # ASG path: profile, placement on the ASG
 
 

@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -53,6 +54,7 @@ class Machine:
     log_path: Path
     user: str = ADMIN_USER
     ssh_port: int = 22
+    writable_proc_sys: bool = False
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -120,9 +122,18 @@ class Machines:
     def names(self) -> list[str]:
         return [m.name for m in self.machines]
 
-    def inventory(self, group: str = "gpu_nodes", host_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        """An Ansible inventory (the YAML structure) with every machine in *group*, plus *host_vars* each."""
-        hosts = {m.name: {**m.ansible_vars(), **(host_vars or {})} for m in self.machines}
+    def inventory(
+        self,
+        group: str = "gpu_nodes",
+        host_vars: dict[str, Any] | None = None,
+        per_host: Callable[[Machine], dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """An Ansible inventory (the YAML structure) with every machine in *group*, with *host_vars* for
+        all of them and ``per_host(machine)`` for each (a listen address, say)."""
+        hosts = {
+            m.name: {**m.ansible_vars(), **(host_vars or {}), **(per_host(m) if per_host else {})}
+            for m in self.machines
+        }
         return {"all": {"children": {group: {"hosts": hosts}}}}
 
 
@@ -145,9 +156,12 @@ class MachinePool:
         known_hosts.touch()
         return key, known_hosts
 
-    def group(self, prefix: str, count: int, image: Image) -> Machines:
+    def group(self, prefix: str, count: int, image: Image, *, writable_proc_sys: bool = False) -> Machines:
         """*count* machines named ``<prefix>1..N`` booted from *image*; a second call with the same
-        prefix returns the same machines (the pool is shared by the whole session)."""
+        prefix returns the same machines (the pool is shared by the whole session).
+
+        *writable_proc_sys*: /proc/sys and /sys writable inside (systemd-nspawn mounts them read-only),
+        for roles that apply sysctls live. The kernel is the host's: what they set, the host gets."""
         existing = self._groups.get(prefix)
         if existing is not None:
             if existing.image.key != image.key or len(existing) < count:
@@ -161,6 +175,8 @@ class MachinePool:
         addresses = [self._lease_address() for _ in names]
         hosts = "".join(f"{addr}\t{name}\n" for name, addr in zip(names, addresses, strict=True))
         machines = [self._prepare(name, addr, image, hosts) for name, addr in zip(names, addresses, strict=True)]
+        for machine in machines:
+            machine.writable_proc_sys = writable_proc_sys
         for machine in machines:  # start all, then wait for all: they boot in parallel
             self._start(machine)
         for machine in machines:
@@ -237,6 +253,7 @@ class MachinePool:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a Ctrl-C to pytest must not kill it halfway; close() stops it
+                env={**os.environ, "SYSTEMD_NSPAWN_API_VFS_WRITABLE": "1"} if machine.writable_proc_sys else None,
             )  # fmt: skip
         self._booted.append(machine)
         # What a later session needs to stop this machine should this one die without doing so.

@@ -7,13 +7,20 @@ from typing import Any
 
 import yaml
 
+from tests.standins.repo import StandinSources
+
 HERE = Path(__file__).resolve().parent
+# The chroot bake tests still install Debian's packages in place of the production sources; the booted
+# site.yml test and the re-bake benchmark run every production task against the stand-ins instead.
 DEBIAN_TEST_SOURCES: dict[str, Any] = yaml.safe_load((HERE / "debian_test_sources.yml").read_text())
 
 # An EFA p5.48xlarge node group as `gpuforge inventory` writes it (versions from the spec).
 EFA_P5: dict[str, Any] = {
     "gpuforge_fabric": "efa",
     "gpuforge_instance_type": "p5.48xlarge",
+    # An NVSwitch system with EFA: Fabric Manager and the aws-ofi-nccl plugin, as the inventory sets them.
+    "nvidia_fabricmanager_enabled": True,
+    "nccl_net_plugin": "aws-ofi-nccl",
     "nccl_tuning_fabric": "efa",
     "nccl_tuning_instance_type": "p5.48xlarge",
     "nccl_tuning_nccl_version": "2.26.2",
@@ -42,5 +49,9 @@ IB_8RAIL: dict[str, Any] = {
 }
 
 
-def profile_vars(profile: dict[str, Any]) -> dict[str, Any]:
-    return {**DEBIAN_TEST_SOURCES, **profile}
+def profile_vars(profile: dict[str, Any], sources: StandinSources | None = None) -> dict[str, Any]:
+    """The group's variables with every production source pointed at the stand-ins (nothing switched
+    off), or without *sources* Debian's packages as debian_test_sources.yml says."""
+    if sources is None:
+        return {**profile, **DEBIAN_TEST_SOURCES}
+    return {**sources.variables(), **profile}

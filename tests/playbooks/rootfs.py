@@ -7,6 +7,7 @@ Downloaded .deb files are kept in .cache/rootfs/apt-archives/ between runs for t
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -45,6 +46,16 @@ def build_tarball() -> tuple[Path, bool]:
     if tarball.is_file():
         return tarball, False
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    # Several test sessions may start at once on one host: one builds, the others wait and reuse.
+    with open(CACHE_DIR / f"{cache_key()}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if tarball.is_file():
+            return tarball, False
+        _debootstrap(tarball)
+    return tarball, True
+
+
+def _debootstrap(tarball: Path) -> None:
     staging = CACHE_DIR / f"staging-{cache_key()}"
     if staging.exists():
         shutil.rmtree(staging)
@@ -69,7 +80,6 @@ def build_tarball() -> tuple[Path, bool]:
         partial.rename(tarball)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return tarball, True
 
 
 def extract(tarball: Path, dest: Path) -> Path:

@@ -102,6 +102,8 @@ def test_efa_limits_sysctls_modules_and_mount(efa_rootfs: Baked) -> None:
     assert "kernel.numa_balancing = 0" in sysctl
     assert "net.ipv4.conf.all.arp_ignore = 1" in sysctl
     assert (root / "etc/modules-load.d/gpuforge-efa.conf").read_text().splitlines()[-1] == "efa"
+    # Shared-memory transfers between ranks (CMA) need Yama's ptrace scope 0 on EFA nodes, at boot.
+    assert "kernel.yama.ptrace_scope=0" in (root / "etc/sysctl.d/91-gpuforge-efa.conf").read_text().replace(" ", "")
     assert not (root / "etc/modules-load.d/gpuforge-rdma.conf").exists()
     fstab = (root / "etc/fstab").read_text()
     assert (

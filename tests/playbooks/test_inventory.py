@@ -40,7 +40,8 @@ def test_prod_train_group_vars_come_from_spec_and_catalog() -> None:
     assert train["gpu_healthcheck_busbw_floor_gbps"] == pytest.approx(it.nccl_busbw_reference_gbps * 0.8)
     assert train["nccl_net_plugin"] == "aws-ofi-nccl"
     assert train["nccl_tuning_aws_ofi_nccl_version"] and train["nccl_tuning_efa_installer_version"]
-    assert set(train["lustre_client_filesystem"]) == {"dnsName", "mountName"}
+    assert set(train["lustre_client_filesystem"]) == {"dnsName", "mountName", "efa"}
+    assert train["lustre_client_filesystem"]["efa"] is True  # prod's file system is EFA-enabled
 
 
 def test_floor_fraction_is_configurable() -> None:
@@ -70,7 +71,9 @@ def test_launch_templates_tag_instances_with_their_node_group() -> None:
 
     for stack in ("prod", "dev"):
         plan = plan_stack(stack)
-        templates = plan.by_type("aws:ec2/launchTemplate:LaunchTemplate")
+        # Node groups' templates (the Slurm controllers are single instances, found by their address).
+        launch_templates = plan.by_type("aws:ec2/launchTemplate:LaunchTemplate")
+        templates = [t for t in launch_templates if "SlurmControlPlane" not in t.urn]
         assert templates
         for template in templates:
             group = template.name.removeprefix(f"{plan.outputs['cluster']['name']}-").rsplit("-lt", 1)[0]

@@ -62,9 +62,34 @@ def test_plugin_1_7_and_later_never_sets_device_rdma(plugin: str) -> None:
     assert "FI_EFA_USE_DEVICE_RDMA" not in env
 
 
-def test_plugin_1_6_off_p4_p5_does_not_set_device_rdma() -> None:
-    env = nccl_env(NcclInputs(fabric="efa", instance_type="g5.48xlarge", aws_ofi_nccl_version="1.6.0"))
-    assert "FI_EFA_USE_DEVICE_RDMA" not in env
+def test_plugin_before_1_7_without_gpudirect_rdma_does_not_set_device_rdma() -> None:
+    # g5: the catalog's gdr flag is false (aws-ofi-nccl src/platform-aws.cpp).
+    for plugin in ("1.5.0", "1.6.0"):
+        env = nccl_env(NcclInputs(fabric="efa", instance_type="g5.48xlarge", aws_ofi_nccl_version=plugin))
+        assert "FI_EFA_USE_DEVICE_RDMA" not in env
+
+
+@pytest.mark.parametrize("plugin", ["1.4.0", "1.5.0", "1.6.0", "1.6.5"])
+def test_plugin_before_1_7_on_a_gpudirect_type_sets_device_rdma(plugin: str) -> None:
+    """aws-ofi-nccl doc/efa-env-var.md: FI_EFA_USE_DEVICE_RDMA=1 is needed until plugin 1.7 (with libfabric
+    1.18) on GPUDirect RDMA types: 1.5 and older too, not only 1.6.x."""
+    inputs = NcclInputs(fabric="efa", instance_type="p4d.24xlarge", aws_ofi_nccl_version=plugin, gpudirect_rdma=True)
+    assert nccl_env(inputs)["FI_EFA_USE_DEVICE_RDMA"] == "1"
+
+
+def test_inventory_sets_gpudirect_rdma_from_the_catalog() -> None:
+    from components.catalog import load_catalog
+    from gpuforge.nodes.inventory import build_inventory
+
+    catalog = load_catalog()
+    for instance_type in ("p4d.24xlarge", "p5.48xlarge", "g5.12xlarge"):
+        outputs = {
+            "cluster": {"name": "c"},
+            "software": {"awsOfiNcclVersion": "1.5.0"},
+            "nodeGroups": {"g": {"fabric": "efa", "instanceType": instance_type, "gpusPerNode": 8}},
+        }
+        group = build_inventory("c", outputs=outputs)["all"]["children"]["ng_g"]["vars"]
+        assert group["nccl_tuning_gpudirect_rdma"] is bool(catalog.instance_type(instance_type).gpudirect_rdma)
 
 
 def test_plugin_1_5_and_older_selects_provider_and_protocol() -> None:
@@ -92,7 +117,7 @@ def test_g5_and_g6_copy_shared_memory_with_cuda() -> None:
 
 def test_rail_optimized_infiniband_pins_hcas_and_forbids_cross_nic() -> None:
     env = nccl_env(_inputs("infiniband-8rail"))
-    assert env["NCCL_IB_HCA"] == "=" + ",".join(f"mlx5_{i}" for i in range(8))
+    assert env["NCCL_IB_HCA"] == "=mlx5_0,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_9,mlx5_10,mlx5_11"
     assert env["NCCL_CROSS_NIC"] == "0"
     assert not any(key.startswith("FI_") for key in env)
     not_rail = _inputs("infiniband-8rail").model_copy(update={"rail_optimized": False})
@@ -141,6 +166,26 @@ def test_extra_variables_are_emitted_last_and_validated() -> None:
         NcclInputs(fabric="none", extra={"nccl debug": "INFO"})
     with pytest.raises(ValidationError, match="only letters"):
         NcclInputs(fabric="none", extra={"NCCL_DEBUG": "$(reboot)"})
+
+
+def test_nccl_debug_takes_only_nccls_levels() -> None:
+    assert nccl_env(NcclInputs(fabric="none", debug="INFO"))["NCCL_DEBUG"] == "INFO"
+    with pytest.raises(ValidationError, match="VERSION"):
+        NcclInputs(fabric="none", debug="VERBOSE")  # type: ignore[arg-type]
+
+
+def test_a_value_cannot_break_out_of_the_shell_file(tmp_path: Path) -> None:
+    """Validation refuses shell metacharacters; the template single-quotes even so. A hostile value
+    that bypassed validation still ends up as a literal, and runs nothing when the file is sourced."""
+    hostile = "x'; touch " + str(tmp_path / "pwned") + "; echo '"
+    inputs = NcclInputs.model_construct(**{**NcclInputs(fabric="none").model_dump(), "extra": {"NCCL_X": hostile}})
+    profile = tmp_path / "nccl.sh"
+    profile.write_text(render_nccl_env(inputs, "profile"))
+    out = subprocess.run(
+        ["sh", "-c", f". {profile} && printf %s \"$NCCL_X\""], check=True, capture_output=True, text=True
+    ).stdout
+    assert out == hostile
+    assert not (tmp_path / "pwned").exists()
 
 
 def test_efa_without_plugin_version_is_refused() -> None:

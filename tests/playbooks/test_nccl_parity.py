@@ -45,3 +45,27 @@ def test_ansible_python_and_golden_agree(ansible_rendered: Path, case: str, fmt:
     golden = (GOLDEN_DIR / f"{case}{suffix}").read_text()
     assert ansible == python
     assert python == golden
+
+
+@pytest.mark.parametrize(
+    ("variables", "needle"),
+    [
+        ({"nccl_tuning_debug": "VERBOSE"}, "nccl_tuning_debug must be one of VERSION, WARN, INFO, TRACE"),
+        ({"nccl_tuning_extra": {"NCCL_X": "a'; reboot; '"}}, "Unsafe NCCL tuning values"),
+        ({"nccl_tuning_extra": {"bad name": "1"}}, "Unsafe NCCL tuning values"),
+    ],
+)
+def test_the_role_refuses_values_that_could_break_out(
+    tmp_path: Path, variables: dict[str, object], needle: str
+) -> None:
+    """The Ansible renderer validates as gpuforge.render.nccl does: nothing reaches the files."""
+    if os.geteuid() != 0:
+        skip_or_fail("needs root: the nccl_tuning role writes root-owned files")
+    inventory = {"all": {"hosts": {"localhost": {"ansible_python_interpreter": os.sys.executable}}}}
+    case = {"bad": {"fabric": "none", **{k.removeprefix("nccl_tuning_"): v for k, v in variables.items()}}}
+    result = run_playbook(
+        HERE / "nccl_goldens.yml", inventory, extravars={"nccl_golden_cases": case, "nccl_golden_dir": str(tmp_path)}
+    )
+    assert not result.ok
+    assert any(needle in failure.message for failure in result.failures), result.failures
+    assert not (tmp_path / "bad.sh").exists()

@@ -5,7 +5,8 @@ resources that must pass beside resources that must fail, and names exactly the 
       - environment: prod          # default prod
         params: {...}              # rule parameters, optional
         resources:
-          - {type, name, inputs?, parent?: <name>, protect?, deps?: {prop: [<name>, ...]}, dependsOn?: [<name>]}
+          - {type, name, inputs?, parent?: <name>, protect?, deps?: {prop: [<name>, ...]},
+             depends_on?: [<name>, ...], provider?: <name>}
         failing: [<name>, ...]
 
 URNs are made from type and name; `parent` and `deps` name other resources of the case.
@@ -62,7 +63,7 @@ def load_cases(rule_id: str) -> list[Case]:
                 parent=urns[r["parent"]] if r.get("parent") else None,
                 protect=bool(r.get("protect", False)),
                 dependencies={k: tuple(urns[n] for n in v) for k, v in r.get("deps", {}).items()},
-                depends_on=tuple(urns[n] for n in r.get("dependsOn", [])),
+                depends_on=tuple(urns[n] for n in r.get("depends_on", [])),
                 provider=urns[r["provider"]] if r.get("provider") else None,
             )
             for r in raw

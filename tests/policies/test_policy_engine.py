@@ -12,6 +12,7 @@ import pytest
 from policy_fixtures import Case, load_cases, urn
 from pulumi_policy import (
     EnforcementLevel,
+    PolicyProviderResource,
     PolicyResource,
     PolicyResourceOptions,
     ResourceValidationArgs,
@@ -19,7 +20,7 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
-from pulumi_policy.policy import PolicyCustomTimeouts, PolicyProviderResource
+from pulumi_policy.policy import PolicyCustomTimeouts
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 
 from policies.engine import build_policies, build_policy, pack_kwargs
@@ -55,7 +56,7 @@ def stack_args(resources: list[Resource], config: dict | None = None) -> StackVa
         pr.parent = policy_resources.get(r.parent) if r.parent else None
         pr.property_dependencies = {k: [policy_resources[u] for u in v] for k, v in r.dependencies.items()}
         pr.dependencies = [policy_resources[u] for u in r.depends_on]
-        if r.provider in policy_resources:
+        if r.provider:
             provider = policy_resources[r.provider]
             pr.provider = PolicyProviderResource(provider.resource_type, provider.props, provider.urn, provider.name)
     return StackValidationArgs(list(policy_resources.values()), config or {})

@@ -32,11 +32,11 @@ def test_non_efa_group_has_only_the_primary_interface(prod_plan: Plan) -> None:
     assert "interfaceType" not in interfaces[0]
 
 
-def test_efa_group_is_in_a_cluster_placement_group_in_one_az(prod_plan: Plan) -> None:
-    pg = one(prod_plan, "aws:ec2/placementGroup:PlacementGroup", "forge-prod-train-pg")
-    assert pg.inputs["strategy"] == "cluster"
+def test_efa_group_on_an_odcr_uses_the_reservations_placement_group_in_one_az(prod_plan: Plan) -> None:
+    # An ODCR serves only launches into the placement group it was made in: no new one is created.
+    assert not prod_plan.by_type("aws:ec2/placementGroup:PlacementGroup")
     asg = one(prod_plan, "aws:autoscaling/group:Group", "forge-prod-train-asg")
-    assert asg.inputs["placementGroup"] == "forge-prod-train-pg-id"
+    assert asg.inputs["placementGroup"] == "forge-prod-train-cluster"
     assert asg.inputs["vpcZoneIdentifiers"] == ["forge-prod-net-compute-us-east-1a-id"]
     assert not [r for r in prod_plan.resources if r.name == "forge-prod-login-pg"], "no placement group for login"
 
@@ -62,7 +62,7 @@ def test_efa_security_group_references_itself_both_ways(prod_plan: Plan) -> None
 
 def test_every_launch_template_requires_imdsv2_with_hop_limit_1(prod_plan: Plan, dev_plan: Plan) -> None:
     templates = prod_plan.by_type(LT) + dev_plan.by_type(LT)
-    assert len(templates) == 5
+    assert len(templates) == 8  # node groups (5) and Slurm controllers (prod 2, dev 1)
     for lt in templates:
         assert lt.inputs["metadataOptions"]["httpTokens"] == "required", lt.name
         assert lt.inputs["metadataOptions"]["httpPutResponseHopLimit"] == 1, lt.name
@@ -70,8 +70,12 @@ def test_every_launch_template_requires_imdsv2_with_hop_limit_1(prod_plan: Plan,
 
 def test_no_public_ip_on_compute(prod_plan: Plan) -> None:
     for lt in prod_plan.by_type(LT):
+        if "SlurmControlPlane" in lt.urn:  # the controller instance sets its own interface (below)
+            continue
         primary = lt.inputs["networkInterfaces"][0]
         assert primary["associatePublicIpAddress"] == "false", lt.name
+    for instance in prod_plan.by_type("aws:ec2/instance:Instance"):
+        assert instance.inputs["associatePublicIpAddress"] is False, instance.name
     for subnet in prod_plan.by_type("aws:ec2/subnet:Subnet"):
         assert subnet.inputs["mapPublicIpOnLaunch"] is False, subnet.name
 
@@ -144,7 +148,16 @@ def test_public_access_is_blocked_on_every_bucket(prod_plan: Plan) -> None:
 
 def test_stateful_resources_are_protected_in_prod_only(prod_plan: Plan, dev_plan: Plan) -> None:
     protected = {r.type for r in prod_plan.resources if r.protect}
-    assert protected == {"aws:s3/bucket:Bucket", "aws:kms/key:Key", "aws:fsx/lustreFileSystem:LustreFileSystem"}
+    assert protected == {
+        "aws:s3/bucket:Bucket",
+        "aws:kms/key:Key",
+        "aws:fsx/lustreFileSystem:LustreFileSystem",
+        # Slurm: controllers (their state), the accounting database, /home, the munge key and DB password
+        "aws:ec2/instance:Instance",
+        "aws:rds/instance:Instance",
+        "aws:efs/fileSystem:FileSystem",
+        "aws:secretsmanager/secret:Secret",
+    }
     assert all(r.retain_on_delete for r in prod_plan.by_type("aws:s3/bucket:Bucket"))
     assert [r.name for r in dev_plan.resources if r.protect] == []
 

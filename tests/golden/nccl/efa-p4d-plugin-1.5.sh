@@ -9,5 +9,8 @@ export FI_PROVIDER='efa'
 # aws-ofi-nccl at most 1.5.0 needs the Simple protocol (newer plugins set it when needed)
 export NCCL_PROTO='simple'
 
+# aws-ofi-nccl 1.5.0 (older than 1.7) does not enable GPUDirect RDMA itself on p4d, a GPUDirect RDMA type (not needed from plugin 1.7 with libfabric 1.18)
+export FI_EFA_USE_DEVICE_RDMA='1'
+
 # ENA interfaces are named en* on p4d/p4de/p5 and later; keeps NCCL off docker and loopback
 export NCCL_SOCKET_IFNAME='en'

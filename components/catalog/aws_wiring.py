@@ -1,0 +1,126 @@
+"""AWS wiring facts (data/aws_wiring.yaml), typed: the service-linked roles a key policy must name,
+the endpoint services private subnets need, EKS add-on versions, VPN tunnel options, Lustre ports.
+
+Components build from these and the wiring rules check against the same values:
+``load_aws_wiring().service_linked_role_arn("autoscaling", "123456789012")``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from components.catalog.models import CatalogError
+
+AWS_WIRING_FILE = Path(__file__).resolve().parent / "data" / "aws_wiring.yaml"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServiceLinkedRole(_Frozen):
+    path: str  # IAM path and name under role/, possibly ending in * (one role per resource)
+    source: str
+
+
+class KmsFacts(_Frozen):
+    key_use_actions: tuple[str, ...]
+    grant_condition_key: str
+    logs_context_key: str
+    source: str
+
+
+class PrivateEndpoints(_Frozen):
+    services: tuple[str, ...]
+    source: str
+
+
+class EksAddon(_Frozen):
+    version: str | None = None
+    min_version_efa_only: str | None = None
+    min_version_network_policy: str | None = None
+    configuration: dict[str, Any] | None = None
+    service_account: str | None = None  # namespace/name of the add-on's IRSA service account
+    policy_arn: str | None = None
+
+
+class FsxCsi(_Frozen):
+    service_account: str
+    policy_arn: str
+    source: str
+
+
+class EksFacts(_Frozen):
+    addons: dict[str, EksAddon]
+    source: str
+    imds_tags: str
+    standard_ami_type: str
+    gpu_ami_type: str
+    fsx_csi: FsxCsi
+
+
+class VpnTunnel(_Frozen):
+    ike_versions: tuple[str, ...]
+    phase1_dh_group_numbers: tuple[int, ...]
+    phase2_dh_group_numbers: tuple[int, ...]
+    phase1_encryption_algorithms: tuple[str, ...]
+    phase2_encryption_algorithms: tuple[str, ...]
+    phase1_integrity_algorithms: tuple[str, ...]
+    phase2_integrity_algorithms: tuple[str, ...]
+    log_retention_days: int
+    source: str
+
+
+class LustreFacts(_Frozen):
+    ports: tuple[tuple[int, int], ...]
+    root_squash: str
+    source: str
+
+
+class CapacityBlocks(_Frozen):
+    placement_group: str
+    source: str
+
+
+class AwsWiring(_Frozen):
+    service_linked_roles: dict[str, ServiceLinkedRole]
+    kms: KmsFacts
+    private_endpoints: PrivateEndpoints
+    eks: EksFacts
+    vpn_tunnel: VpnTunnel
+    lustre: LustreFacts
+    capacity_blocks: CapacityBlocks
+
+    def service_linked_role_arn(self, key: str, account: str, partition: str = "aws") -> str:
+        return f"arn:{partition}:iam::{account}:role/{self.service_linked_roles[key].path}"
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """v1.20.1-eksbuild.3 -> (1, 20, 1): add-on versions compare by their numeric release."""
+    core = version.lstrip("v").split("-", 1)[0]
+    return tuple(int(p) for p in core.split(".") if p.isdigit())
+
+
+def partition_of(region: str) -> str:
+    """The ARN partition of a region (aws, aws-cn, aws-us-gov)."""
+    if region.startswith("cn-"):
+        return "aws-cn"
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    return "aws"
+
+
+@lru_cache(maxsize=1)
+def load_aws_wiring() -> AwsWiring:
+    with AWS_WIRING_FILE.open(encoding="utf-8") as f:
+        doc = yaml.safe_load(f)
+    doc.pop("_source", None)
+    try:
+        return AwsWiring.model_validate(doc)
+    except ValidationError as e:
+        raise CatalogError(f"invalid {AWS_WIRING_FILE.name}: {e}") from None

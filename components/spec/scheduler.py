@@ -1,0 +1,158 @@
+"""The `scheduler` section: a Slurm cluster people submit jobs to, placement-neutral.
+
+What a user declares: where slurmctld runs (EC2 instances at fixed addresses on AWS, site hosts on
+premises) and whether a backup takes over, accounting (slurmdbd and its MariaDB), partitions of node
+groups, login nodes, users (local accounts or the site's directory) and the container runtime.
+Rules that cross sections (a partition naming an unknown group, two default partitions, a login
+group without a scheduler) live in `scheduler_checks.py`, so every problem is reported at once.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+
+from .models import Name, SpecModel
+
+# Slurm's time format (slurm.conf MaxTime/DefaultTime): minutes, [days-]hours:minutes:seconds, or UNLIMITED.
+SLURM_TIME = re.compile(r"^(UNLIMITED|INFINITE|\d+|\d+:\d{2}(:\d{2})?|\d+-\d{1,2}(:\d{2}(:\d{2})?)?)$")
+UserName = Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")]
+HostRef = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{0,61}[a-z0-9]$")]
+
+
+def _slurm_time(value: str | None) -> str | None:
+    if value is not None and not SLURM_TIME.match(value):
+        raise ValueError(f"{value!r} is not a Slurm time; write minutes (60), D-HH:MM:SS (7-00:00:00) or UNLIMITED")
+    return value
+
+
+class SlurmController(SpecModel):
+    instance_type: str | None = Field(
+        default=None,
+        description="AWS placement: instance type of the controller (slurmctld, slurmdbd). It runs at a fixed "
+        "address in the management tier, so configless nodes always find it.",
+    )
+    hosts: dict[HostRef, str] = Field(
+        default_factory=dict,
+        max_length=2,
+        description="On a site (onprem, hybrid): the service hosts that run slurmctld and slurmdbd, with their "
+        "management addresses, e.g. {slurm-01: 10.64.1.5}; a second one is the backup.",
+    )
+    backup: bool = Field(
+        default=False,
+        description="AWS placement: a backup controller in the second availability zone. Both share the state "
+        "directory on the shared file system (StateSaveLocation).",
+    )
+    state_mount: Name | None = Field(
+        default=None,
+        description="On a site with two controller hosts: the key of the site mount (site.storage.mounts) that "
+        "holds the shared state directory.",
+    )
+
+
+    @field_validator("hosts")
+    @classmethod
+    def _addresses(cls, value: dict[str, str]) -> dict[str, str]:
+        for host, address in value.items():
+            try:
+                ipaddress.ip_address(address)
+            except ValueError:
+                raise ValueError(f"{host}: {address!r} is not an IP address; write it like 10.64.1.5") from None
+        return value
+
+
+class Accounting(SpecModel):
+    database: Literal["managed", "controller"] | None = Field(
+        default=None,
+        description="Where slurmdbd's MariaDB runs: managed (Amazon RDS for MariaDB, encrypted, automated "
+        "backups, Multi-AZ in prod; AWS placement) or controller (MariaDB on the controller host, dumped "
+        "nightly). Default: managed on AWS, controller on a site.",
+    )
+    instance_class: str = Field(default="db.t4g.medium", description="RDS instance class (managed database).")
+    backup_retention_days: int = Field(
+        default=7, ge=1, le=35, description="Days of automated database backups (point-in-time recovery)."
+    )
+    purge_after_months: int = Field(
+        default=24, ge=1, le=120, description="Job records older than this are purged from accounting."
+    )
+
+
+class Partition(SpecModel):
+    node_groups: list[Name] = Field(
+        default_factory=list,
+        description="Node groups (AWS) or site host pools whose nodes the partition holds; a group may sit in "
+        "several partitions.",
+    )
+    default: bool = Field(default=False, description="The partition jobs land in without --partition. One only.")
+    max_time: str = Field(default="UNLIMITED", description="Longest run time: D-HH:MM:SS, minutes or UNLIMITED.")
+    default_time: str | None = Field(default=None, description="Run time of a job that asks for none.")
+    exclusive: bool = Field(
+        default=False, description="Whole nodes per job (OverSubscribe=EXCLUSIVE): multi-node training."
+    )
+    priority_tier: int = Field(
+        default=1, ge=1, le=65533, description="Higher tiers are scheduled first and may preempt lower ones."
+    )
+
+    @field_validator("max_time", "default_time")
+    @classmethod
+    def _times(cls, value: str | None) -> str | None:
+        return _slurm_time(value)
+
+
+class SlurmLogin(SpecModel):
+    node_groups: list[Name] = Field(
+        default_factory=list, description="Node groups (AWS, role login) or site host pools users log in to."
+    )
+    bastion: bool = Field(
+        default=False,
+        description="AWS: an SSH bastion in the ingress tier, open only to network.allowed_ingress. Default: "
+        "reach login nodes through SSM Session Manager (no open port).",
+    )
+
+
+class LocalUser(SpecModel):
+    uid: int = Field(ge=1000, le=60000, description="Numeric user id, the same on every node.")
+    account: Name = Field(description="Slurm account (scheduler.accounts) the user's jobs are charged to.")
+    ssh_public_keys: list[str] = Field(default_factory=list, description="Public keys allowed to log in.")
+
+
+class LdapDirectory(SpecModel):
+    kind: Literal["ldap"] = Field(description="The site's LDAP directory, through SSSD on every node.")
+    uri: str = Field(pattern=r"^ldaps://[A-Za-z0-9.-]+(:\d+)?$", description="LDAPS URI of the directory.")
+    search_base: str = Field(description="Base DN of users and groups, e.g. dc=lab,dc=example,dc=com.")
+    bind_password_secret: str = Field(
+        default="ldapBindPassword",
+        description="Pulumi config key (namespace gpuforge) holding SSSD's bind password, set with "
+        "`pulumi config set --secret`.",
+    )
+
+
+class Account(SpecModel):
+    description: str = Field(description="Who the account is (a team, a project).")
+    fairshare: int = Field(default=1, ge=1, le=1000, description="Fair-share weight among accounts.")
+
+
+class SchedulerSpec(SpecModel):
+    kind: Literal["slurm"] = Field(description="slurm. (Kubernetes clusters use the kubernetes section.)")
+    controller: SlurmController = Field(description="Where slurmctld and slurmdbd run.")
+    accounting: Accounting = Field(default_factory=Accounting, description="slurmdbd and its database.")
+    partitions: dict[Name, Partition] = Field(min_length=1, description="Partitions keyed by their Slurm name.")
+    login: SlurmLogin = Field(default_factory=SlurmLogin, description="Login nodes and how users reach them.")
+    accounts: dict[Name, Account] = Field(default_factory=dict, description="Slurm accounts keyed by name.")
+    users: dict[UserName, LocalUser] = Field(
+        default_factory=dict, description="Local users created on every node, keyed by login name."
+    )
+    directory: LdapDirectory | None = Field(
+        default=None, description="An existing directory (SSSD/LDAP) instead of, or beside, local users."
+    )
+    containers: Literal["enroot_pyxis", "none"] = Field(
+        default="enroot_pyxis",
+        description="Container runtime for jobs: enroot + pyxis (srun --container-image) or none.",
+    )
+    job_tmpfs: bool = Field(
+        default=True,
+        description="Per-job private /tmp and /dev/shm (job_container/tmpfs), on local NVMe where the node has it.",
+    )

@@ -1,0 +1,42 @@
+"""The Slurm part of the Ansible inventory: the `slurm_config` variable and the hosts of each Slurm role.
+
+`slurm_config` is rendered from the stack file's spec and the catalog (gpuforge/render/slurm.py, the
+same dict `gpuforge render slurm` renders), completed with what only the deployed stack knows (the
+accounting database's endpoint, the /home file system), read from the stack's `slurm` output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from components.spec import SpecError, resolve
+from gpuforge.plan.stacks import find_stack, load_stack
+from gpuforge.render.slurm import slurm_config
+
+
+def slurm_inventory(stack: str, outputs: Mapping[str, Any], group_name: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(all-vars, children) for a stack with a scheduler; ({}, {}) without one. Children:
+    slurm_controller (and slurmdbd: the same hosts), slurm_compute, slurm_login."""
+    try:
+        find_stack(stack)
+    except SpecError:
+        return {}, {}  # an inventory from outputs alone (no stack file): no spec to render Slurm from
+    stack_file = load_stack(stack)
+    resolved = resolve(stack_file.cluster, str(stack_file.path))
+    if resolved.scheduler is None:
+        return {}, {}
+    config = slurm_config(resolved)
+    deployed = outputs.get("slurm") or {}
+    if deployed.get("databaseEndpoint"):
+        config["accounting"]["database"]["host"] = deployed["databaseEndpoint"]
+    if deployed.get("homeFileSystem"):
+        config["home"]["source"] = deployed["homeFileSystem"]
+    controllers = {c["name"]: {"ansible_host": c["address"]} for c in config["controllers"]}
+    children = {
+        "slurm_controller": {"hosts": controllers},
+        "slurmdbd": {"hosts": {name: {} for name in controllers}},
+        "slurm_compute": {"children": {group_name("ng", g): {} for g in config["groups"]}},
+        "slurm_login": {"children": {group_name("ng", g): {} for g in config["login_groups"]}},
+    }
+    return {"slurm_config": config}, children

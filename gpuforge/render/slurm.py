@@ -1,0 +1,310 @@
+"""The Slurm configuration of a cluster: resolved spec + catalog -> one JSON-able dict -> the files nodes get.
+
+One template, two renderers: ``slurm_config`` builds a plain dict (only strings, numbers, booleans,
+lists and dicts), ``render_slurm`` renders ``templates/slurm/*.j2`` from it, and the Ansible roles
+render the same templates from the same dict, delivered through the inventory as the variable
+``slurm_config`` (docs/slurm.md documents its shape). Nothing here talks to a node.
+
+Facts come from the catalog: CPU layout and memory of each node (RealMemory keeps the catalog's
+``slurm.real_memory_fraction`` of the memory, the rest is the OS's headroom), GPU model and count.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from components.spec import ResolvedSpec
+from components.spec.scheduler_checks import ResolvedScheduler, SlurmGroup, secret_names
+from components.templates import render
+
+TEMPLATES = {
+    "slurm.conf": "slurm/slurm.conf.j2",
+    "gres.conf": "slurm/gres.conf.j2",
+    "cgroup.conf": "slurm/cgroup.conf.j2",
+    "job_container.conf": "slurm/job_container.conf.j2",
+    "topology.conf": "slurm/topology.conf.j2",
+}
+SLURMD_DEFAULTS = "slurm/slurmd.default.j2"
+STATE_SAVE_LOCATION = "/var/spool/slurmctld"
+JOB_TMPFS_BASE = "/var/spool/slurmd-tmpfs"
+SLURMDBD_PORT = 6819
+MARIADB_PORT = 3306
+
+
+class SlurmRenderError(ValueError):
+    """The stack has no Slurm scheduler to render."""
+
+
+def hostlist(names: Iterable[str]) -> str:
+    """Slurm's compressed host list: dgx-a01,dgx-a02,dgx-a03 -> dgx-a[01-03]. Names without a numeric
+    suffix stay as they are; ranges keep the zero padding."""
+    by_prefix: dict[tuple[str, int], list[int]] = {}
+    plain: list[str] = []
+    for name in sorted(names):
+        m = re.fullmatch(r"(.*?)(\d+)", name)
+        if m is None:
+            plain.append(name)
+            continue
+        by_prefix.setdefault((m.group(1), len(m.group(2))), []).append(int(m.group(2)))
+    parts = list(plain)
+    for (prefix, width), numbers in sorted(by_prefix.items()):
+        numbers.sort()
+        ranges: list[str] = []
+        start = prev = numbers[0]
+        for n in [*numbers[1:], None]:
+            if n is not None and n == prev + 1:
+                prev = n
+                continue
+            ranges.append(f"{start:0{width}d}" if start == prev else f"{start:0{width}d}-{prev:0{width}d}")
+            if n is not None:
+                start = prev = n
+        parts.append(f"{prefix}{ranges[0]}" if len(numbers) == 1 else f"{prefix}[{','.join(ranges)}]")
+    return ",".join(parts)
+
+
+def real_memory_mib(memory_mib: int, fraction: float) -> int:
+    return math.floor(memory_mib * fraction)
+
+
+def gpu_type(model: str | None) -> str:
+    """Slurm GRES type of a GPU model: H100 -> h100 (what AutoDetect=nvml reports for the SXM boards)."""
+    return re.sub(r"[^a-z0-9]", "", (model or "").lower())
+
+
+def slurm_config(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> dict[str, Any]:
+    """The variables every Slurm template and role reads (docs/slurm.md, "The slurm_config variable").
+
+    stand_in_gpus: gres.conf lists the GPU device files instead of AutoDetect=nvml (test machines have
+    stand-in device files and no NVML); production leaves it False.
+    """
+    sched = resolved.scheduler
+    if sched is None:
+        raise SlurmRenderError(f"{resolved.spec.name} has no scheduler section: nothing to render for Slurm")
+    spec = resolved.spec
+    catalog = resolved.catalog
+    fraction = catalog.slurm.real_memory_fraction
+
+    nodes: list[dict[str, Any]] = []
+    dynamic: list[dict[str, Any]] = []
+    nodesets: list[dict[str, Any]] = []
+    gres_files: list[dict[str, Any]] = []
+    groups: dict[str, dict[str, Any]] = {}
+    max_nodes = 0
+    for name, group in sched.groups.items():
+        nodeset = f"ns_{name.replace('-', '_')}"
+        if group.cloud:
+            facts = _cloud_facts(resolved, group, fraction)
+            dynamic.append({"name": name, "conf": facts["conf"], "features": facts["features"]})
+            nodesets.append({"name": nodeset, "feature": f"group_{name}", "nodes": ""})
+            max_nodes += resolved.spec.node_groups[name].total_nodes
+            if facts["gpus"] and stand_in_gpus:
+                gres_files.append({"nodes": "", "type": facts["gpu_type"], "file": _device_files(facts["gpus"])})
+        else:
+            facts = _site_facts(group, fraction)
+            nodes.append(facts["line"])
+            nodesets.append({"name": nodeset, "feature": "", "nodes": facts["line"]["names"]})
+            max_nodes += len(group.hosts)
+            if facts["gpus"] and stand_in_gpus:
+                gres_files.append(
+                    {"nodes": facts["line"]["names"], "type": facts["gpu_type"], "file": _device_files(facts["gpus"])}
+                )
+        groups[name] = {
+            "nodeset": nodeset,
+            "dynamic": group.cloud,
+            "conf": facts.get("conf", ""),
+            "local_nvme": facts["local_nvme"],
+            "gpus": facts["gpus"],
+        }
+
+    partitions = [
+        {
+            "name": pname,
+            "nodesets": [groups[g]["nodeset"] for g in p.node_groups],
+            "default": pname == sched.default_partition,
+            "max_time": p.max_time,
+            "default_time": p.default_time or "",
+            "exclusive": p.exclusive,
+            "priority_tier": p.priority_tier,
+        }
+        for pname, p in sched.spec.partitions.items()
+    ]
+    controllers = [{"name": c.name, "address": c.address} for c in sched.controllers]
+    return {
+        "cluster_name": spec.name,
+        "slurm_user": "slurm",
+        "controllers": controllers,
+        "state_save_location": STATE_SAVE_LOCATION,
+        "state_shared": _state_shared(resolved, sched),
+        "timeouts": {"slurmctld": 120 if len(controllers) > 1 else 300, "slurmd": 300},
+        "max_node_count": max_nodes,
+        "nodes": nodes,
+        "dynamic_groups": dynamic,
+        "nodesets": nodesets,
+        "partitions": partitions,
+        "groups": groups,
+        "login_groups": list(sched.login_groups),
+        "gres": {
+            "types": ["gpu"],
+            "autodetect": "" if stand_in_gpus else "nvml",
+            "files": gres_files,
+        },
+        "topology": _topology(resolved, sched),
+        "job_container": {"enabled": sched.spec.job_tmpfs, "base_path": JOB_TMPFS_BASE},
+        "prolog": "/etc/slurm/prolog.d/*",
+        "epilog": "/etc/slurm/epilog.d/*",
+        "accounting": _accounting(resolved, sched),
+        "secrets": _secrets(resolved),
+        "home": _home(resolved, sched),
+        "containers": sched.spec.containers,
+        "login_access": "bastion" if sched.spec.login.bastion else "ssm",
+        "accounts": {
+            name: {"description": a.description, "fairshare": a.fairshare} for name, a in sched.spec.accounts.items()
+        },
+        "users": {
+            name: {"uid": u.uid, "account": u.account, "ssh_public_keys": list(u.ssh_public_keys)}
+            for name, u in sched.spec.users.items()
+        },
+        "directory": sched.spec.directory.model_dump() if sched.spec.directory else {},
+        "versions": {
+            "production": catalog.slurm.production.version,
+            "production_source": catalog.slurm.production.source.strip(),
+            "test": catalog.slurm.test.version,
+        },
+    }
+
+
+def _cloud_facts(resolved: ResolvedSpec, group: SlurmGroup, fraction: float) -> dict[str, Any]:
+    it = resolved.catalog.instance_type(group.instance_type or "")
+    spec = resolved.spec.node_groups[group.name]
+    gpus = it.gpu_count if it.accelerator is not None and it.accelerator.kind == "gpu" else 0
+    features = [f"group_{group.name}", it.instance_type]
+    if gpus:
+        features.append(gpu_type(it.gpu_model))
+    if spec.availability_zone:
+        features.append(spec.availability_zone)
+    conf = (
+        f"CPUs={it.vcpus} CoresPerSocket={it.cores} ThreadsPerCore={it.threads_per_core} "
+        f"RealMemory={real_memory_mib(it.memory_mib, fraction)}"
+    )
+    if gpus:
+        conf += f" Gres=gpu:{gpu_type(it.gpu_model)}:{gpus}"
+    conf += f" Feature={','.join(features)}"
+    return {"conf": conf, "features": features, "gpus": gpus, "gpu_type": gpu_type(it.gpu_model),
+            "local_nvme": it.nvme_gb > 0}
+
+
+def _site_facts(group: SlurmGroup, fraction: float) -> dict[str, Any]:
+    servers = {h.server.name for h in group.hosts}
+    if len(servers) != 1:
+        raise SlurmRenderError(f"pool {group.name} mixes server models ({', '.join(sorted(servers))}); "
+                               "a Slurm node line needs one hardware layout: split the pool")
+    server = group.hosts[0].server
+    if not (server.cpu_threads and server.sockets and server.threads_per_core and server.memory_gib):
+        raise SlurmRenderError(f"catalog server {server.name} lacks cpu_threads, sockets, threads_per_core or "
+                               "memory_gib: add them (catalog overrides) so slurm.conf can describe the node")
+    cores_per_socket = server.cpu_threads // (server.sockets * server.threads_per_core)
+    gpus = server.gpu_count
+    features = [f"group_{group.name}", server.name, gpu_type(server.gpu_model)]
+    line = {
+        "names": hostlist(h.name for h in group.hosts),
+        "addresses": ",".join(h.spec.management_ip for h in sorted(group.hosts, key=lambda h: h.name)),
+        "cpus": server.cpu_threads,
+        "sockets": server.sockets,
+        "cores_per_socket": cores_per_socket,
+        "threads_per_core": server.threads_per_core,
+        "real_memory": real_memory_mib(server.memory_gib * 1024, fraction),
+        "gres": f"gpu:{gpu_type(server.gpu_model)}:{gpus}" if gpus else "",
+        "features": features,
+    }
+    # DGX systems carry local NVMe for caches and scratch (the catalog has no per-server figure yet).
+    return {"line": line, "gpus": gpus, "gpu_type": gpu_type(server.gpu_model), "local_nvme": True}
+
+
+def _device_files(gpus: int) -> str:
+    return "/dev/nvidia0" if gpus == 1 else f"/dev/nvidia[0-{gpus - 1}]"
+
+
+def _topology(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any]:
+    """On a site: the rail-optimized fabric as Slurm's tree (a leaf switch per scalable unit, under the
+    spines). Hosts of one SU reach each other through one leaf hop on every rail, so the SU is the
+    unit Slurm should keep a job in. On AWS the controller writes topology.conf at run time from EC2
+    instance topology (docs/slurm.md), so nothing is rendered here."""
+    site = resolved.site
+    fabric = site.spec.fabric if site is not None else None
+    static_hosts = [h for g in sched.groups.values() for h in g.hosts if h.spec.hcas]
+    if fabric is None or not static_hosts:
+        return {"source": "EC2 instance topology, at run time" if resolved.spec.network else "none",
+                "switches": []}
+    by_su: dict[str, list[str]] = {}
+    for host in static_hosts:
+        by_su.setdefault(host.scalable_unit, []).append(host.name)
+    leaves = [{"name": f"{su}-leaves", "switches": "", "nodes": hostlist(names)} for su, names in sorted(by_su.items())]
+    switches = list(leaves)
+    if len(leaves) > 1 or fabric.spines:
+        switches.append({"name": "spines", "switches": ",".join(leaf["name"] for leaf in leaves), "nodes": ""})
+    return {"source": f"the site fabric ({fabric.kind}, {fabric.rails} rails, {fabric.spines} spines)",
+            "switches": switches}
+
+
+def _accounting(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any]:
+    ctl = sched.controllers
+    managed = sched.database == "managed"
+    return {
+        "host": ctl[0].name,
+        "backup_host": ctl[1].name if len(ctl) > 1 else "",
+        "port": SLURMDBD_PORT,
+        "purge_after_months": sched.spec.accounting.purge_after_months,
+        "database": {
+            "kind": sched.database,
+            # The RDS endpoint is known once deployed: the inventory fills it from the stack's outputs.
+            "host": "" if managed else "localhost",
+            "port": MARIADB_PORT,
+            "name": "slurm_acct_db",
+            "user": "slurm",
+        },
+    }
+
+
+def _secrets(resolved: ResolvedSpec) -> dict[str, Any]:
+    """Where nodes read the munge key and the database password: never the values themselves."""
+    if resolved.spec.placement.kind == "aws":
+        names = secret_names(resolved.spec.name)
+        return {name: {"store": "aws_secretsmanager", "id": secret} for name, secret in names.items()}
+    return {
+        "munge_key": {"store": "ansible_vault", "id": "vault_slurm_munge_key"},
+        "db_password": {"store": "ansible_vault", "id": "vault_slurm_db_password"},
+    }
+
+
+def _home(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any]:
+    if sched.home == "efs":
+        return {"kind": "efs", "mount_point": "/home", "source": ""}  # the file system id comes from outputs
+    assert resolved.spec.site is not None
+    mount = resolved.spec.site.storage.mounts[sched.home]
+    source = f"{mount.server}:{mount.export}" if mount.kind == "nfs" else ""
+    return {"kind": mount.kind, "mount_point": mount.mount_point, "source": source,
+            "version": getattr(mount, "version", "")}
+
+
+def _state_shared(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any]:
+    if not sched.state_shared:
+        return {}
+    mount = sched.spec.controller.state_mount
+    return {"kind": "site_mount", "mount": mount} if mount else {"kind": "efs", "mount": "slurm-state"}
+
+
+def render_slurm(config: Mapping[str, Any]) -> dict[str, str]:
+    """The files every node receives, by name, rendered from ``slurm_config``'s dict; plus one
+    ``slurmd.<group>`` (/etc/default/slurmd) per node group."""
+    files = {
+        name: render(template, slurm_config=config)
+        for name, template in TEMPLATES.items()
+        if (name != "job_container.conf" or config["job_container"]["enabled"])
+        and (name != "topology.conf" or config["topology"]["switches"])
+    }
+    for name, group in config["groups"].items():
+        files[f"slurmd.{name}"] = render(SLURMD_DEFAULTS, slurm_config=config, slurm_group={"name": name, **group})
+    return files

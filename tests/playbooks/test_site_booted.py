@@ -1,0 +1,154 @@
+"""site.yml over SSH on two booted machines with the production defaults, every package source pointed at
+the stand-ins: a first run that fails after the sysctl task, a re-run that converges and applies what
+the first run changed, then a run that changes nothing. The daemons the roles start run under systemd."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuforge.nodes.bake import PlaybookResult, run_playbook
+from tests.machines import SSH_IMAGE, Machine, MachinePool, Machines
+from tests.standins import packages as standin
+from tests.standins.repo import StandinSources
+
+from .profiles import EFA_P5, profile_vars
+
+pytestmark = pytest.mark.slow
+
+# A kernel parameter of the machine's own IPC namespace, so the live value this test reads is the
+# machine's and not one the host (whose kernel the machines share) already had.
+PROBE_SYSCTL = ("kernel.msgmax", "65536")
+LIMITS_DIR = "/etc/security/limits.d"
+
+
+@dataclass
+class SiteRuns:
+    machines: Machines
+    inventory: dict[str, Any]
+    failed: PlaybookResult
+    converged: PlaybookResult
+    again: PlaybookResult
+
+
+def _per_host(machine: Machine) -> dict[str, Any]:
+    # The machines share the host's network: each exporter binds its own machine's address.
+    return {"node_exporter_listen": f"{machine.address}:9100"}
+
+
+@pytest.fixture(scope="module")
+def site_runs(machine_pool: MachinePool, standin_sources: StandinSources) -> SiteRuns:
+    machines = machine_pool.group("gpu", 2, SSH_IMAGE, writable_proc_sys=True)
+    host_vars = profile_vars(EFA_P5, standin_sources)
+    defaults_sysctls = _role_default("os_tuning", "os_tuning_sysctls")
+    host_vars |= {
+        "os_tuning_sysctls": {**defaults_sysctls, PROBE_SYSCTL[0]: PROBE_SYSCTL[1]},
+        # Mounting Lustre needs lustre.ko and a file system server: the fstab entry is written, not mounted.
+        "lustre_client_mount_state": "present",
+    }
+    if not Path("/proc/sys/kernel/yama").is_dir():
+        # This host's kernel (shared by the machines) has no Yama LSM, so kernel.yama.ptrace_scope does
+        # not exist to be set: the EFA role writes its sysctl file without applying it. CI's Debian
+        # kernel has Yama, and there the task applies the value live.
+        host_vars["efa_apply_runtime"] = False
+    inventory = machines.inventory(host_vars=host_vars, per_host=_per_host)
+    # Make the run fail right after the sysctl task: the next task writes into limits.d, now a file.
+    for machine in machines:
+        machine.run(f"rm -rf {LIMITS_DIR} && touch {LIMITS_DIR}", root=True)
+    failed = run_playbook("site.yml", inventory)
+    for machine in machines:
+        machine.run(f"rm -f {LIMITS_DIR} && mkdir -m 0755 {LIMITS_DIR}", root=True)
+    converged = run_playbook("site.yml", inventory)
+    again = run_playbook("site.yml", inventory)
+    return SiteRuns(machines, inventory, failed, converged, again)
+
+
+def _role_default(role: str, name: str) -> Any:
+    import yaml
+
+    from gpuforge.nodes.bake import PLAYBOOKS_DIR
+
+    return yaml.safe_load((PLAYBOOKS_DIR / "roles" / role / "defaults/main.yml").read_text())[name]
+
+
+def test_first_run_fails_after_the_sysctl_task(site_runs: SiteRuns) -> None:
+    assert site_runs.failed.failed_hosts == site_runs.machines.names
+    assert {f.task for f in site_runs.failed.failures} == {"Allow unlimited locked memory for login sessions"}
+
+
+def test_rerun_converges_and_applies_the_sysctls_live(site_runs: SiteRuns) -> None:
+    result = site_runs.converged
+    assert result.ok, [f"{f.host} {f.task}: {f.message}" for f in result.failures]
+    for machine in site_runs.machines:
+        live = machine.run(f"cat /proc/sys/{PROBE_SYSCTL[0].replace('.', '/')}").stdout.strip()
+        assert live == PROBE_SYSCTL[1]
+        assert f"{PROBE_SYSCTL[0]} = {PROBE_SYSCTL[1]}" in machine.run("cat /etc/sysctl.d/90-gpuforge.conf").stdout
+
+
+def test_third_run_changes_nothing(site_runs: SiteRuns) -> None:
+    result = site_runs.again
+    assert result.ok, [f"{f.host} {f.task}: {f.message}" for f in result.failures]
+    assert sorted(result.hosts) == site_runs.machines.names
+    assert {name: h.changed for name, h in result.hosts.items()} == dict.fromkeys(site_runs.machines.names, 0), (
+        result.stdout[-6000:]
+    )
+
+
+def _installed(machine: Machine) -> dict[str, str]:
+    out = machine.run("dpkg-query -W -f '${Package} ${Version} ${db:Status-Status}\\n'").stdout
+    rows = (line.split(" ", 2) for line in out.splitlines())
+    return {name: version for name, version, status in rows if status == "installed"}
+
+
+def test_production_packages_at_their_pinned_versions_and_held(site_runs: SiteRuns) -> None:
+    driver = standin.DRIVER_VERSIONS[-1]  # the newest of the branch, as apt picks it
+    for machine in site_runs.machines:
+        installed = _installed(machine)
+        assert installed[f"cuda-drivers-{standin.DRIVER_BRANCH}"] == driver
+        assert installed[f"nvidia-fabricmanager-{standin.DRIVER_BRANCH}"] == driver
+        # The repository also carries a newer NCCL: the pin, not the newest, decides.
+        assert installed["libnccl2"] == standin.NCCL_PINNED
+        assert installed["libnccl-dev"] == standin.NCCL_PINNED
+        assert {"datacenter-gpu-manager-4-cuda12", "datacenter-gpu-manager-4-dev", "lustre-client-modules-aws"} <= set(
+            installed
+        )
+        assert {"libfabric1-aws", "libnccl-ofi", "prometheus-node-exporter", "python3-debian"} <= set(installed)
+        held = {line.split()[0] for line in machine.run("apt-mark showhold").stdout.splitlines()}
+        assert {f"cuda-drivers-{standin.DRIVER_BRANCH}", f"nvidia-fabricmanager-{standin.DRIVER_BRANCH}"} <= held
+        assert {"libnccl2", "libnccl-dev"} <= held
+        # apt trusts the sources through the keys the roles installed, not a trusted=yes shortcut.
+        sources = machine.run("cat /etc/apt/sources.list.d/nvidia-cuda.sources").stdout
+        assert "Signed-By: /etc/apt/keyrings/nvidia-cuda.asc" in sources
+        assert "trusted" not in sources.lower()
+
+
+def test_efa_installer_ran_and_nccl_finds_the_plugin(site_runs: SiteRuns) -> None:
+    for machine in site_runs.machines:
+        record = machine.run("cat /opt/amazon/efa_installed_packages").stdout
+        assert f"EFA installer version: {standin.EFA_INSTALLER_VERSION}" in record
+        assert "/opt/amazon/ofi-nccl/lib" in machine.run("cat /etc/ld.so.conf.d/gpuforge-aws-ofi-nccl.conf").stdout
+        machine.run("test -e /opt/amazon/ofi-nccl/lib/libnccl-net.so")
+
+
+def test_daemons_run_under_systemd(site_runs: SiteRuns) -> None:
+    units = [
+        "prometheus-node-exporter.service",
+        "nvidia-persistenced.service",
+        "nvidia-fabricmanager.service",
+        "nvidia-dcgm.service",
+        "dcgm-exporter.service",
+        "gpuforge-cpu-governor.service",
+    ]
+    for machine in site_runs.machines:
+        states = machine.run(f"systemctl is-active {' '.join(units)}", check=False).stdout.split()
+        assert dict(zip(units, states, strict=True)) == dict.fromkeys(units, "active")
+        assert machine.run("systemctl is-enabled " + " ".join(units)).stdout.split() == ["enabled"] * len(units)
+        # The real node_exporter answers on the machine's own address.
+        url = f"http://{machine.address}:9100/metrics"
+        metrics = machine.run(
+            f"python3 -c 'import urllib.request; print(urllib.request.urlopen(\"{url}\").read().decode())'"
+        ).stdout
+        assert "node_textfile_scrape_error" in metrics

@@ -1,0 +1,256 @@
+"""A Slurm cluster on booted machines, configured only by gpuforge's roles (playbooks/slurm.yml) and the
+rendered slurm_config: slurm1 controller (munge, slurmctld, slurmdbd, MariaDB), slurm2 login, slurm3 and
+slurm4 static computes, slurm5 a cloud compute that registers itself (slurmd -Z).
+
+What stands in, and why:
+- The packages come from Debian 12 (slurm-wlm 22.05.8, munge, mariadb-server), installed once in a
+  cached image layer; the roles' apt tasks then find them installed. Services are disabled in the image
+  and its packaged MUNGE key removed, so every daemon runs because a role enabled and configured it.
+- GPUs: two character devices per compute (/dev/nvidia0-1, NVIDIA's major 195) listed in gres.conf, and
+  stand-in nvidia-smi and dcgmi printing recorded outputs, which a test edits to break a node.
+- The machines share the host's network namespace (tests/machines): each static slurmd gets its own
+  port in slurm.conf (NodeName ... Port=), the cloud node keeps Slurm's default 6818.
+- systemd-nspawn mounts the cgroup v1 controllers read-only; a machine remounts them writable before the
+  roles run (a real host's slurmd owns its cgroups), so proctrack/task cgroup confinement runs for real.
+- The MUNGE key and the database password are generated here and delivered as Ansible vault variables,
+  the on-premises path of the secret_store role.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from components.spec import resolve
+from gpuforge.nodes.bake import PlaybookResult, run_playbook
+from gpuforge.plan.stacks import load_stack
+from gpuforge.render.slurm import slurm_config
+from tests.machines import SSH_IMAGE, Machine, Machines
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"
+
+SLURM_IMAGE = SSH_IMAGE.derive(
+    "debian12-slurm",
+    packages=("munge", "slurmctld", "slurmd", "slurmdbd", "slurm-client", "libpam-slurm-adopt", "mariadb-server"),
+    setup=(
+        # Nothing runs or is keyed until a role says so.
+        "systemctl disable munge slurmctld slurmd slurmdbd mariadb mariadb.socket",
+        "rm -f /etc/munge/munge.key",
+    ),
+)
+CONTROLLER, LOGIN, STATIC, CLOUD = 0, 1, (2, 3), 4
+GPUS = 2
+GPU_TYPE = "a10g"
+STATIC_PORTS = {2: 6821, 3: 6822}
+USER, ACCOUNT, UID = "alice", "research", 2001
+CLUSTER = "forge-dev"
+
+# nvidia-smi --query-gpu=index,name,uuid,driver_version,pci.bus_id --format=csv of a healthy node.
+NVIDIA_SMI_CSV = "index, name, uuid, driver_version, pci.bus_id\n" + "".join(
+    f"{i}, NVIDIA A10G, GPU-00000000-0000-0000-0000-00000000000{i}, 580.65.06, 00000000:00:1{i}.0\n"
+    for i in range(GPUS)
+)
+STANDIN_DIR = "/var/lib/gpuforge-standin"
+STANDIN_TOOLS = {
+    "nvidia-smi": f"#!/bin/sh\ncat {STANDIN_DIR}/nvidia-smi.csv\n",
+    "dcgmi": f"#!/bin/sh\ncat {STANDIN_DIR}/dcgmi-diag.txt\n",
+}
+# What a host's slurmd finds: writable cgroup v1 controllers. systemd-nspawn mounts them read-only (and
+# memory from a sub-path of the host's hierarchy); each is mounted afresh, writable, in the machine's
+# mount namespace. Slurm then keeps its jobs under /sys/fs/cgroup/<controller>/slurm_<node>.
+CGROUP_CONTROLLERS = ("freezer", "cpuset", "devices", "cpu", "cpuacct", "pids", "blkio", "memory")
+CGROUPS_WRITABLE = "set -e; " + "; ".join(
+    f"umount -l /sys/fs/cgroup/{c}; mount -t cgroup -o rw,nosuid,nodev,noexec,{c} cgroup /sys/fs/cgroup/{c}"
+    for c in CGROUP_CONTROLLERS
+)
+
+
+@dataclass
+class SlurmCluster:
+    machines: Machines
+    config: dict[str, Any]
+    secrets: dict[str, str]
+    first: PlaybookResult
+    second: PlaybookResult
+    inventory: dict[str, Any]
+
+    @property
+    def controller(self) -> Machine:
+        return self.machines[CONTROLLER]
+
+    @property
+    def login(self) -> Machine:
+        return self.machines[LOGIN]
+
+    @property
+    def computes(self) -> list[Machine]:
+        return [self.machines[i] for i in STATIC]
+
+    @property
+    def cloud(self) -> Machine:
+        return self.machines[CLOUD]
+
+    def as_user(self, command: str, timeout: float = 60) -> str:
+        """Run *command* as the cluster user on the login machine; its stdout."""
+        return self.login.run(f"sudo -n -u {USER} -i sh -c {_quote(command)}", timeout=timeout).stdout
+
+    def scontrol(self, *args: str) -> str:
+        return self.controller.run("scontrol " + " ".join(args), root=True).stdout
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout_s: float = 120, every_s: float = 2) -> Any:
+    """Poll *probe* until it returns something truthy; fail naming *what* after *timeout_s*."""
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(every_s)
+    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what} (last: {last!r})")
+
+
+def cluster_config(machines: Machines, cpus: int, real_memory: int) -> dict[str, Any]:
+    """slurm_config for the booted machines: the dev stack's rendering (accounts, partitions' settings,
+    versions) with the cluster's shape replaced by these machines: a controller with MariaDB on it, a
+    static group of two computes (their real CPU count) and a cloud group that registers itself."""
+    config = slurm_config(resolve(load_stack("dev").cluster, "dev"), stand_in_gpus=True)
+    ctl = machines[CONTROLLER]
+    names = [machines[i].name for i in STATIC]
+    config["controllers"] = [{"name": ctl.name, "address": ctl.address}]
+    config["accounting"]["host"] = ctl.name
+    config["accounting"]["database"].update(kind="controller", host="localhost")
+    config["secrets"] = {
+        "munge_key": {"store": "ansible_vault", "id": "vault_slurm_munge_key"},
+        "db_password": {"store": "ansible_vault", "id": "vault_slurm_db_password"},
+    }
+    gres = f"gpu:{GPU_TYPE}:{GPUS}"
+    config["nodes"] = [
+        {
+            "names": machines[i].name,
+            "addresses": machines[i].address,
+            "port": STATIC_PORTS[i],
+            "cpus": cpus,
+            "sockets": 1,
+            "cores_per_socket": cpus,
+            "threads_per_core": 1,
+            "real_memory": real_memory,
+            "gres": gres,
+            "features": ["group_gpu", GPU_TYPE],
+        }
+        for i in STATIC
+    ]
+    cloud_conf = f"RealMemory={real_memory} Gres={gres} Feature=group_cloud,{GPU_TYPE}"
+    config["dynamic_groups"] = [{"name": "cloud", "conf": cloud_conf, "features": ["group_cloud", GPU_TYPE]}]
+    config["nodesets"] = [
+        {"name": "ns_gpu", "feature": "", "nodes": ",".join(names)},
+        {"name": "ns_cloud", "feature": "group_cloud", "nodes": ""},
+    ]
+    config["groups"] = {
+        "gpu": {"nodeset": "ns_gpu", "dynamic": False, "conf": "", "local_nvme": False, "gpus": GPUS},
+        "cloud": {"nodeset": "ns_cloud", "dynamic": True, "conf": cloud_conf, "local_nvme": False, "gpus": GPUS},
+    }
+    config["max_node_count"] = len(STATIC) + 1
+    base = {p["name"]: p for p in config["partitions"]}["gpu"]
+    config["partitions"] = [
+        {**base, "name": "gpu", "nodesets": ["ns_gpu"], "default": True},
+        {**base, "name": "cloud", "nodesets": ["ns_cloud"], "default": False},
+    ]
+    config["gres"]["files"] = [{"nodes": "", "type": GPU_TYPE, "file": "/dev/nvidia[0-1]"}]
+    config["login_groups"] = ["login"]
+    config["accounts"] = {ACCOUNT: {"description": "Research engineers", "fairshare": 1}}
+    config["users"] = {USER: {"uid": UID, "account": ACCOUNT, "ssh_public_keys": []}}
+    config["cluster_name"] = CLUSTER
+    return config
+
+
+def prepare_machine(machine: Machine, gpus: bool) -> None:
+    """The host-level facts a real node has before Ansible: writable cgroups, GPU devices and tools."""
+    _in_namespaces(machine, CGROUPS_WRITABLE)
+    if not gpus:
+        return
+    machine.run("; ".join(f"mknod -m 0666 /dev/nvidia{i} c 195 {i}" for i in range(GPUS)), root=True)
+    standin = machine.root / STANDIN_DIR.lstrip("/")
+    standin.mkdir(parents=True, exist_ok=True)
+    (standin / "nvidia-smi.csv").write_text(NVIDIA_SMI_CSV)
+    (standin / "dcgmi-diag.txt").write_text((FIXTURES / "healthcheck" / "dcgmi-diag-r3-pass.txt").read_text())
+    for tool, script in STANDIN_TOOLS.items():
+        path = machine.root / "usr/local/bin" / tool
+        path.write_text(script)
+        path.chmod(0o755)
+
+
+def _in_namespaces(machine: Machine, script: str) -> None:
+    """Run *script* in the machine's mount and process namespaces, from the host (what its boot would do)."""
+    assert machine.pid is not None, f"{machine.name} is not running"
+    init = Path(f"/proc/{machine.pid}/task/{machine.pid}/children").read_text().split()[0]
+    subprocess.run(["nsenter", "-t", init, "-m", "-p", "sh", "-c", script], check=True, capture_output=True, timeout=60)
+
+
+def inventory(machines: Machines, config: dict[str, Any], secret_values: dict[str, str]) -> dict[str, Any]:
+    def hosts(indexes: tuple[int, ...], **extra: Any) -> dict[str, Any]:
+        return {machines[i].name: {**machines[i].ansible_vars(), **extra} for i in indexes}
+
+    return {
+        "all": {
+            "vars": {
+                "slurm_config": config,
+                # On premises the secrets are Ansible vault variables (here: generated for this session).
+                "vault_slurm_munge_key": secret_values["munge_key"],
+                "vault_slurm_db_password": secret_values["db_password"],
+                # MariaDB on the controller's own address: the machines share one network namespace.
+                "slurm_dbd_mariadb_bind_address": machines[CONTROLLER].address,
+            },
+            "children": {
+                "slurm_controller": {"hosts": hosts((CONTROLLER,))},
+                "slurm_login": {"hosts": hosts((LOGIN,))},
+                "slurm_compute": {
+                    "hosts": {
+                        **hosts(STATIC, gpuforge_node_group="gpu"),
+                        **hosts((CLOUD,), gpuforge_node_group="cloud"),
+                    }
+                },
+            },
+        }
+    }
+
+
+def generated_secrets() -> dict[str, str]:
+    return {
+        # 1024 random bytes, base64: the form the Pulumi program stores in the secret store.
+        "munge_key": base64.b64encode(secrets.token_bytes(1024)).decode(),
+        "db_password": secrets.token_urlsafe(24),
+    }
+
+
+def node_facts(machine: Machine) -> tuple[int, int]:
+    """(CPUs, RealMemory MiB) to declare for a machine: its CPU count and 90 % of the memory slurmd sees."""
+    line = machine.run("slurmd -C", root=True).stdout.splitlines()[0]
+    fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
+    return int(fields["CPUs"]), int(int(fields["RealMemory"]) * 0.9)
+
+
+def build_cluster(machines: Machines) -> SlurmCluster:
+    for index, machine in enumerate(machines):
+        prepare_machine(machine, gpus=index in (*STATIC, CLOUD))
+    cpus, memory = node_facts(machines[STATIC[0]])
+    config = cluster_config(machines, cpus, memory)
+    secret_values = generated_secrets()
+    inv = inventory(machines, config, secret_values)
+    start = time.monotonic()
+    first = run_playbook("slurm.yml", inv)
+    mid = time.monotonic()
+    second = run_playbook("slurm.yml", inv) if first.ok else first
+    print(f"\nslurm.yml: converge {mid - start:.1f}s, idempotence run {time.monotonic() - mid:.1f}s")
+    return SlurmCluster(machines, config, secret_values, first, second, inv)

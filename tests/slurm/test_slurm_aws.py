@@ -1,0 +1,87 @@
+"""The Slurm control plane in the AWS plan: controllers at the addresses slurm.conf names, accounting on
+RDS, /home on EFS, protected in prod; the munge key and database password generated as secrets that
+no plan output, Markdown, console text or stack output ever shows."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from rich.console import Console
+
+from gpuforge.nodes.inventory import build_inventory
+from gpuforge.plan.engine import MOCK_SECRET_PREFIX
+from gpuforge.plan.model import Plan
+from gpuforge.review.report import console_plan, markdown_plan
+from tests.support import planned
+
+SLURM = "gpuforge:aws:SlurmControlPlane"
+
+
+def _one(plan: Plan, type_: str) -> dict:
+    (resource,) = [r for r in plan.resources if r.type == type_ and SLURM in r.urn]
+    return resource.inputs | {"protect": resource.protect}
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_no_secret_value_in_any_plan_output(stack: str) -> None:
+    plan = planned(stack)
+    console = Console(record=True, width=200)
+    console.print(console_plan(plan))
+    texts = {
+        "plan JSON": json.dumps(plan.to_json()),
+        "Markdown": markdown_plan(plan),
+        "console": console.export_text(),
+        "inventory": json.dumps(build_inventory(stack, outputs=plan.outputs, source="plan")),
+    }
+    # The generated values exist (the mock gives them a known prefix) and are wired into the secrets...
+    assert any(r.type.startswith("random:") for r in plan.resources)
+    versions = [r for r in plan.resources if r.type == "aws:secretsmanager/secretVersion:SecretVersion"]
+    assert {r.inputs["secretString"] for r in versions} == {"[secret]"}
+    # ...and appear nowhere a person or a log could read them, user data included (base64 there).
+    encoded = base64.b64encode(MOCK_SECRET_PREFIX.encode()).decode()[:16]
+    for where, text in texts.items():
+        assert MOCK_SECRET_PREFIX not in text, where
+        assert encoded not in text, where
+    for r in plan.resources:
+        user_data = r.inputs.get("userData")
+        if isinstance(user_data, str) and user_data != "<computed>":
+            assert MOCK_SECRET_PREFIX not in base64.b64decode(user_data).decode(errors="replace"), r.name
+
+
+def test_prod_controllers_database_home_and_protection() -> None:
+    plan = planned("prod")
+    instances = [r for r in plan.resources if r.type == "aws:ec2/instance:Instance" and SLURM in r.urn]
+    # The rendered slurm.conf names these addresses (management tier, host .10 of each AZ's subnet).
+    controllers = plan.outputs["slurm"]["controllers"]
+    assert sorted(r.inputs["privateIp"] for r in instances) == sorted(controllers.values())
+    assert all(r.protect and r.inputs["metadataOptions"]["httpTokens"] == "required" for r in instances)
+    db = _one(plan, "aws:rds/instance:Instance")
+    assert db["engine"] == "mariadb" and db["storageEncrypted"] and db["multiAz"] and db["deletionProtection"]
+    assert db["protect"] and db["password"] == "[secret]" and not db["publiclyAccessible"]
+    home = _one(plan, "aws:efs/fileSystem:FileSystem")
+    assert home["encrypted"] and home["protect"]
+    assert _one(plan, "aws:efs/backupPolicy:BackupPolicy")["backupPolicy"]["status"] == "ENABLED"
+    names = {r.inputs["name"] for r in plan.resources
+             if r.type == "aws:secretsmanager/secret:Secret" and SLURM in r.urn}
+    assert names == {"gpuforge/forge-prod/slurm/munge-key", "gpuforge/forge-prod/slurm/db-password"}
+
+
+def test_nodes_read_the_munge_key_only() -> None:
+    plan = planned("prod")
+    policies = {r.name: json.loads(r.inputs["policy"]) for r in plan.resources
+                if r.type == "aws:iam/rolePolicy:RolePolicy" and SLURM in r.urn}
+    controller = policies.pop("forge-prod-slurm-ctl-secrets")
+    assert len(controller["Statement"][0]["Resource"]) == 2
+    assert policies, "node roles get a policy for the munge key"
+    for name, policy in policies.items():
+        (secret,) = policy["Statement"][0]["Resource"]
+        assert "munge-key" in secret, name
+
+
+def test_dev_plan_has_no_protection_but_the_same_shape() -> None:
+    plan = planned("dev")
+    db = _one(plan, "aws:rds/instance:Instance")
+    assert not db["multiAz"] and not db["deletionProtection"] and db["skipFinalSnapshot"]
+    assert plan.outputs["slurm"]["controllers"] == {"forge-dev-ctl-0": "10.20.128.10"}

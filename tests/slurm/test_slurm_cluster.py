@@ -1,0 +1,186 @@
+"""A Slurm cluster with real daemons on booted machines, configured only by gpuforge's roles and the
+rendered configuration (tests/slurm/cluster.py says what stands in). A regular user submits from the
+login machine; jobs run on the computes, show in accounting, a node whose prolog health check fails
+is drained with its reason while the job runs elsewhere, a cloud node joins its partition by itself,
+and `gpuforge check --drain slurm --execute-drain` drains a node in the running controller."""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from gpuforge.nodes.check import run_checks
+from tests.machines import MachinePool
+
+from .cluster import (
+    ACCOUNT,
+    GPUS,
+    NVIDIA_SMI_CSV,
+    SLURM_IMAGE,
+    STANDIN_DIR,
+    USER,
+    SlurmCluster,
+    build_cluster,
+    wait_for,
+)
+
+pytestmark = pytest.mark.slow
+
+# A requeued job waits for its new begin time (about two minutes) before it runs again.
+JOB_TIMEOUT_S = 300
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(machine_pool: MachinePool) -> Iterator[SlurmCluster]:
+    start = time.monotonic()
+    machines = machine_pool.group("slurm", 5, SLURM_IMAGE)
+    print(f"\nslurm machines booted in {time.monotonic() - start:.1f}s")
+    cluster = build_cluster(machines)
+    assert cluster.first.ok, [f"{f.host} {f.task}: {f.message}" for f in cluster.first.failures]
+    yield cluster
+
+
+def _node(cluster: SlurmCluster, name: str) -> dict[str, str]:
+    """`scontrol show node NAME` as a dict (State, Reason, Gres, Partitions, ...)."""
+    text = cluster.controller.run(f"scontrol show node {name}", root=True, check=False).stdout
+    fields: dict[str, str] = {}
+    for token in text.split():
+        key, sep, value = token.partition("=")
+        if sep:
+            fields[key] = value
+    if "Reason" in fields:  # the reason may hold spaces: take the rest of its line
+        line = next(line for line in text.splitlines() if "Reason=" in line)
+        fields["Reason"] = line.split("Reason=", 1)[1].strip()
+    return fields
+
+
+def _idle(cluster: SlurmCluster, name: str) -> bool:
+    return _node(cluster, name).get("State", "").split("+")[0] == "IDLE"
+
+
+def _sacct(cluster: SlurmCluster, job: str) -> list[dict[str, str]]:
+    fields = "JobID,User,Account,State,NodeList,ExitCode"
+    out = cluster.as_user(f"sacct -j {job} --noheader --parsable2 --format={fields}")
+    return [dict(zip(fields.split(","), line.split("|"), strict=True)) for line in out.splitlines() if line]
+
+
+def _submit(cluster: SlurmCluster, args: str, script: str) -> str:
+    out = cluster.as_user(f"sbatch --parsable {args} --wrap {json.dumps(script)}")
+    return out.strip().split(";")[0]
+
+
+def _finished(cluster: SlurmCluster, job: str) -> dict[str, str] | None:
+    rows = [row for row in _sacct(cluster, job) if row["JobID"] == job]
+    return rows[0] if rows and rows[0]["State"] not in ("PENDING", "RUNNING", "REQUEUED", "") else None
+
+
+def test_roles_converge_then_change_nothing(slurm_cluster: SlurmCluster) -> None:
+    second = slurm_cluster.second
+    assert second.ok, [f"{f.host} {f.task}: {f.message}" for f in second.failures]
+    assert second.changed == 0, second.summary_rows()
+
+
+def test_daemons_run_where_their_roles_put_them(slurm_cluster: SlurmCluster) -> None:
+    active = "systemctl is-active {}"
+    ctl = slurm_cluster.controller
+    assert ctl.run(active.format("munge mariadb slurmdbd slurmctld"), root=True).stdout.split() == ["active"] * 4
+    for compute in (*slurm_cluster.computes, slurm_cluster.cloud):
+        assert compute.run(active.format("munge slurmd"), root=True).stdout.split() == ["active"] * 2
+        # Configless: the node holds no slurm.conf of its own, slurmd fetched it from the controller.
+        assert compute.run("test ! -e /etc/slurm/slurm.conf", check=False).returncode == 0
+    # The same MUNGE key everywhere (a credential made on the login machine decodes on the controller).
+    cred = slurm_cluster.login.run("munge -n").stdout
+    decoded = ctl.run(f"echo {cred.strip()} | unmunge", check=False)
+    assert decoded.returncode == 0, decoded.stderr
+
+
+def test_secrets_stay_out_of_logs_and_configs_readable_by_users(slurm_cluster: SlurmCluster) -> None:
+    for result in (slurm_cluster.first, slurm_cluster.second):
+        for value in slurm_cluster.secrets.values():
+            assert value not in result.stdout
+    ctl = slurm_cluster.controller
+    assert ctl.run("stat -c '%U %a' /etc/munge/munge.key", root=True).stdout.split() == ["munge", "400"]
+    assert ctl.run("stat -c '%U %a' /etc/slurm/slurmdbd.conf", root=True).stdout.split() == ["slurm", "600"]
+
+
+def test_user_job_runs_on_two_computes_and_is_accounted(slurm_cluster: SlurmCluster) -> None:
+    job = _submit(slurm_cluster, f"-N2 -p gpu --gres=gpu:{GPUS}", "srun hostname")
+    row = wait_for(f"job {job} to finish", lambda: _finished(slurm_cluster, job), JOB_TIMEOUT_S)
+    assert row["State"] == "COMPLETED", _sacct(slurm_cluster, job)
+    assert (row["User"], row["Account"]) == (USER, ACCOUNT)
+    steps = {r["JobID"]: r for r in _sacct(slurm_cluster, job)}
+    step = steps[f"{job}.0"]  # the srun step ran on both computes
+    expanded = slurm_cluster.controller.run(f"scontrol show hostnames {step['NodeList']}").stdout.split()
+    assert sorted(expanded) == sorted(m.name for m in slurm_cluster.computes)
+    assert step["State"] == "COMPLETED"
+
+
+def test_cloud_node_registers_itself_with_its_gres(slurm_cluster: SlurmCluster) -> None:
+    name = slurm_cluster.cloud.name
+    # slurm.conf names no such node: it came from slurmd -Z --conf "... Gres=... Feature=group_cloud".
+    assert name not in slurm_cluster.controller.run("cat /etc/slurm/slurm.conf").stdout
+    node = wait_for(f"{name} to register", lambda: _idle(slurm_cluster, name) and _node(slurm_cluster, name))
+    assert node["Gres"].startswith(f"gpu:a10g:{GPUS}"), node
+    assert "group_cloud" in node["AvailableFeatures"]
+    assert node["Partitions"] == "cloud"
+    assert slurm_cluster.as_user("sinfo --noheader -p cloud -o %N").split() == [name]
+
+
+def test_failing_prolog_drains_the_node_and_the_job_runs_elsewhere(slurm_cluster: SlurmCluster) -> None:
+    first, second = slurm_cluster.computes
+    wait_for("both computes idle", lambda: _idle(slurm_cluster, first.name) and _idle(slurm_cluster, second.name))
+    # A GPU falls off the bus on the first compute: nvidia-smi lists one GPU of two.
+    csv = first.root / STANDIN_DIR.lstrip("/") / "nvidia-smi.csv"
+    csv.write_text("".join(NVIDIA_SMI_CSV.splitlines(keepends=True)[:2]))
+    try:
+        # Both computes idle: Slurm picks the first in its node table, the broken one.
+        job = _submit(slurm_cluster, "-N1 -p gpu", "hostname")
+        drained = wait_for(
+            f"{first.name} drained by its prolog",
+            lambda: "DRAIN" in _node(slurm_cluster, first.name).get("State", "") and _node(slurm_cluster, first.name),
+        )
+        assert "found 1 GPUs, expected 2" in drained["Reason"], drained
+        assert first.name in slurm_cluster.as_user("sinfo -R --noheader -o '%N %E'")
+        # The job was requeued (not held) and runs on the healthy compute.
+        row = wait_for(f"job {job} to finish elsewhere", lambda: _finished(slurm_cluster, job), JOB_TIMEOUT_S)
+        assert row["State"] == "COMPLETED" and row["NodeList"] == second.name, _sacct(slurm_cluster, job)
+        assert "Restarts=1" in slurm_cluster.scontrol("show", "job", job) or _requeued(slurm_cluster, job)
+    finally:
+        csv.write_text(NVIDIA_SMI_CSV)
+        slurm_cluster.scontrol("update", f"nodename={first.name}", "state=resume")
+
+
+def _requeued(cluster: SlurmCluster, job: str) -> bool:
+    """Whether accounting holds an earlier, requeued run of *job* (sacct --duplicates)."""
+    out = cluster.as_user(f"sacct -j {job} --noheader --parsable2 --duplicates --format=JobID,State")
+    return any(line.split("|") == [job, "REQUEUED"] for line in out.splitlines())
+
+
+def test_gpuforge_check_drains_a_named_node_in_the_running_controller(slurm_cluster: SlurmCluster) -> None:
+    """`gpuforge check --drain slurm --execute-drain`: healthcheck.yml judges the node over SSH, then
+    slurm-drain.yml runs scontrol on the controller."""
+    target = slurm_cluster.computes[1]
+    wait_for(f"{target.name} idle", lambda: _idle(slurm_cluster, target.name))
+    inventory = copy.deepcopy(slurm_cluster.inventory)
+    compute_hosts = inventory["all"]["children"]["slurm_compute"]["hosts"]
+    inventory["all"]["children"]["gpu_nodes"] = {
+        "hosts": {target.name: compute_hosts[target.name]},
+        "vars": {"gpu_healthcheck_expected_gpus": GPUS, "gpu_healthcheck_textfile_dir": None},
+    }
+    target.run("mkdir -p /var/lib/gpuforge/healthcheck", root=True)
+    csv = target.root / STANDIN_DIR.lstrip("/") / "nvidia-smi.csv"
+    csv.write_text("".join(NVIDIA_SMI_CSV.splitlines(keepends=True)[:2]))  # one GPU of two
+    try:
+        report = run_checks(inventory, checks=("gpu",), limit=target.name, drain="slurm", execute_drain=True)
+        assert report.failing == [target.name]
+        assert report.drain is not None and report.drain.ok, report.drain and report.drain.failures
+        node = _node(slurm_cluster, target.name)
+        assert "DRAIN" in node["State"] and "found 1 GPUs, expected 2" in node["Reason"], node
+        assert target.name in slurm_cluster.as_user("sinfo -R --noheader -o '%N %E'")
+    finally:
+        csv.write_text(NVIDIA_SMI_CSV)
+        slurm_cluster.scontrol("update", f"nodename={target.name}", "state=resume")

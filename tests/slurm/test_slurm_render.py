@@ -1,0 +1,88 @@
+"""The Slurm configuration rendered once from the spec and the catalog: golden files, facts from the
+catalog, options Slurm 22.05 knows, and Ansible's renderer agreeing byte for byte (one template, two
+renderers)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from components.spec import resolve
+from gpuforge.nodes.bake import run_playbook
+from gpuforge.plan.stacks import load_stack
+from gpuforge.render.slurm import TEMPLATES, hostlist, render_slurm, slurm_config
+from tests.support import skip_or_fail
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = REPO / "tests" / "golden" / "slurm"
+SLURM_STACKS = ("dev", "prod")
+
+
+def _config(stack: str, **kwargs: bool) -> dict:
+    return slurm_config(resolve(load_stack(stack).cluster, stack), **kwargs)
+
+
+@pytest.mark.parametrize("stack", SLURM_STACKS)
+def test_rendered_files_match_golden(stack: str) -> None:
+    files = render_slurm(_config(stack))
+    golden_dir = GOLDEN / stack
+    if os.environ.get("GPUFORGE_UPDATE_GOLDEN"):
+        golden_dir.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (golden_dir / name).write_text(text)
+    assert sorted(files) == sorted(p.name for p in golden_dir.iterdir())
+    for name, text in files.items():
+        assert text == (golden_dir / name).read_text(), f"{stack}/{name} differs from its golden file"
+
+
+def test_config_is_plain_json() -> None:
+    config = _config("dev")
+    assert json.loads(json.dumps(config)) == config
+
+
+def test_cloud_nodes_carry_catalog_facts() -> None:
+    config = _config("dev")
+    (train,) = config["dynamic_groups"]
+    # g5.12xlarge: 48 vCPUs = 24 cores x 2 threads, 196608 MiB, 4x A10G (DescribeInstanceTypes).
+    assert train["conf"].startswith("CPUs=48 CoresPerSocket=24 ThreadsPerCore=2 RealMemory=186777 Gres=gpu:a10g:4")
+    assert int(196608 * 0.95) == 186777
+    assert config["groups"]["train"]["local_nvme"] is True
+    assert config["max_node_count"] == 2
+
+
+def test_stand_in_gpus_list_device_files() -> None:
+    gres = render_slurm(_config("dev", stand_in_gpus=True))["gres.conf"]
+    assert "AutoDetect=off" in gres
+    assert "Name=gpu Type=a10g File=/dev/nvidia[0-3]" in gres
+
+
+def test_hostlist_compresses_like_slurm() -> None:
+    assert hostlist(["dgx-a02", "dgx-a01", "dgx-a03", "dgx-b01"]) == "dgx-a[01-03],dgx-b01"
+    assert hostlist(["n1", "n3", "n4", "login"]) == "login,n[1,3-4]"
+
+
+@pytest.fixture(scope="module")
+def ansible_rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    out = tmp_path_factory.mktemp("slurm-ansible")
+    config = _config("dev")
+    inventory = {"all": {"hosts": {"localhost": {"ansible_connection": "local",
+                                                 "ansible_python_interpreter": os.sys.executable}}}}
+    files = {name: t for name, t in TEMPLATES.items() if name in render_slurm(config)}
+    result = run_playbook(
+        Path(__file__).with_name("render_slurm.yml"),
+        inventory,
+        extravars={"slurm_config": config, "slurm_files": files, "slurm_out_dir": str(out),
+                   "slurm_templates_dir": str(REPO / "templates")},
+    )
+    if not result.ok:
+        skip_or_fail(f"ansible-playbook failed: {[f'{f.task}: {f.message}' for f in result.failures]}")
+    return config, out
+
+
+def test_ansible_renders_the_same_bytes(ansible_rendered: tuple[dict, Path]) -> None:
+    config, out = ansible_rendered
+    for name, text in render_slurm(config).items():
+        assert (out / name).read_text() == text, name

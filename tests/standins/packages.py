@@ -1,0 +1,186 @@
+"""What the stand-in sources hold: packages with the production names, versions and file layouts.
+
+Each package installs files only: no kernel module, no GPU library that works. A daemon's binary is a
+placeholder that stays up (so systemd starts, supervises and restarts the unit the package ships, as
+it would the real one) and says in its first line that it is a stand-in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# The driver the stand-in CUDA repository carries: two point releases of branch 580, so apt must pick
+# the newest of each package and Fabric Manager must match the driver's version exactly.
+DRIVER_BRANCH = "580"
+DRIVER_VERSIONS = ("580.82.07-1", "580.95.05-1")
+# NCCL: the version gpuforge pins (nccl role defaults) and a newer one, so the pin is what picks it.
+NCCL_PINNED = "2.26.2-1+cuda12.8"
+NCCL_NEWER = "2.27.7-1+cuda12.9"
+DCGM_VERSION = "1:4.2.3-1"
+EFA_INSTALLER_VERSION = "1.43.1"
+AWS_OFI_NCCL_VERSION = "1.16.3-1"
+LUSTRE_VERSION = "2.15.6-1fsx1"
+
+STANDIN_DAEMON = (
+    "#!/bin/sh\n"
+    "# gpuforge test stand-in for {name}: no GPU here. It stays up so systemd supervises the unit\n"
+    "# the package ships, as it would the real daemon.\n"
+    'echo "stand-in {name} $*"\n'
+    "exec sleep infinity\n"
+)
+
+# nvidia-smi as the real one behaves on a machine whose driver is not loaded (no GPU, no kernel module).
+NVIDIA_SMI_WITHOUT_DRIVER = (
+    "#!/bin/sh\n"
+    "# gpuforge test stand-in for nvidia-smi {version}: there is no GPU and no nvidia.ko here, so it fails\n"
+    "# as the real one does without a driver.\n"
+    'echo "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver." >&2\n'
+    "exit 9\n"
+)
+
+
+@dataclass(frozen=True)
+class Package:
+    name: str
+    version: str
+    depends: tuple[str, ...] = ()
+    files: dict[str, str] = field(default_factory=dict)  # path -> content
+    executables: frozenset[str] = frozenset()  # paths installed mode 0755
+    description: str = "gpuforge test stand-in (files only)"
+
+
+def _unit(description: str, exec_start: str, *, wanted_by: str = "multi-user.target") -> str:
+    return (
+        f"[Unit]\nDescription={description} (gpuforge test stand-in)\n\n"
+        f"[Service]\nExecStart={exec_start}\nRestart=on-failure\n\n[Install]\nWantedBy={wanted_by}\n"
+    )
+
+
+def _daemon(name: str, binary: str, unit: str, description: str) -> tuple[dict[str, str], frozenset[str]]:
+    return (
+        {binary: STANDIN_DAEMON.format(name=name), f"/usr/lib/systemd/system/{unit}": _unit(description, binary)},
+        frozenset({binary}),
+    )
+
+
+def cuda_repository() -> list[Package]:
+    """NVIDIA's CUDA repository (compute/cuda/repos/debian12/x86_64/): driver, Fabric Manager, NCCL, DCGM."""
+    packages: list[Package] = []
+    for version in DRIVER_VERSIONS:
+        upstream = version.split("-")[0]
+        persistenced_files, persistenced_exec = _daemon(
+            "nvidia-persistenced",
+            "/usr/bin/nvidia-persistenced",
+            "nvidia-persistenced.service",
+            "NVIDIA Persistence Daemon",
+        )
+        fm_files, fm_exec = _daemon(
+            "nv-fabricmanager",
+            "/usr/bin/nv-fabricmanager",
+            "nvidia-fabricmanager.service",
+            "NVIDIA fabric manager service",
+        )
+        packages += [
+            Package("nvidia-persistenced", version, files=persistenced_files, executables=persistenced_exec),
+            Package(
+                "nvidia-driver-cuda",  # the driver's user space, without a kernel module
+                version,
+                files={"/usr/bin/nvidia-smi": NVIDIA_SMI_WITHOUT_DRIVER.format(version=upstream)},
+                executables=frozenset({"/usr/bin/nvidia-smi"}),
+            ),
+            Package(
+                f"cuda-drivers-{DRIVER_BRANCH}",
+                version,
+                depends=(f"nvidia-persistenced (= {version})", f"nvidia-driver-cuda (= {version})"),
+            ),
+            Package(f"nvidia-fabricmanager-{DRIVER_BRANCH}", version, files=fm_files, executables=fm_exec),
+        ]
+    for version in (NCCL_PINNED, NCCL_NEWER):
+        upstream = version.split("-")[0]
+        packages += [
+            Package("libnccl2", version, files={f"/usr/lib/x86_64-linux-gnu/libnccl.so.{upstream}": ""}),
+            Package(
+                "libnccl-dev",
+                version,
+                depends=(f"libnccl2 (= {version})",),
+                files={"/usr/include/nccl.h": f"/* NCCL {upstream} stand-in header */\n"},
+            ),
+        ]
+    dcgm_files, dcgm_exec = _daemon(
+        "nv-hostengine", "/usr/bin/nv-hostengine", "nvidia-dcgm.service", "NVIDIA DCGM service"
+    )
+    packages += [
+        Package("datacenter-gpu-manager-4-core", DCGM_VERSION, files=dcgm_files, executables=dcgm_exec),
+        Package(
+            "datacenter-gpu-manager-4-cuda12",
+            DCGM_VERSION,
+            depends=(f"datacenter-gpu-manager-4-core (= {DCGM_VERSION})",),
+            files={"/usr/lib/x86_64-linux-gnu/datacenter-gpu-manager-4/cuda12/STANDIN": ""},
+        ),
+        Package(
+            "datacenter-gpu-manager-4-dev",
+            DCGM_VERSION,
+            depends=(f"datacenter-gpu-manager-4-core (= {DCGM_VERSION})",),
+            files={"/usr/include/dcgm_agent.h": "/* DCGM stand-in header */\n"},
+        ),
+    ]
+    return packages
+
+
+def efa_installer_packages() -> list[Package]:
+    """What the EFA installer tarball carries under DEBS/DEBIAN12/x86_64/ (user space only, no efa.ko)."""
+    return [
+        Package("efa-config", "1.18-1", files={"/etc/modprobe.d/efa.conf": "# EFA stand-in\n"}),
+        Package("efa-profile", "1.7-1", files={"/etc/profile.d/zippy_efa.sh": "PATH=$PATH:/opt/amazon/efa/bin\n"}),
+        Package("libfabric1-aws", "2.1.0amzn5.0", files={"/opt/amazon/efa/lib/libfabric.so.1": ""}),
+        Package(
+            "libfabric-aws-bin",
+            "2.1.0amzn5.0",
+            depends=("libfabric1-aws",),
+            files={
+                "/opt/amazon/efa/bin/fi_info": "#!/bin/sh\necho 'provider: efa (stand-in: no EFA device)'\nexit 1\n"
+            },
+            executables=frozenset({"/opt/amazon/efa/bin/fi_info"}),
+        ),
+        # aws-ofi-nccl as the installer lays it out: the plugin and its libnccl-net.so alias.
+        Package(
+            "libnccl-ofi",
+            AWS_OFI_NCCL_VERSION,
+            depends=("libfabric1-aws",),
+            files={
+                "/opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so": "",
+                "/opt/amazon/ofi-nccl/lib/libnccl-net.so": "",
+            },
+        ),
+    ]
+
+
+def lustre_repository() -> list[Package]:
+    """The FSx for Lustre client repository (dists/<codename>/main): the client without its modules."""
+    return [
+        Package(
+            "lustre-client-modules-aws",
+            LUSTRE_VERSION,
+            files={"/usr/share/doc/lustre-client-modules-aws/STANDIN": "Lustre client stand-in: no lustre.ko\n"},
+        )
+    ]
+
+
+def dcgm_exporter_binary() -> str:
+    return STANDIN_DAEMON.format(name="dcgm-exporter")
+
+
+def efa_installer_script(version: str) -> str:
+    """efa_installer.sh as the role relies on it: installs the DEBs, records the version where the real one does."""
+    return f"""#!/bin/sh
+# gpuforge test stand-in for efa_installer.sh {version}: installs the user-space packages of
+# DEBS/DEBIAN12/x86_64 (no kernel module) and records the version where the real installer does.
+set -eu
+cd "$(dirname "$0")"
+apt-get install -y --no-install-recommends ./DEBS/DEBIAN12/x86_64/*.deb
+mkdir -p /opt/amazon
+echo "# EFA installer version: {version}" > /opt/amazon/efa_installed_packages
+for deb in DEBS/DEBIAN12/x86_64/*.deb; do
+  dpkg-deb -f "$deb" Package Version | paste -sd' ' >> /opt/amazon/efa_installed_packages
+done
+"""

@@ -1,0 +1,226 @@
+"""Stand-in package sources, built in the test session and served on 127.0.0.1.
+
+One directory tree, laid out like the production URLs, served by a small HTTP server the session starts
+and stops by its process id:
+
+    compute/cuda/repos/debian12/x86_64/      NVIDIA's CUDA repository: a flat apt repository (suites: /),
+                                             signed (InRelease, Release.gpg), key at 3bf863cc.pub
+    fsx/ubuntu/dists/bookworm/main/...       the FSx for Lustre client repository (suite bookworm, main)
+    fsx/fsx-ubuntu-public-key.asc            its signing key
+    efa/aws-efa-installer-<version>.tar.gz   the EFA installer tarball (aws-efa-installer/efa_installer.sh,
+                                             DEBS/DEBIAN12/x86_64/*.deb)
+    dcgm-exporter/dcgm-exporter              the dcgm-exporter binary a site publishes
+
+The .deb files are made with dpkg-deb, indexed with apt-ftparchive and signed with a gpg key generated
+for the session, so apt verifies signatures, pins and holds exactly as against the real sources.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import packages as pkgs
+from .packages import Package
+
+CUDA_PATH = "compute/cuda/repos/debian12/x86_64"
+LUSTRE_PATH = "fsx/ubuntu"
+LUSTRE_SUITE = "bookworm"
+ARCH = "amd64"
+
+
+@dataclass
+class StandinSources:
+    """The built tree and, once served, its base URL; ``variables()`` points the roles at it."""
+
+    root: Path
+    efa_installer_sha256: str
+    dcgm_exporter_sha256: str
+    url: str = ""
+    process: subprocess.Popen[bytes] | None = None
+
+    def variables(self) -> dict[str, Any]:
+        """Inventory variables that point every production task at the stand-ins (nothing switched off)."""
+        assert self.url, "serve() first"
+        return {
+            "nvidia_driver_cuda_repo_base_url": f"{self.url}/compute/cuda/repos",
+            "nvidia_driver_branch": pkgs.DRIVER_BRANCH,
+            "efa_installer_version": pkgs.EFA_INSTALLER_VERSION,
+            "efa_installer_url": f"{self.url}/efa/aws-efa-installer-{pkgs.EFA_INSTALLER_VERSION}.tar.gz",
+            "efa_installer_checksum": f"sha256:{self.efa_installer_sha256}",
+            "dcgm_exporter_binary_url": f"{self.url}/dcgm-exporter/dcgm-exporter",
+            "dcgm_exporter_binary_checksum": f"sha256:{self.dcgm_exporter_sha256}",
+            # Debian 12 has no FSx client repository of its own (vars/Debian-12.yml): name the stand-in's.
+            "lustre_client_repo_url": f"{self.url}/{LUSTRE_PATH}",
+            "lustre_client_repo_key_url": f"{self.url}/fsx/fsx-ubuntu-public-key.asc",
+            "lustre_client_packages": ["lustre-client-modules-aws"],
+        }
+
+    def serve(self) -> None:
+        port = _free_port()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(self.root), str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+        )
+        self.url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.url}/{CUDA_PATH}/InRelease", timeout=2):
+                    return
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"stand-in repository server did not start on {self.url}") from None
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+        self.process = None
+
+
+def build(root: Path) -> StandinSources:
+    """Build every stand-in source under *root*."""
+    gnupg = root.parent / f"{root.name}-gnupg"
+    gnupg.mkdir(mode=0o700, parents=True, exist_ok=True)
+    key = _signing_key(gnupg)
+    debs = root.parent / f"{root.name}-debs"
+
+    cuda = root / CUDA_PATH
+    cuda.mkdir(parents=True)
+    for package in pkgs.cuda_repository():
+        _deb(package, cuda)
+    _flat_index(cuda, gnupg, key)
+    (cuda / "3bf863cc.pub").write_bytes(_export_key(gnupg, key))
+
+    lustre = root / LUSTRE_PATH
+    pool = lustre / "pool/main"
+    pool.mkdir(parents=True)
+    for package in pkgs.lustre_repository():
+        _deb(package, pool)
+    _suite_index(lustre, LUSTRE_SUITE, gnupg, key)
+    (root / "fsx/fsx-ubuntu-public-key.asc").write_bytes(_export_key(gnupg, key))
+
+    installer = debs / "aws-efa-installer"
+    deb_dir = installer / "DEBS/DEBIAN12/x86_64"
+    deb_dir.mkdir(parents=True)
+    for package in pkgs.efa_installer_packages():
+        _deb(package, deb_dir)
+    script = installer / "efa_installer.sh"
+    script.write_text(pkgs.efa_installer_script(pkgs.EFA_INSTALLER_VERSION))
+    script.chmod(0o755)
+    (root / "efa").mkdir()
+    tarball = root / "efa" / f"aws-efa-installer-{pkgs.EFA_INSTALLER_VERSION}.tar.gz"
+    with tarfile.open(tarball, "w:gz") as tar:
+        tar.add(installer, arcname="aws-efa-installer")
+
+    exporter = root / "dcgm-exporter" / "dcgm-exporter"
+    exporter.parent.mkdir()
+    exporter.write_text(pkgs.dcgm_exporter_binary())
+    return StandinSources(root=root, efa_installer_sha256=_sha256(tarball), dcgm_exporter_sha256=_sha256(exporter))
+
+
+def _deb(package: Package, dest: Path) -> Path:
+    """A binary package made with dpkg-deb: the control file and the package's files."""
+    staging = dest.parent / f".build-{package.name}-{package.version.replace(':', '_')}"
+    (staging / "DEBIAN").mkdir(parents=True)
+    control = [
+        f"Package: {package.name}",
+        f"Version: {package.version}",
+        f"Architecture: {ARCH}",
+        "Maintainer: gpuforge tests <tests@gpuforge.invalid>",
+        "Section: misc",
+        "Priority: optional",
+    ]
+    if package.depends:
+        control.append(f"Depends: {', '.join(package.depends)}")
+    control.append(f"Description: {package.description}")
+    (staging / "DEBIAN/control").write_text("\n".join(control) + "\n")
+    for path, content in package.files.items():
+        target = staging / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content)
+        target.chmod(0o755 if path in package.executables else 0o644)
+    version = package.version.split(":")[-1]
+    deb = dest / f"{package.name}_{version}_{ARCH}.deb"
+    _run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(staging), str(deb)])
+    _run(["rm", "-rf", str(staging)])
+    return deb
+
+
+def _flat_index(repo: Path, gnupg: Path, key: str) -> None:
+    packages = _run(["apt-ftparchive", "packages", "."], cwd=repo)
+    (repo / "Packages").write_text(packages)
+    release = _run(["apt-ftparchive", "release", "."], cwd=repo)
+    (repo / "Release").write_text(release)
+    _sign(repo / "Release", gnupg, key)
+
+
+def _suite_index(repo: Path, suite: str, gnupg: Path, key: str) -> None:
+    binary = repo / f"dists/{suite}/main/binary-{ARCH}"
+    binary.mkdir(parents=True)
+    (binary / "Packages").write_text(_run(["apt-ftparchive", "packages", "pool"], cwd=repo))
+    release = _run(
+        [
+            "apt-ftparchive",
+            "-o", f"APT::FTPArchive::Release::Suite={suite}",
+            "-o", f"APT::FTPArchive::Release::Codename={suite}",
+            "-o", "APT::FTPArchive::Release::Components=main",
+            "-o", f"APT::FTPArchive::Release::Architectures={ARCH}",
+            "release", f"dists/{suite}",
+        ],
+        cwd=repo,
+    )  # fmt: skip
+    (repo / f"dists/{suite}/Release").write_text(release)
+    _sign(repo / f"dists/{suite}/Release", gnupg, key)
+
+
+def _signing_key(gnupg: Path) -> str:
+    uid = "gpuforge test repository <repo@gpuforge.invalid>"
+    _run(
+        ["gpg", "--homedir", str(gnupg), "--batch", "--passphrase", "", "--quick-gen-key", uid, "ed25519", "sign", "1d"]
+    )
+    listing = _run(["gpg", "--homedir", str(gnupg), "--batch", "--with-colons", "--list-secret-keys"])
+    return next(line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:"))
+
+
+def _sign(release: Path, gnupg: Path, key: str) -> None:
+    base = ["gpg", "--homedir", str(gnupg), "--batch", "--yes", "--local-user", key]
+    _run([*base, "--clearsign", "--output", str(release.with_name("InRelease")), str(release)])
+    _run([*base, "--armor", "--detach-sign", "--output", str(release.with_name("Release.gpg")), str(release)])
+
+
+def _export_key(gnupg: Path, key: str) -> bytes:
+    return subprocess.run(
+        ["gpg", "--homedir", str(gnupg), "--batch", "--armor", "--export", key], check=True, capture_output=True
+    ).stdout
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _run(cmd: list[str], cwd: Path | None = None) -> str:
+    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"})
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result.stdout

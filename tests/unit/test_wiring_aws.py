@@ -1,0 +1,152 @@
+"""The AWS wiring on real plans: the example stacks pass every wiring check, and the variants that
+exercise the other branches (nat: none, a transit gateway link, secrets in stack config) plan the
+resources the checks ask for. Rule-by-rule pass/fail cases are in tests/policies/fixtures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from support import planned
+from typer.testing import CliRunner
+
+from components.catalog.aws_wiring import load_aws_wiring
+from components.spec import SpecError
+from gpuforge.cli import app
+from gpuforge.plan.engine import plan_stack
+from gpuforge.plan.model import SECRET, Plan
+from gpuforge.plan.policy_check import to_rule_resources
+from policies.rules import REGISTRY, RuleContext
+
+ROOT = Path(__file__).resolve().parents[2]
+WIRING = [
+    *sorted(r for r in REGISTRY if r.startswith("wiring-")),
+    "security-bucket-tls-only",
+    "security-loggroup-kms",
+    "security-lustre-root-squash",
+    "security-vpn-tunnel-crypto",
+    "security-iam-trust-confused-deputy",
+]
+
+
+def run_rules(plan: Plan, rules: list[str]) -> dict[str, list[str]]:
+    """Rule id -> names of the resources it flags on the plan."""
+    resources = to_rule_resources(plan.resources)
+    found: dict[str, list[str]] = {}
+    for rule_id in rules:
+        rule = REGISTRY[rule_id]
+        hits = rule.run(resources, RuleContext(plan.resolved.spec.environment, rule.defaults()))
+        if hits:
+            found[rule_id] = [v.urn.rsplit("::", 1)[-1] for v in hits]
+    return found
+
+
+def variant(tmp_path: Path, stack: str, edit: Any, extra_config: dict[str, Any] | None = None) -> Path:
+    """A copy of stacks/Pulumi.<stack>.yaml with `edit(cluster)` applied, written to tmp_path."""
+    document = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+    edit(document["config"]["gpuforge:cluster"])
+    document["config"].update(extra_config or {})
+    path = tmp_path / f"Pulumi.{stack}-variant.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+@pytest.mark.parametrize("stack", ["prod", "staging", "hybrid"])
+def test_example_stacks_pass_every_wiring_check(stack: str) -> None:
+    assert run_rules(planned(stack), WIRING) == {}
+
+
+def test_cluster_key_policy_names_the_services_that_use_it() -> None:
+    key = next(r for r in planned("prod").by_type("aws:kms/key:Key") if r.name == "forge-prod-kms-key")
+    statements = {s["Sid"]: s for s in json.loads(key.inputs["policy"])["Statement"]}
+    facts = load_aws_wiring()
+    autoscaling = facts.service_linked_role_arn("autoscaling", "123456789012")
+    assert statements["AutoScalingServiceLinkedRoleUse"]["Principal"] == {"AWS": autoscaling}
+    grant = statements["AutoScalingServiceLinkedRoleGrants"]
+    assert grant["Action"] == "kms:CreateGrant"
+    assert grant["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
+    # prod's data repositories reach SSE-KMS buckets: FSx's per-file-system roles, this account only.
+    fsx = statements["FsxS3AccessServiceLinkedRoles"]["Condition"]
+    assert fsx["ArnLike"]["aws:PrincipalArn"].endswith("AWSServiceRoleForFSxS3Access_*")
+    assert fsx["StringEquals"] == {"aws:PrincipalAccount": "123456789012"}
+    assert statements["CloudWatchLogsLogGroups"]["Principal"] == {"Service": "logs.us-east-1.amazonaws.com"}
+
+
+def test_nat_none_gets_interface_endpoints(tmp_path: Path) -> None:
+    def no_nat(cluster: dict[str, Any]) -> None:
+        cluster["network"]["nat"] = "none"
+        cluster.pop("image_pipeline", None)  # the image build needs NAT (refused otherwise)
+
+    plan = plan_stack(variant(tmp_path, "dev", no_nat))
+    endpoints = plan.by_type("aws:ec2/vpcEndpoint:VpcEndpoint")
+    interface = {
+        e.inputs["serviceName"].split(".", 3)[-1] for e in endpoints if e.inputs["vpcEndpointType"] == "Interface"
+    }
+    assert interface == set(load_aws_wiring().private_endpoints.services)
+    assert all(e.inputs["privateDnsEnabled"] for e in endpoints if e.inputs["vpcEndpointType"] == "Interface")
+    assert not plan.by_type("aws:ec2/natGateway:NatGateway")
+    assert run_rules(plan, ["wiring-network-private-endpoints"]) == {}
+
+
+def test_transit_gateway_link_routes_the_site_from_every_private_route_table(tmp_path: Path) -> None:
+    def tgw(cluster: dict[str, Any]) -> None:
+        cluster["hybrid"]["link"]["kind"] = "transit_gateway"
+
+    plan = plan_stack(variant(tmp_path, "hybrid", tgw))
+    routes = {
+        (r.inputs["routeTableId"], r.inputs["destinationCidrBlock"])
+        for r in plan.by_type("aws:ec2/route:Route")
+        if r.inputs.get("transitGatewayId")
+    }
+    tables = [r for r in plan.by_type("aws:ec2/routeTable:RouteTable") if "-private-" in r.name]
+    site_cidrs = plan.resolved.site.spec.cidrs if plan.resolved.site else []
+    assert len(tables) == 2 and site_cidrs
+    assert routes == {(f"{t.name}-id", cidr) for t in tables for cidr in site_cidrs}
+    assert run_rules(plan, ["wiring-vpc-site-routes", "security-vpn-tunnel-crypto"]) == {}
+
+
+def test_no_secret_reaches_the_plan(tmp_path: Path) -> None:
+    secure = {"secure": "v1:c2VjcmV0LWNpcGhlcnRleHQtb2YtdGhlLWtleQ=="}
+    path = variant(
+        tmp_path,
+        "hybrid",
+        lambda cluster: None,
+        {"gpuforge:siteS3AccessKey": secure, "gpuforge:siteS3SecretKey": secure},
+    )
+    out_json, out_md = tmp_path / "plan.json", tmp_path / "plan.md"
+    result = CliRunner().invoke(
+        app, ["plan", str(path), "--no-tree", "--json", str(out_json), "--markdown", str(out_md)]
+    )
+    assert result.exit_code in (0, 1), result.output
+    location = next(
+        json.loads(out_json.read_text())["resources"][i]
+        for i, r in enumerate(json.loads(out_json.read_text())["resources"])
+        if r["type"] == "aws:datasync/locationObjectStorage:LocationObjectStorage"
+    )
+    assert location["inputs"]["accessKey"] == location["inputs"]["secretKey"] == SECRET
+    for text in (out_json.read_text(), out_md.read_text(), result.output):
+        assert "c2VjcmV0LWNpcGhlcnRleHQ" not in text
+
+
+def test_a_clear_text_secret_in_a_stack_file_is_refused_with_the_fix(tmp_path: Path) -> None:
+    path = variant(tmp_path, "hybrid", lambda cluster: None, {"gpuforge:siteS3SecretKey": "hunter2-clear-text"})
+    with pytest.raises(SpecError) as caught:
+        plan_stack(path)
+    text = str(caught.value)
+    assert "config.gpuforge:siteS3SecretKey" in text
+    assert "pulumi config set --secret gpuforge:siteS3SecretKey" in text
+    result = CliRunner().invoke(app, ["plan", str(path), "--no-tree"])
+    assert result.exit_code == 2
+    assert "hunter2-clear-text" not in result.output
+
+
+def test_capacity_block_with_a_placement_is_refused(tmp_path: Path) -> None:
+    def placed(cluster: dict[str, Any]) -> None:
+        cluster["node_groups"]["train"]["placement"] = "cluster"
+
+    with pytest.raises(SpecError) as caught:
+        plan_stack(variant(tmp_path, "staging", placed))
+    assert "node_groups.train.placement" in str(caught.value).replace("[", ".").replace("]", "")
