@@ -30,9 +30,9 @@ class AlertSecrets(pulumi.ComponentResource):
     def __init__(self, name: str, args: AlertSecretsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuforge:aws:AlertSecrets", name, None, opts)
         config = pulumi.Config(CONFIG_NAMESPACE)
-        # Not protected: the value lives in the stack's config and is written again on the next `pulumi up`;
-        # a deleted secret stays recoverable for 30 days in production.
-        child = pulumi.ResourceOptions(parent=self)
+        # Protected in production like every stateful resource (policy redundancy-stateful-protected); a
+        # deleted secret also stays recoverable for 30 days there.
+        child = pulumi.ResourceOptions(parent=self, protect=args.protected)
         self.arns = {}
         for file_name, key in sorted(args.secrets.items()):
             secret = aws.secretsmanager.Secret(
