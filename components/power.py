@@ -8,7 +8,7 @@ known, else GPU TDP x GPUs + the host's share of overhead.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 
@@ -98,6 +98,29 @@ class Feed:
 
 
 @dataclass(frozen=True)
+class PsuLoad:
+    """One device in a rack: its draw, how its PSUs land on the rack's feeds, and how many PSUs
+    it needs up (N of the vendor's N+M). A device shares its load evenly over its working PSUs."""
+
+    name: str
+    load_kw: float
+    psus_by_feed: Mapping[str, int]
+    required: int
+
+    def psus_without(self, feed: str) -> int:
+        return sum(n for f, n in self.psus_by_feed.items() if f != feed)
+
+
+def psus_over_feeds(count: int, feeds: Iterable[str]) -> dict[str, int]:
+    """PSU i on feed i mod F (feeds in name order): 6 PSUs on two feeds 3+3, on three feeds 2+2+2."""
+    names = sorted(feeds)
+    out = dict.fromkeys(names, 0)
+    for i in range(count):
+        out[names[i % len(names)]] += 1
+    return out
+
+
+@dataclass(frozen=True)
 class RackLoad:
     """A rack's IT load (sum of its nodes' power at their draw) and its feeds."""
 
@@ -105,6 +128,46 @@ class RackLoad:
     load_kw: float
     feeds: tuple[Feed, ...]
     budget_kw: float | None = None  # the rack's contracted or cooling limit, if the site sets one
+    devices: tuple[PsuLoad, ...] = ()  # with PSUs mapped to feeds: judged feed by feed (feed_loss)
+
+
+@dataclass(frozen=True)
+class FeedLoss:
+    """What the loss of one feed leaves: devices short of PSUs, and each surviving feed's load."""
+
+    lost: str
+    short: tuple[tuple[str, int, int], ...]  # (device, PSUs left, PSUs required)
+    feeds: dict[str, Headroom]
+
+    @property
+    def ok(self) -> bool:
+        return not self.short and all(h.ok for h in self.feeds.values())
+
+    @property
+    def worst(self) -> Headroom:
+        return min(self.feeds.values(), key=lambda h: h.headroom_kw)
+
+
+def feed_loss(rack: RackLoad, derate: float = CONTINUOUS_DERATE) -> dict[str, FeedLoss]:
+    """For each feed lost: every device keeps at least its N PSUs, and the surviving feeds carry
+    the load they pick up within their continuous rating (devices share load over working PSUs)."""
+    out: dict[str, FeedLoss] = {}
+    for lost in rack.feeds:
+        loads = {f.name: 0.0 for f in rack.feeds if f.name != lost.name}
+        short = []
+        for device in rack.devices:
+            left = device.psus_without(lost.name)
+            if left < device.required:
+                short.append((device.name, left, device.required))
+            for feed, n in device.psus_by_feed.items():
+                if feed != lost.name and left and feed in loads:
+                    loads[feed] += device.load_kw * n / left
+        out[lost.name] = FeedLoss(
+            lost.name,
+            tuple(short),
+            {f.name: Headroom(loads[f.name], f.continuous_kw(derate)) for f in rack.feeds if f.name != lost.name},
+        )
+    return out
 
 
 def side_capacity_kw(rack: RackLoad, side: str, derate: float = CONTINUOUS_DERATE) -> float:

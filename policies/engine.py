@@ -44,7 +44,8 @@ PACK_DESCRIPTIONS = {
     "redundancy": "gpuforge redundancy: spares, EFA single-AZ placement, multi-AZ services, durable storage.",
     "power": "gpuforge power: cluster budget with PUE and spares, rack budgets, A/B feed N+N with derate.",
     "wiring": "gpuforge wiring: what no schema sees between resources (key policies and the roles that use "
-    "the key, routes, endpoints, add-ons, ordering), so a planned cluster also works when deployed.",
+    "the key, routes, endpoints, add-ons, ordering, selectors and labels, taints and tolerations, quotas), so a "
+    "planned cluster also works when deployed.",
 }
 
 

@@ -30,8 +30,8 @@ class AlertSecrets(pulumi.ComponentResource):
     def __init__(self, name: str, args: AlertSecretsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuforge:aws:AlertSecrets", name, None, opts)
         config = pulumi.Config(CONFIG_NAMESPACE)
-        # Protected in production like every Secrets Manager secret (redundancy-stateful-protected): the
-        # Alertmanager nodes read it by ARN. The value itself lives in the stack's config.
+        # Protected in production like every stateful resource (policy redundancy-stateful-protected); a
+        # deleted secret also stays recoverable for 30 days there.
         child = pulumi.ResourceOptions(parent=self, protect=args.protected)
         self.arns = {}
         for file_name, key in sorted(args.secrets.items()):

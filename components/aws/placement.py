@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
+import pulumi_kubernetes as k8s
 
 from components.catalog.aws_wiring import load_aws_wiring
 from components.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsClass
@@ -29,13 +31,23 @@ WRITE_PURPOSES = ("checkpoints", "artifacts")
 
 
 def build_aws_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resource) -> dict[str, Any]:
-    return build_aws_network_and_cluster(name, resolved, parent)[0]
+    return build_aws_network_and_cluster(name, resolved, parent).outputs
 
 
-def build_aws_network_and_cluster(
-    name: str, resolved: ResolvedSpec, parent: pulumi.Resource
-) -> tuple[dict[str, Any], SegmentedNetwork]:
-    """The stack outputs, and the network for a composer (hybrid) that attaches to it."""
+@dataclass(frozen=True)
+class AwsCluster:
+    """What a composer (hybrid) attaches to: the stack outputs, the network, and the EKS cluster
+    with its platform where the spec has one."""
+
+    outputs: dict[str, Any]
+    network: SegmentedNetwork
+    eks: EksCluster | None
+    platform: GpuPlatform | None
+    kubernetes_provider: k8s.Provider | None = None  # the EKS cluster's, once its nodes and add-ons exist
+
+
+def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resource) -> AwsCluster:
+    """The stack outputs, and the network, EKS cluster and platform for a composer (hybrid)."""
     spec = resolved.spec
     assert spec.network is not None  # resolve() admits aws and hybrid placement only with a network
     region = spec.region
@@ -184,6 +196,7 @@ def build_aws_network_and_cluster(
 
     platform: GpuPlatform | None = None
     roles: ServiceAccountRoles | None = None
+    kube_provider: k8s.Provider | None = None
     if eks is not None and kube is not None:
         kube_provider = eks.kubernetes_provider(
             f"{name}-eks", nodes=[groups[g] for g in sorted(resolved.kubernetes_node_groups)]
@@ -282,7 +295,7 @@ def build_aws_network_and_cluster(
             for k, s in stores.items()
         },
     }
-    return outputs, network
+    return AwsCluster(outputs, network, eks, platform, kube_provider)
 
 
 def _image_pipeline(
@@ -334,6 +347,7 @@ def _gpu_pools(resolved: ResolvedSpec) -> list[GpuPool]:
             cpus_per_node=group.instance.vcpus,
             memory_mib_per_node=group.instance.memory_mib,
             fabric_devices_per_node=group.efa_interfaces,
+            node_kind="eks",
         )
     return [pools[m] for m in sorted(pools)]
 

@@ -21,6 +21,24 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class Toleration(_Frozen):
+    key: str | None = None
+    operator: str = "Equal"
+    value: str | None = None
+    effect: str | None = None
+
+
+class NodeAgent(_Frozen):
+    """Where a chart (or the custom resource that configures it) sets its DaemonSets' scheduling,
+    and the chart's defaults: the wiring pack checks them against the taints GPU nodes carry."""
+
+    kind: str | None = None  # a custom resource kind that configures the DaemonSets; None: the release values
+    node_selector: tuple[str, ...] | None = None  # path in the values (or the resource's inputs)
+    tolerations: tuple[str, ...]
+    default_tolerations: tuple[Toleration, ...] = ()
+    agent_source: str
+
+
 class ChartPin(_Frozen):
     chart: str  # a name in `repo`, or an oci:// reference (then no repo)
     version: str
@@ -28,6 +46,11 @@ class ChartPin(_Frozen):
     source: str
     repo: str | None = None
     api_version: str | None = None  # the API version of the CRDs the chart serves, where the platform writes them
+    app_version: str | None = None  # the application (image) version the chart version ships
+    node_agent: NodeAgent | None = None  # DaemonSets that must reach every GPU node
+    requires_charts: tuple[str, ...] = ()  # charts whose CRDs this release's templates create objects of
+    crd_groups: tuple[str, ...] = ()  # API groups of the CRDs the chart installs
+    default_frameworks: tuple[str, ...] = ()  # Kueue: the chart's default integrations.frameworks
 
     @model_validator(mode="after")
     def _repo_or_oci(self) -> ChartPin:

@@ -204,7 +204,19 @@ class HostPower(_Frozen):
 class Psu(_Frozen):
     count: PositiveInt
     rating_w: PositiveInt
-    redundancy: str  # "N+M"
+    redundancy: str  # "N+M": N PSUs carry the server, M are spare
+
+    @model_validator(mode="after")
+    def _n_plus_m(self) -> Psu:
+        n, _, m = self.redundancy.partition("+")
+        if not (n.isdigit() and m.isdigit() and int(n) + int(m) == self.count and int(n) > 0):
+            raise ValueError(f"redundancy {self.redundancy!r} must read N+M with N+M = count ({self.count})")
+        return self
+
+    @property
+    def required(self) -> int:
+        """N: the PSUs that must stay up to carry the server at its maximum."""
+        return int(self.redundancy.split("+")[0])
 
 
 class ServerModel(_Frozen):

@@ -1,9 +1,10 @@
-"""Compose a hybrid cluster: the site (components/onprem), the cloud side (components/aws) without
-an EKS control plane (burst nodes join the site's scheduler), the link between them, the burst
-lender queue on the site's cluster, and object sync."""
+"""Compose a hybrid cluster: the site (components/onprem), the cloud side (components/aws) with an
+EKS worker cluster for the burst groups, the link between them, MultiKueue dispatch from the site's
+Kueue to the worker (components/hybrid/burst.py), and object sync."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -12,28 +13,38 @@ import pulumi_aws as aws
 
 from components.aws import build_aws_network_and_cluster
 from components.catalog import load_charts
+from components.k8s.platform import GPU_RESOURCE, fabric_resource
 from components.onprem import build_onprem_site
 from components.spec import ResolvedSpec
 
-from .burst import BurstCapacity, BurstCapacityArgs, BurstPool
+from .burst import MultiKueueBurst, MultiKueueBurstArgs
 from .link import SiteLink, SiteLinkArgs, link_description
 from .object_sync import ObjectSync, ObjectSyncArgs, egress_statement
 
 
-def burst_pools(resolved: ResolvedSpec) -> list[BurstPool]:
-    return [
-        BurstPool(n, g.instance.gpu_model, g.spec.count, g.gpus_per_node, g.instance.vcpus, g.instance.memory_mib)
-        for n, g in sorted(resolved.node_groups.items())
-        if g.spec.orchestrator == "kubernetes" and g.instance.gpu_model and g.gpus_per_node
-    ]
+def _ca_from_kubeconfig(text: str) -> str:
+    return str(json.loads(text)["clusters"][0]["cluster"]["certificate-authority-data"])
 
 
 def build_hybrid_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resource) -> dict[str, Any]:
     spec, site, hybrid = resolved.spec, resolved.site, resolved.spec.hybrid
     assert site is not None and hybrid is not None and spec.network is not None and spec.region is not None
-    # The kubernetes section describes the site's platform: the cloud side declares no EKS.
-    cloud = replace(resolved, spec=spec.model_copy(update={"kubernetes": None}))
-    aws_outputs, network = build_aws_network_and_cluster(name, cloud, parent)
+    # The kubernetes section describes the site's platform; the cloud worker runs the same platform
+    # with the burst quotas (hybrid.burst.team_gpus) as its teams' quotas.
+    kube = spec.kubernetes
+    burst = hybrid.burst
+    if kube is not None and burst is not None:
+        teams = {
+            t: team.model_copy(update={"gpu_quota": dict(burst.team_gpus[t])})
+            for t, team in kube.platform.teams.items()
+            if t in burst.team_gpus
+        }
+        worker_kube = kube.model_copy(update={"platform": kube.platform.model_copy(update={"teams": teams})})
+        cloud = replace(resolved, spec=spec.model_copy(update={"kubernetes": worker_kube}))
+    else:
+        cloud = replace(resolved, spec=spec.model_copy(update={"kubernetes": None}))
+    cloud_side = build_aws_network_and_cluster(name, cloud, parent)
+    aws_outputs, network = cloud_side.outputs, cloud_side.network
     site_outputs, site_component = build_onprem_site(name, resolved, parent)
 
     tags = {"gpuforge:cluster": spec.name, "gpuforge:environment": spec.environment, **spec.tags}
@@ -71,21 +82,41 @@ def build_hybrid_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resou
         }
     }
 
-    pools = burst_pools(resolved)
-    if pools and site_component.provider is not None and site_component.platform is not None:
-        kueue_api = load_charts().chart("kueue").api_version or "kueue.x-k8s.io/v1beta1"
-        BurstCapacity(
+    eks, worker = cloud_side.eks, cloud_side.platform
+    manager = site_component.platform
+    worker_provider = cloud_side.kubernetes_provider
+    if burst is not None and eks is not None and worker is not None and manager is not None and worker_provider:
+        assert site_component.provider is not None
+        charts = load_charts()
+        extra = fabric_resource(worker.fabric_kind)
+        MultiKueueBurst(
             f"{name}-burst",
-            BurstCapacityArgs(region=spec.region, pools=pools, kueue_api_version=kueue_api),
-            opts=pulumi.ResourceOptions(
-                parent=parent,
-                providers={"kubernetes": site_component.provider},
-                depends_on=[site_component.platform],
+            MultiKueueBurstArgs(
+                region=spec.region,
+                site_cidrs=list(site.spec.cidrs),
+                team_gpus={t: dict(g) for t, g in burst.team_gpus.items()},
+                team_namespaces=dict(manager.namespaces),
+                pools=worker.gpu_pools,
+                covered=["cpu", "memory", GPU_RESOURCE, *([extra] if extra else [])],
+                local_queue=burst.local_queue,
+                kueue_api_version=charts.chart("kueue").api_version or "kueue.x-k8s.io/v1beta1",
+                kueue_namespace=charts.chart("kueue").namespace,
+                worker_cluster=eks.name,
+                worker_endpoint=eks.endpoint,
+                worker_ca_data=eks.kubeconfig.apply(_ca_from_kubeconfig),
+                worker_security_group_id=eks.cluster_security_group_id,
+                worker_provider=worker_provider,
+                worker_after=[worker.kueue, *worker.team_namespaces],
+                manager_provider=site_component.provider,
+                manager_after=[manager.kueue, *manager.team_namespaces],
             ),
+            opts=pulumi.ResourceOptions(parent=parent, providers={"aws": provider}),
         )
         hybrid_outputs["burst"] = {
-            "clusterQueue": f"burst-{spec.region}",
-            "gpus": sum(p.nodes * p.gpus_per_node for p in pools),
+            "mechanism": burst.mechanism,
+            "admissionCheck": f"multikueue-{spec.region}",
+            "localQueue": burst.local_queue,
+            "gpus": sum(g for team in burst.team_gpus.values() for g in team.values()),
         }
 
     sync = hybrid.object_sync

@@ -32,9 +32,11 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from components.catalog.charts import ChartPin, Charts, load_charts
+from components.catalog.kubelet import NodeKind, load_kubelet_reservation
 from components.spec.models import Fabric, Platform, PodsReady
 
 from .labels import NODE_LABEL_GPU_MODEL, TEAM_LABEL
+from .scheduling import Taint, tolerations_for
 
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
@@ -63,6 +65,24 @@ class GpuPool:
     cpus_per_node: int
     memory_mib_per_node: int
     fabric_devices_per_node: int = 0  # EFA interfaces, or RDMA shared devices exposed per node
+    node_kind: NodeKind = "eks"  # whose kubelet reservation applies (components/catalog/data/kubelet.yaml)
+    taints: tuple[Taint, ...] = ()  # what the nodes register with: every node agent and flavor tolerates them
+
+    @property
+    def allocatable_cpu_millicores(self) -> int:
+        return (
+            load_kubelet_reservation()
+            .allocatable(self.cpus_per_node, self.memory_mib_per_node, self.node_kind)
+            .cpu_millicores
+        )
+
+    @property
+    def allocatable_memory_mib(self) -> int:
+        return (
+            load_kubelet_reservation()
+            .allocatable(self.cpus_per_node, self.memory_mib_per_node, self.node_kind)
+            .memory_mib
+        )
 
 
 @dataclass(frozen=True)
@@ -88,6 +108,9 @@ class GpuPlatformArgs:
     # team -> annotations of its training service account, from the placement (on EKS the IAM
     # role for service accounts); a team not listed gets a plain service account.
     service_account_annotations: dict[str, dict[str, pulumi.Input[str]]] = field(default_factory=dict)
+    # Site services training pods reach over HTTPS inside private ranges (an on-premises object store):
+    # CIDR -> port. The public-egress policy excludes private ranges, so each needs its own rule.
+    private_https_endpoints: dict[str, int] = field(default_factory=dict)
     charts: Charts = field(default_factory=load_charts)
 
 
@@ -99,7 +122,19 @@ def fabric_resource(fabric: Fabric) -> str | None:
     return {"efa": EFA_RESOURCE, "infiniband": RDMA_RESOURCE, "roce": RDMA_RESOURCE}.get(fabric)
 
 
-def gpu_operator_values(platform: Platform) -> dict[str, Any]:
+def node_taints(pools: list[GpuPool]) -> list[Taint]:
+    return sorted({t for pool in pools for t in pool.taints}, key=str)
+
+
+def agent_tolerations(charts: Charts, key: str, pools: list[GpuPool]) -> list[dict[str, Any]]:
+    """A node agent's tolerations: the chart's defaults (a Helm list value replaces them whole)
+    plus one for each taint the GPU nodes register with."""
+    agent = charts.chart(key).node_agent
+    defaults = [t.model_dump(exclude_none=True) for t in agent.default_tolerations] if agent else []
+    return tolerations_for(node_taints(pools), defaults)
+
+
+def gpu_operator_values(platform: Platform, tolerations: list[dict[str, Any]]) -> dict[str, Any]:
     operator_driver = platform.gpu_driver == "operator"
     return {
         # preinstalled: the image (playbooks, or the EKS accelerated AMI) carries the driver and
@@ -111,38 +146,28 @@ def gpu_operator_values(platform: Platform) -> dict[str, Any]:
         # The exporter's service carries prometheus.io/scrape annotations; with the Prometheus
         # operator, GpuPlatform declares the ServiceMonitor itself.
         "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": False}},
+        # Operands (driver, toolkit, device plugin, dcgm-exporter) must reach every tainted GPU node.
+        "daemonsets": {"tolerations": tolerations},
     }
 
 
-def efa_device_plugin_values() -> dict[str, Any]:
-    return {
-        "nodeSelector": {"vpc.amazonaws.com/efa.present": "true"},
-        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
-    }
+def efa_device_plugin_values(tolerations: list[dict[str, Any]]) -> dict[str, Any]:
+    # No nodeSelector: the chart's own node affinity (node.kubernetes.io/instance-type in its list of
+    # EFA types) already limits it to EFA nodes; a selector on a label no node carries ran it nowhere.
+    return {"tolerations": tolerations}
+
+
+def node_feature_discovery_values(tolerations: list[dict[str, Any]]) -> dict[str, Any]:
+    # The worker labels each node (pci-10de for the GPU Operator, pci-15b3 for the network operator):
+    # a worker kept off the tainted GPU hosts leaves them unlabelled, and both operators select nothing.
+    return {"worker": {"tolerations": tolerations}}
 
 
 def network_operator_values() -> dict[str, Any]:
     return {"nfd": {"enabled": False}}
 
 
-# Jobs Kueue manages: the training job kinds of the chart's default configuration. The pod,
-# deployment and statefulset integrations are left out: training arrives as jobs.
-KUEUE_FRAMEWORKS = (
-    "batch/job",
-    "kubeflow.org/mpijob",
-    "ray.io/rayjob",
-    "ray.io/raycluster",
-    "jobset.x-k8s.io/jobset",
-    "kubeflow.org/paddlejob",
-    "kubeflow.org/pytorchjob",
-    "kubeflow.org/tfjob",
-    "kubeflow.org/xgboostjob",
-    "kubeflow.org/jaxjob",
-    "workload.codeflare.dev/appwrapper",
-)
-
-
-def kueue_manager_config(pods_ready: PodsReady, namespace: str) -> dict[str, Any]:
+def kueue_manager_config(pods_ready: PodsReady, namespace: str, frameworks: tuple[str, ...] = ()) -> dict[str, Any]:
     """Kueue's Configuration (config.kueue.x-k8s.io/v1beta1, Kueue 0.14): the chart's defaults
     (kubernetes-sigs/kueue config/components/manager/controller_manager_config.yaml) plus
     waitForPodsReady, Kueue's all-or-nothing admission for multi-node jobs."""
@@ -182,16 +207,20 @@ def kueue_manager_config(pods_ready: PodsReady, namespace: str) -> dict[str, Any
                 {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", namespace]}
             ]
         },
-        "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+        # The chart's default job kinds (catalog: charts.yaml kueue.default_frameworks).
+        "integrations": {"frameworks": list(frameworks)},
     }
 
 
-def kueue_values(pods_ready: PodsReady, namespace: str) -> dict[str, Any]:
+def kueue_values(
+    pods_ready: PodsReady, namespace: str, frameworks: tuple[str, ...], prometheus: bool
+) -> dict[str, Any]:
     # Chart 0.14 takes the manager configuration as one YAML string that replaces the chart's
     # default whole (the structured managerConfig.config merge came in later charts), so the
     # string carries the defaults too.
-    config = yaml.safe_dump(kueue_manager_config(pods_ready, namespace), sort_keys=False)
-    return {"enablePrometheus": False, "managerConfig": {"controllerManagerConfigYaml": config}}
+    config = yaml.safe_dump(kueue_manager_config(pods_ready, namespace, frameworks), sort_keys=False)
+    # enablePrometheus: the chart's own ServiceMonitor for Kueue's metrics (needs the operator's CRDs).
+    return {"enablePrometheus": prometheus, "managerConfig": {"controllerManagerConfigYaml": config}}
 
 
 def rdma_shared_device_plugin_config() -> str:
@@ -209,7 +238,8 @@ def rdma_shared_device_plugin_config() -> str:
 
 
 def team_quotas(platform: Platform, pools: list[GpuPool], fabric: Fabric) -> dict[str, list[dict[str, Any]]]:
-    """Per team, the ClusterQueue flavors: whole nodes' worth of every covered resource."""
+    """Per team, the ClusterQueue flavors: whole nodes' worth of every covered resource, CPU and
+    memory as the kubelet leaves them allocatable (a quota of nameplate CPU admits jobs no node fits)."""
     by_model = {pool.gpu_model: pool for pool in pools}
     extra = fabric_resource(fabric)
     out: dict[str, list[dict[str, Any]]] = {}
@@ -219,8 +249,8 @@ def team_quotas(platform: Platform, pools: list[GpuPool], fabric: Fabric) -> dic
             pool = by_model[model]  # resolve() refuses models without a pool
             nodes = gpus // pool.gpus_per_node
             resources = [
-                {"name": "cpu", "nominalQuota": nodes * pool.cpus_per_node},
-                {"name": "memory", "nominalQuota": f"{nodes * pool.memory_mib_per_node}Mi"},
+                {"name": "cpu", "nominalQuota": f"{nodes * pool.allocatable_cpu_millicores}m"},
+                {"name": "memory", "nominalQuota": f"{nodes * pool.allocatable_memory_mib}Mi"},
                 {"name": GPU_RESOURCE, "nominalQuota": gpus},
             ]
             if extra:
@@ -232,6 +262,10 @@ def team_quotas(platform: Platform, pools: list[GpuPool], fabric: Fabric) -> dic
 
 class GpuPlatform(pulumi.ComponentResource):
     namespaces: dict[str, str]  # team -> namespace
+    kueue: k8s.helm.v3.Release  # Kueue objects a composer adds (hybrid) wait for it
+    team_namespaces: list[k8s.core.v1.Namespace]
+    gpu_pools: list[GpuPool]  # not `pools`/`fabric`: those are input properties of the component
+    fabric_kind: Fabric
 
     def __init__(self, name: str, args: GpuPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         platform = args.platform
@@ -244,6 +278,16 @@ class GpuPlatform(pulumi.ComponentResource):
                 "prometheusOperator": platform.prometheus_operator,
                 "teams": {t: dict(s.gpu_quota) for t, s in platform.teams.items()},
                 "charts": {k: c.version for k, c in args.charts.charts.items()},
+                # Per flavor: the nodes behind it and what each leaves allocatable (wiring-kueue-quota-allocatable).
+                "pools": {
+                    flavor_name(p.gpu_model): {
+                        "nodes": p.nodes,
+                        "gpusPerNode": p.gpus_per_node,
+                        "allocatableCpuMillicores": p.allocatable_cpu_millicores,
+                        "allocatableMemoryMib": p.allocatable_memory_mib,
+                    }
+                    for p in args.pools
+                },
             },
             opts,
         )
@@ -268,10 +312,14 @@ class GpuPlatform(pulumi.ComponentResource):
                 )
             return system_ns[chart.namespace]
 
+        releases: dict[str, k8s.helm.v3.Release] = {}
+
         def release(key: str, values: dict[str, Any], privileged: bool = True) -> k8s.helm.v3.Release:
             chart = charts.chart(key)
             ns = namespace_for(chart, privileged)
-            return k8s.helm.v3.Release(
+            # A release whose templates create objects of another chart's CRDs installs after it.
+            after: list[pulumi.Resource] = [releases[k] for k in chart.requires_charts]
+            created = k8s.helm.v3.Release(
                 f"{name}-{key.replace('_', '-')}",
                 name=key.replace("_", "-"),
                 chart=chart.chart,
@@ -280,13 +328,26 @@ class GpuPlatform(pulumi.ComponentResource):
                 namespace=chart.namespace,
                 create_namespace=False,
                 values=values,
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[ns] if ns else [])),
+                opts=pulumi.ResourceOptions.merge(
+                    child, pulumi.ResourceOptions(depends_on=[*([ns] if ns else []), *after])
+                ),
             )
+            releases[key] = created
+            return created
 
-        release("node_feature_discovery", {})
-        gpu_operator = release("gpu_operator", gpu_operator_values(platform))
+        pools = args.pools
+        release(
+            "node_feature_discovery",
+            node_feature_discovery_values(agent_tolerations(charts, "node_feature_discovery", pools)),
+        )
+        gpu_operator = release(
+            "gpu_operator", gpu_operator_values(platform, agent_tolerations(charts, "gpu_operator", pools))
+        )
         if args.fabric == "efa":
-            release("aws_efa_device_plugin", efa_device_plugin_values())
+            release(
+                "aws_efa_device_plugin",
+                efa_device_plugin_values(agent_tolerations(charts, "aws_efa_device_plugin", pools)),
+            )
         elif args.fabric in ("infiniband", "roce"):
             network_operator = release("network_operator", network_operator_values())
             image = charts.image("rdma_shared_device_plugin")
@@ -302,7 +363,9 @@ class GpuPlatform(pulumi.ComponentResource):
                         "repository": image.repository,
                         "version": image.version,
                         "config": rdma_shared_device_plugin_config(),
-                    }
+                    },
+                    # Applied to every DaemonSet the policy deploys: the RDMA plugin runs on the GPU hosts.
+                    "tolerations": agent_tolerations(charts, "network_operator", pools),
                 },
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[network_operator])),
             )
@@ -352,7 +415,17 @@ class GpuPlatform(pulumi.ComponentResource):
                 opts=child,
             )
 
-        kueue = release("kueue", kueue_values(platform.pods_ready, charts.chart("kueue").namespace), privileged=False)
+        kueue_chart = charts.chart("kueue")
+        kueue = release(
+            "kueue",
+            kueue_values(
+                platform.pods_ready, kueue_chart.namespace, kueue_chart.default_frameworks, platform.prometheus_operator
+            ),
+            privileged=False,
+        )
+        self.kueue = kueue
+        self.gpu_pools, self.fabric_kind = list(args.pools), args.fabric
+        self.team_namespaces = []
         self.namespaces = self._teams(name, args, kueue, child)
         self.register_outputs({"namespaces": self.namespaces})
 
@@ -368,7 +441,12 @@ class GpuPlatform(pulumi.ComponentResource):
                 api_version=kueue_api,
                 kind="ResourceFlavor",
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=flavor_name(pool.gpu_model)),
-                spec={"nodeLabels": {NODE_LABEL_GPU_MODEL: pool.gpu_model}},
+                # The flavor's tolerations are added to the pods it admits: without them a job admitted
+                # to tainted nodes stays Pending until waitForPodsReady evicts it.
+                spec={
+                    "nodeLabels": {NODE_LABEL_GPU_MODEL: pool.gpu_model},
+                    **({"tolerations": tolerations_for(pool.taints)} if tolerations_for(pool.taints) else {}),
+                },
                 opts=after_kueue,
             )
         covered = ["cpu", "memory", GPU_RESOURCE]
@@ -394,8 +472,9 @@ class GpuPlatform(pulumi.ComponentResource):
                 ),
                 opts=child,
             )
+            self.team_namespaces.append(ns)
             in_ns = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[ns]))
-            self._network_policies(name, team, ns_name, in_ns)
+            self._network_policies(name, team, ns_name, args.private_https_endpoints, in_ns)
             k8s.core.v1.ServiceAccount(
                 f"{name}-sa-{team}",
                 metadata=k8s.meta.v1.ObjectMetaArgs(
@@ -432,7 +511,9 @@ class GpuPlatform(pulumi.ComponentResource):
         return namespaces
 
     @staticmethod
-    def _network_policies(name: str, team: str, namespace: str, opts: pulumi.ResourceOptions) -> None:
+    def _network_policies(
+        name: str, team: str, namespace: str, private_https: dict[str, int], opts: pulumi.ResourceOptions
+    ) -> None:
         """Default deny; pods of the team talk to each other (NCCL bootstrap, rendezvous), resolve
         names, and leave for public endpoints (object store, registries) over HTTPS. Management
         services (operators, Kueue, monitoring, other teams) are unreachable. EFA and RDMA traffic
@@ -500,3 +581,24 @@ class GpuPlatform(pulumi.ComponentResource):
             ),
             opts=opts,
         )
+        if private_https:
+            k8s.networking.v1.NetworkPolicy(
+                f"{name}-np-{team}-site-https",
+                metadata=meta("allow-site-https"),
+                spec=k8s.networking.v1.NetworkPolicySpecArgs(
+                    pod_selector=all_pods,
+                    policy_types=["Egress"],
+                    egress=[
+                        k8s.networking.v1.NetworkPolicyEgressRuleArgs(
+                            to=[
+                                k8s.networking.v1.NetworkPolicyPeerArgs(
+                                    ip_block=k8s.networking.v1.IPBlockArgs(cidr=cidr)
+                                )
+                            ],
+                            ports=[k8s.networking.v1.NetworkPolicyPortArgs(protocol="TCP", port=port)],
+                        )
+                        for cidr, port in sorted(private_https.items())
+                    ],
+                ),
+                opts=opts,
+            )

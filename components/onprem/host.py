@@ -1,6 +1,13 @@
 """Host: one bare-metal server. No Pulumi provider manages the metal, so the component carries
 the host's inventory (rack, U, BMC, management address, per-rail HCAs, power) as inputs and
-outputs, and registers what Pulumi can own: the Kubernetes node's labels and taints."""
+outputs, and registers what Pulumi can own: the Kubernetes node's labels.
+
+Taints are not patched onto the Node: `spec.taints` is an atomic list, so a server-side apply of
+it conflicts with the kubelet and the node lifecycle controller (which add their own taints) on
+every later `up`, and a node would run pods before the patch lands. The host registers with its
+taints instead: `kubelet_config` is a KubeletConfiguration drop-in (`registerWithTaints`, and the
+reservations the platform's quotas assume) for the kubelet's --config-dir, delivered through the
+inventory (`kubelet_config_dropin`)."""
 
 from __future__ import annotations
 
@@ -10,6 +17,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.catalog.kubelet import load_kubelet_reservation
 from components.k8s.labels import NODE_LABEL_GPU_MODEL, NODE_LABEL_GROUP, NODE_LABEL_LOCATION
 from components.spec.site_checks import ResolvedHost
 
@@ -38,6 +46,27 @@ def host_labels(site: str, host: ResolvedHost) -> dict[str, str]:
     return labels
 
 
+def kubelet_config(host: ResolvedHost) -> dict[str, Any]:
+    """The host's KubeletConfiguration drop-in (kubelet.config.k8s.io/v1beta1): the taints it
+    registers with, and kube-reserved, eviction and maxPods as components/catalog/data/kubelet.yaml
+    models them, so the node's allocatable is what the Kueue quotas count."""
+    reservation = load_kubelet_reservation()
+    cpus = host.server.cpu_threads or 0
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "registerWithTaints": [
+            {"key": t.key, **({"value": t.value} if t.value else {}), "effect": t.effect} for t in host.spec.taints
+        ],
+        "maxPods": reservation.max_pods["onprem"],
+        "kubeReserved": {
+            "cpu": f"{reservation.cpu_reserved_millicores(cpus)}m",
+            "memory": f"{reservation.memory_reserved_mib('onprem')}Mi",
+        },
+        "evictionHard": {"memory.available": f"{reservation.eviction_memory_mib}Mi"},
+    }
+
+
 def host_props(site: str, host: ResolvedHost) -> dict[str, Any]:
     """What the plan summary, the power rules and the inventory read off the component."""
     spec = host.spec
@@ -60,6 +89,8 @@ def host_props(site: str, host: ResolvedHost) -> dict[str, Any]:
         # rail index (as a string: a map key) -> HCA device
         "hcas": {str(rail): device for device, rail in sorted(spec.hcas.items(), key=lambda i: i[1])},
         "ibHcas": spec.hcas_by_rail(),
+        "nodeLabels": host_labels(site, host),
+        "kubeletConfig": kubelet_config(host) if spec.orchestrator == "kubernetes" else None,
     }
 
 
@@ -78,14 +109,11 @@ class Host(pulumi.ComponentResource):
         super().__init__("gpuforge:onprem:Host", name, props, opts)
         self.inventory = props
         if args.kubernetes:
-            spec = args.host.spec
-            # Server-side apply patch of the existing Node object: Pulumi owns only these fields.
+            # Server-side apply patch of the existing Node object: Pulumi owns only these label keys
+            # (a map: each key is its own field). Taints come with registration, see the module doc.
             k8s.core.v1.NodePatch(
                 f"{name}-node",
                 metadata=k8s.meta.v1.ObjectMetaPatchArgs(name=args.host.name, labels=host_labels(args.site, args.host)),
-                spec=k8s.core.v1.NodeSpecPatchArgs(
-                    taints=[k8s.core.v1.TaintPatchArgs(key=t.key, value=t.value, effect=t.effect) for t in spec.taints]
-                ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
         self.register_outputs({"inventory": self.inventory})

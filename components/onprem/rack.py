@@ -1,6 +1,7 @@
-"""Rack: a rack of hosts with its A/B feeds and cooling. Its inputs are what the power pack's
-rack rules read ({rack, loadKw, budgetKw, feeds: [{name, side, capacityKw}]}, see
-policies/rules/power.py); its children are the hosts mounted in it."""
+"""Rack: a rack of hosts with its power feeds and cooling. Its inputs are what the power pack's
+rack rules read ({rack, loadKw, budgetKw, feeds: [{name, side, capacityKw}], devices: [{name,
+loadKw, psusByFeed, psusRequired}]}, see policies/rules/power.py); its children are the hosts
+mounted in it."""
 
 from __future__ import annotations
 
@@ -28,6 +29,11 @@ def rack_props(site: ResolvedSite, rack: str) -> dict[str, Any]:
         "budgetKw": spec.cooling_kw,
         "coolingKw": spec.cooling_kw,
         "feeds": [{"name": f.name, "side": f.side, "capacityKw": f.capacity_kw} for f in load.feeds],
+        # What power-rack-feed-redundancy judges feed by feed: each device's PSUs on the feeds.
+        "devices": [
+            {"name": d.name, "loadKw": d.load_kw, "psusByFeed": dict(d.psus_by_feed), "psusRequired": d.required}
+            for d in load.devices
+        ],
         "hosts": sorted(h.name for h in hosts),
         "gpus": sum(h.gpus for h in hosts),
     }

@@ -16,8 +16,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.k8s import GpuPlatform, GpuPlatformArgs, GpuPool
+from components.k8s.scheduling import Taint
 from components.spec.models import Fabric, Platform
-from components.spec.site_checks import ResolvedSite
+from components.spec.site_checks import ResolvedHost, ResolvedSite
 
 from .rack import Rack, RackArgs
 
@@ -33,6 +34,9 @@ def site_props(site: ResolvedSite) -> dict[str, Any]:
         "budgetKw": spec.power.budget_kw,
         "pue": spec.power.pue,
         "itKw": round(site.it_kw, 3),
+        # The IT load beside the GPU hosts: fabric switches and the declared equipment.
+        "switchKw": round(site.switch_kw, 3),
+        "equipmentKw": round(site.equipment_kw, 3),
         "facilityKw": round(site.facility_kw, 3),
         "racks": sorted(spec.racks),
         "hosts": len(site.hosts),
@@ -46,6 +50,11 @@ def site_props(site: ResolvedSite) -> dict[str, Any]:
                 "scalableUnits": sorted({r.scalable_unit for r in spec.racks.values()}),
                 "leavesPerScalableUnit": fabric.rails,
                 "spines": fabric.spines,
+                "railIslands": fabric.rail_islands,
+                # Per leaf: host ports against uplink ports (1.0 non-blocking), and the ports hosts use.
+                "leafDownlinks": fabric.downlinks,
+                "leafUplinks": fabric.uplinks,
+                "leafOversubscription": round(fabric.oversubscription, 3),
                 "partitions": dict(fabric.partitions),
                 "subnetManagers": dict(fabric.subnet_managers),
                 "sharp": fabric.sharp,
@@ -58,6 +67,16 @@ def site_props(site: ResolvedSite) -> dict[str, Any]:
             "objectStore": spec.storage.object_store.model_dump() if spec.storage.object_store else None,
         },
     }
+
+
+def host_taints(host: ResolvedHost) -> tuple[Taint, ...]:
+    return tuple(Taint(t.key, t.value, t.effect) for t in host.spec.taints)
+
+
+def site_https_endpoints(site: ResolvedSite) -> dict[str, int]:
+    """The site's object store as the platform's NetworkPolicies allow it: CIDR -> port."""
+    store = site.spec.storage.object_store
+    return {cidr: store.port for cidr in store.cidrs} if store else {}
 
 
 def site_gpu_pools(site: ResolvedSite) -> list[GpuPool]:
@@ -75,6 +94,8 @@ def site_gpu_pools(site: ResolvedSite) -> list[GpuPool]:
             cpus_per_node=host.server.cpu_threads or 0,
             memory_mib_per_node=(host.server.memory_gib or 0) * 1024,
             fabric_devices_per_node=RDMA_DEVICES_PER_NODE if host.spec.hcas else 0,
+            node_kind="onprem",
+            taints=tuple(sorted({*(known.taints if known else ()), *host_taints(host)}, key=str)),
         )
     return [pools[m] for m in sorted(pools)]
 
@@ -111,7 +132,12 @@ class OnPremSite(pulumi.ComponentResource):
             fabric: Fabric = site.spec.fabric.kind if site.spec.fabric else "none"
             self.platform = GpuPlatform(
                 f"{name}-platform",
-                GpuPlatformArgs(platform=args.platform, fabric=fabric, pools=pools),
+                GpuPlatformArgs(
+                    platform=args.platform,
+                    fabric=fabric,
+                    pools=pools,
+                    private_https_endpoints=site_https_endpoints(site),
+                ),
                 opts=child,
             )
         self.register_outputs({"site": props})

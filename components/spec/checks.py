@@ -698,7 +698,8 @@ def _check_kubernetes(
     for site_model, (total, each) in site_gpus.items():
         available[site_model], per_node[site_model] = available.get(site_model, 0) + total, each
     for name in kube_groups:
-        if kube_groups[name].orchestrator != "eks":
+        # Hybrid: EKS groups form the burst worker cluster; their quotas are hybrid.burst.team_gpus.
+        if kube_groups[name].orchestrator != "eks" or spec.placement.kind == "hybrid":
             continue
         resolved = groups.get(name)
         model = resolved.instance.gpu_model if resolved else None

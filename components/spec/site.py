@@ -55,15 +55,19 @@ class SitePower(SpecModel):
     pue: float = Field(ge=1.0, le=3.0, description="The site's measured power usage effectiveness.")
 
 
-class RackFeeds(SpecModel):
-    """N+N: each side alone must carry the rack (policies apply the 80 % continuous derate)."""
-
-    a_kw: float = Field(gt=0, le=10_000, description="Rated capacity of the rack's A-side feed (PDU circuit), kW.")
-    b_kw: float = Field(gt=0, le=10_000, description="Rated capacity of the rack's B-side feed (PDU circuit), kW.")
+RailKey = Annotated[str, Field(pattern=r"^[0-9]{1,2}$")]  # a rail number; map keys are strings in stack config
+FeedName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,30}$")]  # a, b, c or pdu-a, pdu-b, ...
+FeedKw = Annotated[float, Field(gt=0, le=10_000)]
 
 
 class Rack(SpecModel):
-    feeds: RackFeeds = Field(description="A and B power feeds, rated kW each (before the continuous derate).")
+    feeds: dict[FeedName, FeedKw] = Field(
+        min_length=2,
+        description="Power feeds (PDU circuits) by name and rated kW, before the 80 % continuous derate, e.g. "
+        "{a: 57.5, b: 57.5, c: 57.5}. Each server's PSUs are spread over them in name order (PSU i on feed i mod "
+        "feeds): the loss of any one feed must leave every server its N PSUs (of the catalog's N+M) and the other "
+        "feeds within their continuous rating. A DGX H100 (4+2) needs three feeds: on two, a lost feed leaves 3.",
+    )
     cooling_kw: float = Field(
         gt=0, le=10_000, description="Heat the rack's cooling removes, kW: the rack's power ceiling."
     )
@@ -165,6 +169,24 @@ class SiteFabric(SpecModel):
         description="Subnet manager hosts (UFM or opensm) and their management addresses; two for failover.",
     )
     sharp: bool = Field(default=False, description="SHARP in-network reductions (InfiniBand only).")
+    rail_islands: bool = Field(
+        default=False,
+        description="With spines: 0 and more than one rail, each rail's leaves form a fabric of their own (a rail "
+        "island): NCCL crosses rails only over NVLink (PXN). Declare it, and on InfiniBand name each rail's subnet "
+        "manager in island_subnet_managers.",
+    )
+    island_subnet_managers: dict[RailKey, list[HostName]] = Field(
+        default_factory=dict,
+        description="Rail islands on InfiniBand: per rail, the subnet_managers hosts running a subnet manager on "
+        "that rail's subnet (every disconnected subnet needs its own).",
+    )
+    switch_power_kw: float | None = Field(
+        default=None,
+        gt=0,
+        le=100,
+        description="Maximum power of one leaf or spine switch, kW, from its datasheet: the fabric's switches "
+        "count in the site's IT load.",
+    )
 
     @field_validator("partitions")
     @classmethod
@@ -195,6 +217,11 @@ class SiteFabric(SpecModel):
         if self.kind == "infiniband" and not self.subnet_managers:
             raise ValueError("an InfiniBand fabric needs a subnet manager: list subnet_managers (two for failover)")
         return self
+
+    @property
+    def oversubscription(self) -> float:
+        """Leaf host ports per uplink port: 1.0 is non-blocking."""
+        return self.downlinks / self.uplinks if self.uplinks else float("inf")
 
     @property
     def uplinks(self) -> int:
@@ -249,6 +276,23 @@ class SiteObjectStore(SpecModel):
     buckets: dict[Name, Literal["data", "checkpoints", "artifacts"]] = Field(
         default_factory=dict, description="Buckets on the store, keyed by name, with what each holds."
     )
+    cidrs: list[str] = Field(
+        default_factory=list,
+        description="Addresses the endpoint resolves to (its load balancer or gateways), e.g. [10.64.8.30/32]: "
+        "training pods may reach them (the default egress policy only allows public HTTPS).",
+    )
+
+    @field_validator("cidrs")
+    @classmethod
+    def _store_cidrs(cls, value: list[str]) -> list[str]:
+        for cidr in value:
+            parse_cidr(cidr, example="10.64.8.30/32")
+        return value
+
+    @property
+    def port(self) -> int:
+        host = self.endpoint.removeprefix("https://").rstrip("/")
+        return int(host.rsplit(":", 1)[1]) if ":" in host else 443
     ca_certificate: str | None = Field(
         default=None,
         pattern=r"^-----BEGIN CERTIFICATE-----",
@@ -277,6 +321,22 @@ class SiteStorage(SpecModel):
 # --- the site ----------------------------------------------------------------------------------
 
 
+class Equipment(SpecModel):
+    """Everything in the site's IT load besides the GPU hosts and the fabric's switches."""
+
+    kind: Literal["subnet_manager", "management_switch", "management_server", "storage", "other"] = Field(
+        description="What it is: UFM/subnet manager appliances, management switches and servers, storage."
+    )
+    power_kw: float = Field(gt=0, le=10_000, description="Maximum power of one unit, kW, from its datasheet.")
+    count: int = Field(default=1, ge=1, le=10_000, description="Units of this kind.")
+    rack: Name | None = Field(
+        default=None,
+        description="A key of site.racks it draws from (counted in that rack's feeds); none: a rack outside them.",
+    )
+    psus: int = Field(default=2, ge=1, description="PSUs per unit, spread over the rack's feeds like a server's.")
+    psus_required: int = Field(default=1, ge=1, description="PSUs a unit needs up (N of N+M).")
+
+
 class SiteKubernetes(SpecModel):
     api_server: str = Field(
         pattern=HTTPS_API_SERVER, description="The site cluster's API server URL."
@@ -298,6 +358,10 @@ class Site(SpecModel):
     hosts: dict[HostName, Host] = Field(min_length=1, description="Bare-metal hosts keyed by host name.")
     fabric: SiteFabric | None = Field(default=None, description="Compute fabric; none for hosts without one.")
     storage: SiteStorage = Field(default_factory=SiteStorage, description="Storage endpoints.")
+    equipment: dict[Name, Equipment] = Field(
+        default_factory=dict,
+        description="Subnet managers, management network, storage and other devices: counted in the IT load.",
+    )
     kubernetes: SiteKubernetes | None = Field(
         default=None, description="The site's Kubernetes cluster, for hosts with orchestrator kubernetes."
     )
@@ -368,11 +432,34 @@ class ObjectSync(SpecModel):
     schedule: str = Field(default="rate(1 hour)", description="DataSync schedule expression.")
 
 
+class BurstSpec(SpecModel):
+    """Burst through Kueue MultiKueue: the site's cluster (the manager) dispatches whole jobs to an EKS
+    worker cluster in the region; a job runs on one side of the VPN, never across it."""
+
+    mechanism: Literal["multikueue"] = Field(
+        default="multikueue",
+        description="multikueue: the site's Kueue dispatches to an EKS worker cluster (docs/onprem-hybrid.md says "
+        "why, and what EKS Hybrid Nodes or a Slurm cloud partition would need instead).",
+    )
+    team_gpus: dict[Name, dict[str, int]] = Field(
+        min_length=1,
+        description="Per team, the cloud GPUs by model it may use (whole nodes): the worker's ClusterQueue quotas "
+        "and the site's dispatching queues, e.g. {research: {H100: 16}}.",
+    )
+    local_queue: Name = Field(
+        default="burst",
+        description="LocalQueue in every team namespace (on both clusters) whose jobs run in the cloud.",
+    )
+
+
 class HybridSpec(SpecModel):
     link: SiteLinkSpec = Field(description="Site-to-cloud connectivity.")
     allowed_from_site: list[Port] = Field(
-        default_factory=lambda: [10250],
-        description="TCP ports burst nodes open to the site's CIDRs (10250: kubelet, reached by the site's "
-        "control plane).",
+        default_factory=list,
+        description="Extra TCP ports cloud nodes open to the site's CIDRs. MultiKueue needs none: the site's Kueue "
+        "reaches only the worker's API endpoint (443, opened on the EKS cluster security group).",
+    )
+    burst: BurstSpec | None = Field(
+        default=None, description="Burst capacity: the cloud node groups as a MultiKueue worker cluster."
     )
     object_sync: ObjectSync | None = Field(default=None, description="Object storage between site and S3.")

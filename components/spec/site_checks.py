@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from components.catalog import Catalog, CatalogError, ServerModel
-from components.power import CONTINUOUS_DERATE, Feed, RackLoad, feed_headroom
+from components.power import CONTINUOUS_DERATE, Feed, PsuLoad, RackLoad, feed_loss, psus_over_feeds
 
 from .errors import SpecIssue
 from .models import ClusterSpec
@@ -41,17 +41,65 @@ class ResolvedSite:
     spec: Site
     hosts: dict[str, ResolvedHost]
 
+    def rack_devices(self, rack: str) -> tuple[PsuLoad, ...]:
+        """Hosts and equipment drawing from the rack, with their PSUs spread over its feeds."""
+        feeds = self.spec.racks[rack].feeds
+        devices = [
+            PsuLoad(h.name, h.node_power_kw, psus_over_feeds(h.server.psus.count, feeds), h.server.psus.required)
+            for h in sorted(self.hosts.values(), key=lambda h: h.name)
+            if h.spec.rack == rack
+        ]
+        for name, unit in sorted(self.spec.equipment.items()):
+            if unit.rack == rack:
+                devices += [
+                    PsuLoad(
+                        name if unit.count == 1 else f"{name}-{i + 1}",
+                        unit.power_kw,
+                        psus_over_feeds(unit.psus, feeds),
+                        unit.psus_required,
+                    )
+                    for i in range(unit.count)
+                ]
+        return tuple(devices)
+
     def rack_load_kw(self, rack: str) -> float:
-        return sum(h.node_power_kw for h in self.hosts.values() if h.spec.rack == rack)
+        return sum(d.load_kw for d in self.rack_devices(rack))
 
     def rack_load(self, rack: str) -> RackLoad:
         r = self.spec.racks[rack]
-        feeds = (Feed(f"{rack}-a", "A", capacity_kw=r.feeds.a_kw), Feed(f"{rack}-b", "B", capacity_kw=r.feeds.b_kw))
-        return RackLoad(rack, self.rack_load_kw(rack), feeds, budget_kw=r.cooling_kw)
+        feeds = tuple(Feed(name, name, capacity_kw=kw) for name, kw in sorted(r.feeds.items()))
+        return RackLoad(rack, self.rack_load_kw(rack), feeds, budget_kw=r.cooling_kw, devices=self.rack_devices(rack))
+
+    def su_names(self) -> list[str]:
+        return sorted({r.scalable_unit for r in self.spec.racks.values()})
+
+    @property
+    def fabric_switches(self) -> tuple[int, int]:
+        """(leaves, spines): a leaf per rail per scalable unit with fabric hosts."""
+        fabric = self.spec.fabric
+        if fabric is None:
+            return 0, 0
+        units = {h.scalable_unit for h in self.hosts.values() if h.spec.hcas}
+        return len(units) * fabric.rails, fabric.spines
+
+    @property
+    def switch_kw(self) -> float:
+        fabric = self.spec.fabric
+        return sum(self.fabric_switches) * (fabric.switch_power_kw or 0.0) if fabric else 0.0
+
+    @property
+    def equipment_kw(self) -> float:
+        return sum(e.power_kw * e.count for e in self.spec.equipment.values())
+
+    @property
+    def hosts_kw(self) -> float:
+        return sum(h.node_power_kw for h in self.hosts.values())
 
     @property
     def it_kw(self) -> float:
-        return sum(h.node_power_kw for h in self.hosts.values())
+        """Everything the site powers for the cluster: hosts, fabric switches, subnet managers,
+        management network and servers, storage."""
+        return self.hosts_kw + self.switch_kw + self.equipment_kw
 
     @property
     def facility_kw(self) -> float:
@@ -96,6 +144,8 @@ def check_site(spec: ClusterSpec, catalog: Catalog) -> tuple[ResolvedSite | None
     issues += _check_leaf_ports(site, hosts)
     resolved = ResolvedSite(site, hosts)
     issues += _check_feeds(resolved)
+    issues += _check_islands(site)
+    issues += _check_equipment(site)
     issues += _check_pools(spec, resolved)
     if site.kubernetes is None:
         for name, host in site.hosts.items():
@@ -107,6 +157,16 @@ def check_site(spec: ClusterSpec, catalog: Catalog) -> tuple[ResolvedSite | None
                         "add site.kubernetes (api_server), or use orchestrator: slurm / none",
                     )
                 )
+    store = site.storage.object_store
+    if store is not None and site.kubernetes is not None and not store.cidrs:
+        issues.append(
+            SpecIssue(
+                f"{SITE}.storage.object_store.cidrs",
+                f"the site's training pods cannot reach {store.endpoint}: its addresses are not declared, and "
+                "the pods' egress policy allows only public HTTPS",
+                "list the addresses the endpoint resolves to, e.g. cidrs: [10.64.8.30/32]",
+            )
+        )
     if site.fabric is not None and spec.kubernetes is not None:
         teams = set(spec.kubernetes.platform.teams)
         for tenant in site.fabric.partitions:
@@ -337,27 +397,34 @@ def _check_leaf_ports(site: Site, hosts: dict[str, ResolvedHost]) -> list[SpecIs
 
 
 def _check_feeds(site: ResolvedSite) -> list[SpecIssue]:
+    """The loss of any one feed: every device keeps its N PSUs, every other feed stays within its
+    continuous rating with the load it picks up."""
     issues: list[SpecIssue] = []
     for rack_name, rack in site.spec.racks.items():
         load = site.rack_load(rack_name)
         path = f"{SITE}.racks[{rack_name}]"
-        for side, room in feed_headroom(load).items():
-            if not room.ok:
-                both = sum(f.continuous_kw() for f in load.feeds)
+        for lost, result in feed_loss(load).items():
+            if result.short:
+                detail = ", ".join(f"{d} keeps {left} of the {need} PSUs it needs" for d, left, need in result.short)
                 issues.append(
                     SpecIssue(
-                        f"{path}.feeds.{side.lower()}_kw",
-                        f"side {side} alone carries {room.load_kw:,.1f} kW against {room.limit_kw:,.1f} kW "
-                        f"continuous ({CONTINUOUS_DERATE:.0%} of rating)"
-                        + (
-                            f"; A+B together ({both:,.1f} kW) would carry it, which is no redundancy under N+N"
-                            if both >= room.load_kw
-                            else ""
-                        ),
-                        f"move hosts to another rack, or feed side {side} with at least "
-                        f"{room.load_kw / CONTINUOUS_DERATE:,.1f} kW rated",
+                        f"{path}.feeds",
+                        f"losing feed {lost}: {detail} (PSUs spread over {len(load.feeds)} feeds in name order)",
+                        "add feeds so that no feed carries more PSUs of a server than its spares (a DGX H100, 4+2: "
+                        "three feeds of two PSUs each), or use servers with more spare PSUs",
                     )
                 )
+            for feed, room in sorted(result.feeds.items()):
+                if not room.ok:
+                    issues.append(
+                        SpecIssue(
+                            f"{path}.feeds.{feed}",
+                            f"with feed {lost} lost, feed {feed} carries {room.load_kw:,.1f} kW against "
+                            f"{room.limit_kw:,.1f} kW continuous ({CONTINUOUS_DERATE:.0%} of rating)",
+                            f"move hosts to another rack, or rate feed {feed} at least "
+                            f"{room.load_kw / CONTINUOUS_DERATE:,.1f} kW",
+                        )
+                    )
         if load.load_kw > rack.cooling_kw:
             issues.append(
                 SpecIssue(
@@ -395,7 +462,7 @@ def _check_pools(spec: ClusterSpec, site: ResolvedSite) -> list[SpecIssue]:
 
 
 def check_hybrid(spec: ClusterSpec, site: ResolvedSite | None) -> list[SpecIssue]:
-    """Site vs VPC addresses, object sync ends, and burst groups that the site's queues can borrow."""
+    """Site vs VPC addresses, object sync ends, and the burst worker cluster (MultiKueue)."""
     issues: list[SpecIssue] = []
     hybrid = spec.hybrid
     if spec.site is not None and spec.network is not None:
@@ -429,44 +496,175 @@ def check_hybrid(spec: ClusterSpec, site: ResolvedSite | None) -> list[SpecIssue
                     f"use one of {', '.join(spec.storage.object_stores) or '(none declared)'}",
                 )
             )
-    site_models = set(site.gpus_by_model()) if site else set()
-    for name, group in spec.node_groups.items():
-        path = f"cluster.node_groups[{name}].orchestrator"
-        if group.orchestrator == "eks":
-            issues.append(
-                SpecIssue(
-                    path,
-                    "burst groups join the site's scheduler, not an EKS cluster",
-                    "use orchestrator: kubernetes (joins site.kubernetes), slurm or none",
-                )
-            )
-        if group.orchestrator == "kubernetes" and spec.site is not None and spec.site.kubernetes is None:
-            issues.append(
-                SpecIssue(
-                    path,
-                    "orchestrator kubernetes needs site.kubernetes to join",
-                    "add site.kubernetes, or use orchestrator: slurm / none",
-                )
-            )
-    return issues + _burst_models(spec, site_models)
+    return issues + _check_burst(spec)
 
 
-def _burst_models(spec: ClusterSpec, site_models: set[str]) -> list[SpecIssue]:
-    """Kueue lends within a flavor: burst GPUs of a model the site lacks could never be borrowed."""
+def _check_burst(spec: ClusterSpec) -> list[SpecIssue]:
+    """Burst groups form an EKS worker cluster the site's Kueue dispatches to (MultiKueue): the join
+    needs the worker's API reachable from the site over the link (a private endpoint, whose public
+    DNS name EKS advertises with private addresses), and quotas of whole cloud nodes per team."""
     from components.catalog import load_catalog
 
-    catalog = load_catalog(spec.catalog or None)
-    issues = []
+    issues: list[SpecIssue] = []
+    hybrid = spec.hybrid
+    burst = hybrid.burst if hybrid else None
+    eks_groups = {n: g for n, g in spec.node_groups.items() if g.orchestrator == "eks"}
     for name, group in spec.node_groups.items():
-        if group.orchestrator != "kubernetes" or not catalog.has_instance_type(group.instance_type):
-            continue
-        model = catalog.instance_type(group.instance_type).gpu_model
-        if model and site_models and model not in site_models:
+        if group.orchestrator == "kubernetes":
             issues.append(
                 SpecIssue(
-                    f"cluster.node_groups[{name}].instance_type",
-                    f"burst GPUs are {model}; the site's Kubernetes hosts have {', '.join(sorted(site_models))}",
-                    "burst with the site's GPU model: teams borrow within one Kueue flavor",
+                    f"cluster.node_groups[{name}].orchestrator",
+                    "cloud nodes cannot join the site's cluster across the VPN: no join token or bootstrap, no DNS "
+                    "for the site's API, no pod routes, and a Kueue cohort spans one cluster only",
+                    "use orchestrator: eks (the burst worker cluster the site dispatches to through MultiKueue)",
                 )
             )
+    if eks_groups and burst is None:
+        issues.append(
+            SpecIssue("cluster.hybrid.burst", "EKS burst groups without a dispatch path", "add burst: {team_gpus: ...}")
+        )
+    if burst is None:
+        return issues
+    kube = spec.kubernetes
+    if kube is None or not eks_groups:
+        issues.append(
+            SpecIssue(
+                "cluster.hybrid.burst",
+                "MultiKueue needs a worker cluster: a kubernetes section and node groups with orchestrator eks",
+                "add kubernetes: and set orchestrator: eks on the burst groups",
+            )
+        )
+        return issues
+    if kube.endpoint != "private":
+        issues.append(
+            SpecIssue(
+                "cluster.kubernetes.endpoint",
+                "the site's Kueue must reach the worker's API over the link; with a public endpoint its DNS name "
+                "resolves to public addresses from the site",
+                "use endpoint: private (EKS then advertises the private addresses through the public DNS name)",
+            )
+        )
+    catalog = load_catalog(spec.catalog or None)
+    available: dict[str, tuple[int, int]] = {}
+    for group in eks_groups.values():
+        if not catalog.has_instance_type(group.instance_type):
+            continue
+        it = catalog.instance_type(group.instance_type)
+        if it.gpu_model and it.gpu_count:
+            total, _ = available.get(it.gpu_model, (0, it.gpu_count))
+            available[it.gpu_model] = (total + group.count * it.gpu_count, it.gpu_count)
+    teams = set(kube.platform.teams)
+    asked: dict[str, int] = {}
+    for team, models in burst.team_gpus.items():
+        path = f"cluster.hybrid.burst.team_gpus[{team}]"
+        if team not in teams:
+            issues.append(SpecIssue(path, f"{team} is not a team", f"use one of {', '.join(sorted(teams))}"))
+        for model, gpus in models.items():
+            if model not in available:
+                issues.append(
+                    SpecIssue(
+                        f"{path}[{model}]",
+                        f"no burst group has {model} GPUs",
+                        f"use one of {', '.join(sorted(available)) or '(none)'}",
+                    )
+                )
+                continue
+            if gpus % available[model][1]:
+                issues.append(
+                    SpecIssue(
+                        f"{path}[{model}]",
+                        f"{gpus} is not a whole number of nodes ({available[model][1]} GPUs each)",
+                        f"use a multiple of {available[model][1]}",
+                    )
+                )
+            asked[model] = asked.get(model, 0) + gpus
+    for model, total in sorted(asked.items()):
+        if model in available and total > available[model][0]:
+            issues.append(
+                SpecIssue(
+                    "cluster.hybrid.burst.team_gpus",
+                    f"teams' {model} burst quotas add up to {total} GPUs; the burst groups have {available[model][0]}",
+                    "lower the quotas or add burst nodes",
+                )
+            )
+    return issues
+
+
+def _check_islands(site: Site) -> list[SpecIssue]:
+    """Rail-optimized without spines: each rail's leaves are cut off from the others. That is a
+    valid design (rail islands, NCCL crossing rails over NVLink) only when declared, and every
+    InfiniBand island, being its own subnet, needs its own subnet manager."""
+    fabric = site.fabric
+    if fabric is None:
+        return []
+    path = f"{SITE}.fabric"
+    issues: list[SpecIssue] = []
+    if fabric.rail_islands and fabric.spines:
+        return [SpecIssue(f"{path}.rail_islands", f"rail islands with {fabric.spines} spines", "remove one")]
+    if fabric.rails > 1 and fabric.spines == 0 and not fabric.rail_islands:
+        issues.append(
+            SpecIssue(
+                f"{path}.spines",
+                f"{fabric.rails} rails and no spines: each rail's leaves form a separate fabric, unreachable from the "
+                "others",
+                "add spines, or declare rail_islands: true (and on InfiniBand a subnet manager per rail in "
+                "island_subnet_managers)",
+            )
+        )
+    if fabric.rail_islands and fabric.kind == "infiniband":
+        islands = {int(rail): hosts for rail, hosts in fabric.island_subnet_managers.items()}
+        missing = [r for r in range(fabric.rails) if not islands.get(r)]
+        if missing:
+            issues.append(
+                SpecIssue(
+                    f"{path}.island_subnet_managers",
+                    f"rail(s) {', '.join(map(str, missing))} have no subnet manager; an island without one never "
+                    "comes up",
+                    "name a subnet_managers host for every rail, e.g. {'0': [ufm-01], '1': [ufm-01], ...}",
+                )
+            )
+        for rail, hosts in sorted(islands.items()):
+            unknown = [h for h in hosts if h not in fabric.subnet_managers]
+            if rail >= fabric.rails or unknown:
+                issues.append(
+                    SpecIssue(
+                        f"{path}.island_subnet_managers[{rail}]",
+                        f"rail {rail}"
+                        + (f" is beyond the fabric's {fabric.rails}" if rail >= fabric.rails else "")
+                        + (f"; {', '.join(unknown)} not in subnet_managers" if unknown else ""),
+                        f"use rails 0..{fabric.rails - 1} and hosts of subnet_managers",
+                    )
+                )
+    if fabric.switch_power_kw is None:
+        issues.append(
+            SpecIssue(
+                f"{path}.switch_power_kw",
+                "the fabric's switches are not in the site's IT load",
+                "set switch_power_kw to one switch's datasheet maximum, kW",
+            )
+        )
+    return issues
+
+
+def _check_equipment(site: Site) -> list[SpecIssue]:
+    issues: list[SpecIssue] = []
+    for name, unit in site.equipment.items():
+        path = f"{SITE}.equipment[{name}]"
+        if unit.rack is not None and unit.rack not in site.racks:
+            issues.append(
+                SpecIssue(f"{path}.rack", f"no rack named {unit.rack!r}", f"use one of {', '.join(site.racks)}")
+            )
+        if unit.psus_required > unit.psus:
+            issues.append(
+                SpecIssue(f"{path}.psus_required", f"{unit.psus_required} of {unit.psus} PSUs", "at most psus")
+            )
+    kinds = {e.kind for e in site.equipment.values()}
+    if site.fabric is not None and site.fabric.kind == "infiniband" and "subnet_manager" not in kinds:
+        issues.append(
+            SpecIssue(
+                f"{SITE}.equipment",
+                "the subnet manager hosts (fabric.subnet_managers) draw no power in the plan",
+                "list them, e.g. ufm: {kind: subnet_manager, count: 2, power_kw: <datasheet maximum>}",
+            )
+        )
     return issues

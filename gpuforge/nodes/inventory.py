@@ -27,6 +27,8 @@ import shutil
 from collections.abc import Mapping
 from typing import Any, Literal
 
+import yaml
+
 from gpuforge.nodes.health import DEFAULT_FLOOR_FRACTION
 
 Source = Literal["auto", "stack", "plan"]
@@ -230,6 +232,9 @@ def _host_vars(host: Mapping[str, Any]) -> dict[str, Any]:
         "gpuforge_server_model": host.get("model"),
         "gpuforge_ib_hcas_by_rail": dict(host.get("hcas") or {}) or None,
     }
+    if host.get("kubeletConfig"):
+        # The kubelet drop-in the node registers with (taints, reservations): components/onprem/host.py.
+        vars_["kubelet_config_dropin"] = yaml.safe_dump(host["kubeletConfig"], sort_keys=False)
     if host.get("ibHcas"):
         vars_["nccl_tuning_ib_hcas"] = list(host["ibHcas"])
         vars_["gpu_healthcheck_ib_hcas"] = list(host["ibHcas"])

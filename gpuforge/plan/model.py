@@ -65,6 +65,7 @@ class Plan:
                     "inputs": r.inputs,
                     "protect": r.protect,
                     "retainOnDelete": r.retain_on_delete,
+                    "dependsOn": r.depends_on,
                     **({"aliases": r.aliases} if r.aliases else {}),
                 }
                 for r in self.resources

@@ -45,13 +45,10 @@ def cluster_power(resources: Iterable[PlanResource]) -> dict[str, Any]:
 
 
 def site_power(resources: Iterable[PlanResource]) -> tuple[float, float | None]:
-    """On-premises facility kW (each site's PUE x its hosts' kW) and the sites' budgets (None: no site)."""
+    """On-premises facility kW (each site's PUE x its IT load: hosts, fabric switches, equipment) and
+    the sites' budgets (None: no site)."""
     sites = {r.inputs["site"]: r.inputs for r in resources if r.type == SITE}
-    kw = sum(
-        sites[h.inputs["site"]]["pue"] * h.inputs["nodePowerKw"]
-        for h in resources
-        if h.type == HOST and h.inputs["site"] in sites
-    )
+    kw = sum(site["pue"] * site["itKw"] for site in sites.values())
     return kw, (sum(s["budgetKw"] for s in sites.values()) if sites else None)
 
 

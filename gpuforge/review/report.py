@@ -104,9 +104,35 @@ def placement_rows(plan: Plan) -> list[tuple[str, str]]:
             (
                 "fabric",
                 f"{f.kind} {f.topology.replace('_', '-')}, {f.rails} rails x {f.rate_gbps} Gb/s, "
-                f"{sus} SU x {f.rails} leaves, {f.spines} spines, SHARP {'on' if f.sharp else 'off'}",
+                f"{sus} SU x {f.rails} leaves, {f.spines} spines"
+                + (" (rail islands)" if f.rail_islands else "")
+                + f", SHARP {'on' if f.sharp else 'off'}",
             )
         )
+        per_leaf = max(
+            (sum(1 for h in site.hosts.values() if h.spec.hcas and h.scalable_unit == su) for su in site.su_names()),
+            default=0,
+        )
+        rows.append(
+            (
+                "leaf oversubscription",
+                (
+                    f"{f.downlinks}:{f.uplinks} host:uplink ports ({f.oversubscription:.2f}:1"
+                    + (", non-blocking" if f.oversubscription <= 1 else "")
+                    + ")"
+                    if f.spines
+                    else "none: no spine layer, traffic stays on its rail's leaf"
+                )
+                + f"; {per_leaf} of {f.downlinks} host ports per leaf in use",
+            )
+        )
+    rows.append(
+        (
+            "site IT load",
+            f"{site.it_kw:,.1f} kW: hosts {site.hosts_kw:,.1f}, fabric switches {site.switch_kw:,.1f} "
+            f"({'+'.join(map(str, site.fabric_switches))}), equipment {site.equipment_kw:,.1f}",
+        )
+    )
     link = (plan.outputs.get("hybrid") or {}).get("link")
     if link:
         rows.append(("site-to-cloud link", str(link.get("description"))))

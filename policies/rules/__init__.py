@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import power, redundancy, security, security_aws, wiring_aws
+from . import power, redundancy, security, security_aws, wiring_aws, wiring_k8s
 from .base import (
     PACKS,
     REGISTRY,
@@ -33,6 +33,7 @@ __all__ = [
     "security",
     "security_aws",
     "wiring_aws",
+    "wiring_k8s",
 ]
 
 

@@ -21,9 +21,11 @@ from components.power import (
     Feed,
     GroupLoad,
     Headroom,
+    PsuLoad,
     RackLoad,
     budget_headroom,
     feed_headroom,
+    feed_loss,
     rack_budget_headroom,
 )
 
@@ -60,7 +62,21 @@ def rack_from_resource(r: Resource) -> RackLoad | None:
         if isinstance(f, Mapping)
     )
     budget = r.get("budgetKw")
-    return RackLoad(str(r.get("rack") or r.name), float(load), feeds, None if is_unknown(budget) else budget)
+    devices = tuple(
+        PsuLoad(str(d.get("name")), float(d["loadKw"]), dict(d.get("psusByFeed") or {}), int(d.get("psusRequired", 1)))
+        for d in as_list(r.get("devices"))
+        if isinstance(d, Mapping) and d.get("loadKw") is not None
+    )
+    name = str(r.get("rack") or r.name)
+    return RackLoad(name, float(load), feeds, None if is_unknown(budget) else budget, devices)
+
+
+def feed_report(rack: RackLoad, derate: float = CONTINUOUS_DERATE) -> dict[str, Headroom]:
+    """Per feed lost, the most loaded surviving feed (PSU-mapped racks); per side, the whole rack
+    on one side (A/B racks without a PSU map)."""
+    if rack.devices:
+        return {f"without {lost}": result.worst for lost, result in feed_loss(rack, derate).items()}
+    return feed_headroom(rack, derate)
 
 
 @dataclass(frozen=True)
@@ -116,7 +132,12 @@ def site_reports(stack: Stack) -> dict[str, tuple[Resource, SiteReport]]:
         name, pue, budget = s.get("site"), s.get("pue"), s.get("budgetKw")
         if any(v is None or is_unknown(v) for v in (name, pue, budget)):
             continue
-        it_kw = sum(rack.load_kw for site, rack in racks if site == name and rack is not None)
+        declared = s.get("itKw")  # hosts, switches and equipment; else the racks' loads
+        it_kw = (
+            float(declared)
+            if isinstance(declared, int | float)
+            else sum(rack.load_kw for site, rack in racks if site == name and rack is not None)
+        )
         out[str(name)] = (s, SiteReport(it_kw, float(pue), Headroom(float(pue) * it_kw, float(budget))))
     return out
 
@@ -134,7 +155,7 @@ def power_report(stack: Stack, derate: float = CONTINUOUS_DERATE) -> PowerReport
     for r in stack.of_type(RACK):
         rack = rack_from_resource(r)
         if rack is not None:
-            racks[rack.name] = feed_headroom(rack, derate)
+            racks[rack.name] = feed_report(rack, derate)
             rb = rack_budget_headroom(rack)
             if rb is not None:
                 racks[rack.name]["budget"] = rb
@@ -202,9 +223,11 @@ def cluster_budget(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
 
 @stack_rule(
     "power-rack-feed-redundancy",
-    why="With A/B feeds (N+N) either side must carry the whole rack at its continuous rating, or losing one "
-    "feed trips the other.",
-    fix="move nodes to another rack, or add or upsize feeds on the short side",
+    why="A rack must survive the loss of any one feed: every server keeps the N PSUs of its N+M (a DGX H100, 4+2, "
+    "split 3+3 over two feeds keeps 3, so A/B is not N+N for it), and the other feeds carry the load they pick up "
+    "within their continuous rating, or losing one feed trips the rest.",
+    fix="spread each server's PSUs over enough feeds that one feed holds no more than its spares (three feeds of two "
+    "PSUs for a DGX H100), move nodes to another rack, or upsize the feeds",
     params={
         "derate": Param(
             CONTINUOUS_DERATE,
@@ -218,6 +241,9 @@ def rack_feed_redundancy(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
     for r in stack.of_type(RACK):
         rack = rack_from_resource(r)
         if rack is None:
+            continue
+        if rack.devices:
+            yield from _feed_loss_violations(r, rack, derate)
             continue
         for side, room in feed_headroom(rack, derate).items():
             if not room.ok:
@@ -247,3 +273,23 @@ def rack_budget(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
                 f"{r.name}: rack {rack.name} at {room.describe()}; move nodes to another rack or raise the rack budget",
             )
 
+
+def _feed_loss_violations(r: Resource, rack: RackLoad, derate: float) -> Iterator[Violation]:
+    for lost, result in feed_loss(rack, derate).items():
+        if result.short:
+            detail = ", ".join(f"{d} keeps {left} of {need} PSUs" for d, left, need in result.short)
+            yield Violation(
+                "power-rack-feed-redundancy",
+                r.urn,
+                f"{r.name}: rack {rack.name} losing feed {lost}: {detail}; add feeds so no feed holds more of a "
+                "server's PSUs than its spares",
+            )
+        for feed, room in sorted(result.feeds.items()):
+            if not room.ok:
+                yield Violation(
+                    "power-rack-feed-redundancy",
+                    r.urn,
+                    f"{r.name}: rack {rack.name} losing feed {lost}: feed {feed} carries {room.load_kw:,.1f} kW "
+                    f"against {room.limit_kw:,.1f} kW continuous ({derate:.0%} of rating), short "
+                    f"{-room.headroom_kw:,.1f} kW; move nodes or upsize feed {feed}",
+                )

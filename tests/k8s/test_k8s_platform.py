@@ -8,6 +8,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
+from components.catalog.charts import load_charts
 from components.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsClass
 from components.spec.models import Platform
 from gpuforge.plan.model import Plan, PlanResource
@@ -36,11 +37,12 @@ def test_kueue_queue_per_team_with_whole_node_quotas(staging: Plan) -> None:
     (flavor,) = group["flavors"]
     assert flavor["name"] == "gpu-h100"
     quota = {r["name"]: r["nominalQuota"] for r in flavor["resources"]}
-    # 48 H100 = 6 p5.48xlarge: 192 vCPUs, 2 TiB and 32 EFA each.
+    # 48 H100 = 6 p5.48xlarge: 192 vCPUs, 2 TiB and 32 EFA each, less what the EKS AMI's kubelet keeps:
+    # 550m CPU (6 % + 1 % + 2 x 0.5 % + 188 x 0.25 % of a core), 11 x 250 pods + 255 MiB, 100 MiB eviction.
     assert quota == {
         "nvidia.com/gpu": 48,
-        "cpu": 6 * 192,
-        "memory": f"{6 * 2097152}Mi",
+        "cpu": f"{6 * (192_000 - 550)}m",
+        "memory": f"{6 * (2097152 - 3005 - 100)}Mi",
         "vpc.amazonaws.com/efa": 6 * 32,
     }
     research = {
@@ -107,9 +109,10 @@ def test_helm_releases_pinned_and_driver_switch(staging: Plan) -> None:
     assert gpu["values"]["driver"] == {"enabled": False}  # preinstalled in the stack
     assert gpu["values"]["nfd"] == {"enabled": False}
     efa = found["aws-efa-device-plugin"].inputs
-    assert efa["namespace"] == "kube-system" and efa["values"]["nodeSelector"] == {
-        "vpc.amazonaws.com/efa.present": "true"
-    }
+    # No nodeSelector (the chart's affinity on EFA instance types places it); the chart that ships plugin v0.5.20.
+    assert efa["namespace"] == "kube-system" and "nodeSelector" not in efa["values"]
+    assert efa["version"] == "v0.5.30" and load_charts().chart("aws_efa_device_plugin").app_version == "v0.5.20"
+    assert efa["values"]["tolerations"] == []  # the staging GPU groups register without taints
     monitor = by_name(staging, "kubernetes:monitoring.coreos.com/v1:ServiceMonitor")[
         "nvidia-dcgm-exporter@gpu-operator"
     ]

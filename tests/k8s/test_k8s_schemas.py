@@ -1,65 +1,63 @@
 """Every Kubernetes object in the staging plan, as the manifest the API server would receive,
-validated offline: built-in kinds against the Kubernetes OpenAPI schema of the pinned version
-(kubernetes-validate ships them), CRD kinds against the CRD fields transcribed in
-tests/fixtures/k8s/crd-subsets.json, Helm values against a chart's values.schema.json."""
+validated offline with strict field validation: built-in kinds against the Kubernetes OpenAPI
+schema of the pinned version (kubernetes-validate ships them), custom resources against the
+upstream CRDs, verbatim in tests/fixtures/k8s/crds (tests/k8s_objects.py)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import jsonschema
 import kubernetes_validate
 import pytest
+import yaml
 
+from components.catalog.charts import load_charts
 from gpuforge.plan.model import Plan
+from tests.k8s_objects import crd_schemas, is_crd, manifests, validate
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "k8s"
-CRD_SUBSETS = json.loads((FIXTURES / "crd-subsets.json").read_text())
-CRD_GROUPS = ("kueue.x-k8s.io", "monitoring.coreos.com", "mellanox.com")
-
-
-def is_crd(obj: dict[str, Any]) -> bool:
-    return obj["apiVersion"].split("/")[0] in CRD_GROUPS
-
-
-def manifest(type_: str, inputs: dict[str, Any]) -> dict[str, Any]:
-    """kubernetes:networking.k8s.io/v1:NetworkPolicy + inputs -> the object's manifest."""
-    _, group_version, kind = type_.split(":")
-    api_version = group_version.removeprefix("core/")
-    body = {k: v for k, v in inputs.items() if k not in ("apiVersion", "kind")}
-    return {"apiVersion": api_version, "kind": kind, **body}
-
-
-def objects(plan: Plan) -> list[dict[str, Any]]:
-    return [
-        manifest(r.type, r.inputs)
-        for r in plan.resources
-        if r.type.startswith("kubernetes:") and r.custom and "helm.sh" not in r.type
-    ]
 
 
 def test_every_builtin_object_passes_the_kubernetes_schema(staging: Plan) -> None:
     version = staging.resolved.spec.kubernetes.version if staging.resolved.spec.kubernetes else ""
-    builtin = [m for m in objects(staging) if not is_crd(m)]
+    builtin = [m for m in manifests(staging) if not is_crd(m)]
     kinds = {m["kind"] for m in builtin}
     assert kinds == {"Namespace", "NetworkPolicy", "StorageClass", "PriorityClass", "ServiceAccount"}
     for obj in builtin:
         kubernetes_validate.validate(obj, f"{version}.0", strict=True)
 
 
-def test_every_crd_object_passes_its_crd_fields(staging: Plan) -> None:
+def test_every_crd_object_passes_its_upstream_crd(staging: Plan) -> None:
+    crds = [m for m in manifests(staging) if m["apiVersion"].split("/")[0] not in ("v1",) and "." in m["apiVersion"]]
+    custom = [m for m in crds if not m["apiVersion"].endswith(".k8s.io/v1") or "x-k8s.io" in m["apiVersion"]]
     checked = 0
-    for obj in filter(is_crd, objects(staging)):
-        schema = {**CRD_SUBSETS[f"{obj['apiVersion']}/{obj['kind']}"], "definitions": CRD_SUBSETS["definitions"]}
-        jsonschema.validate(obj, schema)
+    for obj in custom:
+        assert is_crd(obj), f"no upstream CRD in tests/fixtures/k8s/crds for {obj['apiVersion']}/{obj['kind']}"
+        validate(obj)
         checked += 1
     assert checked == 2 + 2 + 1 + 1  # 2 ClusterQueues, 2 LocalQueues, 1 ResourceFlavor, 1 ServiceMonitor
 
 
+def test_the_crds_are_the_pinned_charts_versions() -> None:
+    """The CRD files match what the catalog pins: Kueue's API version, every served kind present."""
+    schemas = crd_schemas()
+    api = load_charts().chart("kueue").api_version
+    for kind in (
+        "ResourceFlavor",
+        "ClusterQueue",
+        "LocalQueue",
+        "AdmissionCheck",
+        "MultiKueueCluster",
+        "MultiKueueConfig",
+    ):
+        assert f"{api}/{kind}" in schemas
+    assert "monitoring.coreos.com/v1/ServiceMonitor" in schemas
+    assert "mellanox.com/v1alpha1/NicClusterPolicy" in schemas
+
+
 def test_a_wrong_object_fails_validation() -> None:
-    """The validators bite: a misspelt field fails both."""
+    """The validators bite: a misspelt field fails both, a wrong enum fails the CRD."""
     bad_policy = {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -68,21 +66,20 @@ def test_a_wrong_object_fails_validation() -> None:
     }
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(bad_policy, "1.33.0", strict=True)
-    bad_queue = {
-        "apiVersion": "kueue.x-k8s.io/v1beta1",
-        "kind": "ClusterQueue",
-        "metadata": {"name": "x"},
-        "spec": {"queueingStrategy": "FIFO"},
-    }
-    schema = {**CRD_SUBSETS["kueue.x-k8s.io/v1beta1/ClusterQueue"], "definitions": CRD_SUBSETS["definitions"]}
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(bad_queue, schema)
+    for spec in ({"queueingStrategy": "FIFO"}, {"cohorts": "x"}):
+        bad_queue = {
+            "apiVersion": "kueue.x-k8s.io/v1beta1",
+            "kind": "ClusterQueue",
+            "metadata": {"name": "x"},
+            "spec": spec,
+        }
+        with pytest.raises(jsonschema.ValidationError):
+            validate(bad_queue)
 
 
-def test_kueue_values_match_the_charts_values_schema(staging: Plan) -> None:
-    schema = json.loads((FIXTURES / "kueue-values.schema.json").read_text())
-    (kueue,) = [r for r in staging.by_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kueue"]
-    jsonschema.validate(kueue.inputs["values"], schema)
-    assert "waitForPodsReady:" in kueue.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"]
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate({"managerConfig": {"controllerManagerConfigYaml": 1}}, schema)
+def test_kueue_default_frameworks_match_the_chart() -> None:
+    """charts.yaml's copy of the chart's default frameworks is the chart's (values.yaml at v0.14.4, verbatim)."""
+    chart = yaml.safe_load((FIXTURES / "charts" / "kueue-v0.14.4-values.yaml").read_text())
+    default = yaml.safe_load(chart["managerConfig"]["controllerManagerConfigYaml"])
+    assert tuple(default["integrations"]["frameworks"]) == load_charts().chart("kueue").default_frameworks
+    assert load_charts().chart("kueue").version == "0.14.4"

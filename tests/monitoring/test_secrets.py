@@ -39,7 +39,7 @@ def test_a_set_secret_reaches_secrets_manager_but_never_the_plan(tmp_path: Path)
         "gpuforge/forge-prod/alertmanager/oncall-routing-key",
         "gpuforge/forge-prod/alertmanager/platform-channel-url",
     }
-    assert all(s.inputs["kmsKeyId"] and s.inputs["recoveryWindowInDays"] == 30 for s in secrets.values())
+    assert all(s.inputs["kmsKeyId"] and s.protect and s.inputs["recoveryWindowInDays"] == 30 for s in secrets.values())
     for text in (json.dumps(plan.to_json()), markdown_plan(plan)):
         assert "s3cr3t" not in text
     assert "s3cr3t" not in json.dumps(plan.outputs)

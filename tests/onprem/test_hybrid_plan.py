@@ -4,6 +4,7 @@ the burst lender queue in the teams' Kueue cohort, object sync with its directio
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,9 @@ def test_placement_summary_and_link(hybrid: Plan) -> None:
     s = hybrid.summary
     assert (s.nodes, s.spare_nodes, s.gpus) == (4 + 2, 1, 32 + 16)
     cloud_kw = 1.14 * 3 * hybrid.resolved.node_groups["burst"].node_power_kw  # 2 active + 1 spare, AWS PUE
-    assert s.power_kw == pytest.approx(cloud_kw + 1.4 * 4 * 10.2, abs=0.01)
-    assert s.power_budget_kw == 60 + 75
+    # The site: four DGX H100, eight rail leaves at 1.7 kW, UFM, management switch and storage (4.4 kW).
+    assert s.power_kw == pytest.approx(cloud_kw + 1.4 * (4 * 10.2 + 8 * 1.7 + 4.4), abs=0.01)
+    assert s.power_budget_kw == 60 + 85
     link = hybrid.outputs["hybrid"]["link"]
     assert link["kind"] == "vpn" and "198.51.100.10" in link["description"] and "BGP" in link["description"]
     text = markdown_plan(hybrid)
@@ -50,32 +52,66 @@ def test_vpn_on_a_virtual_private_gateway(hybrid: Plan) -> None:
     assert vpn.inputs["staticRoutesOnly"] is False and "vpnGatewayId" in vpn.inputs
     propagations = hybrid.by_type("aws:ec2/vpnGatewayRoutePropagation:VpnGatewayRoutePropagation")
     assert len(propagations) == 2  # one private route table per AZ
-    kubelet = hybrid.by_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
-    site_rules = [r for r in kubelet if r.inputs.get("cidrIpv4") == "10.72.0.0/16"]
-    assert [(r.inputs["fromPort"], r.inputs["ipProtocol"]) for r in site_rules] == [(10250, "tcp")]
-    assert not hybrid.by_type("aws:eks/cluster:Cluster")  # burst nodes join the site, not EKS
+    # No kubelet or pod traffic crosses: the site's Kueue reaches only the worker's API, tcp/443.
+    rules = hybrid.by_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+    site_rules = [r for r in rules if r.inputs.get("cidrIpv4") == "10.72.0.0/16"]
+    assert [(r.inputs["fromPort"], r.inputs["toPort"], r.inputs["ipProtocol"]) for r in site_rules] == [
+        (443, 443, "tcp")
+    ]
+    (eks,) = hybrid.by_type("aws:eks/cluster:Cluster")
+    assert site_rules[0].dependencies["securityGroupId"] == [eks.urn]  # the EKS cluster security group
+    # Private endpoint only: EKS advertises its private addresses through the public DNS name.
+    assert eks.inputs["vpcConfig"]["endpointPublicAccess"] is False
 
 
-def test_burst_group_lends_through_the_cohort(hybrid: Plan) -> None:
+def _by_kind(plan: Plan, kind: str) -> dict[str, Any]:
+    return {
+        r.inputs["metadata"]["name"] + "@" + r.inputs["metadata"].get("namespace", ""): r
+        for r in plan.by_type(f"kubernetes:kueue.x-k8s.io/v1beta1:{kind}")
+    }
+
+
+def test_burst_dispatches_whole_jobs_through_multikueue(hybrid: Plan) -> None:
     group = hybrid.by_type("gpuforge:aws:GpuNodeGroup")[0]
-    assert group.inputs["orchestrator"] == "kubernetes"
-    queues = {
-        r.inputs["metadata"]["name"]: r.inputs["spec"]
-        for r in hybrid.by_type("kubernetes:kueue.x-k8s.io/v1beta1:ClusterQueue")
+    assert group.inputs["orchestrator"] == "eks"
+    check = _by_kind(hybrid, "AdmissionCheck")["multikueue-us-east-1@"].inputs["spec"]
+    assert check == {
+        "controllerName": "kueue.x-k8s.io/multikueue",
+        "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "burst-us-east-1"},
     }
-    burst, team = queues["burst-us-east-1"], queues["research"]
-    assert burst["cohort"] == team["cohort"] == "gpuforge"
-    assert "namespaceSelector" not in burst  # admits nothing itself: a pure lender
-    flavor = burst["resourceGroups"][0]["flavors"][0]
-    assert flavor["name"] == "gpu-h100" == team["resourceGroups"][0]["flavors"][0]["name"]
-    assert {"name": "nvidia.com/gpu", "nominalQuota": 16} in flavor["resources"]
-    capacity = hybrid.by_type("gpuforge:hybrid:BurstCapacity")[0]
-    assert capacity.inputs["nodeGroups"]["burst"] == {
-        "gpuforge.dev/node-group": "burst",
-        "gpuforge.dev/gpu-model": "H100",
-        "gpuforge.dev/location": "aws",
-    }
+    assert _by_kind(hybrid, "MultiKueueConfig")["burst-us-east-1@"].inputs["spec"] == {"clusters": ["burst-us-east-1"]}
+    cluster = _by_kind(hybrid, "MultiKueueCluster")["burst-us-east-1@"].inputs["spec"]
+    assert cluster == {"kubeConfig": {"locationType": "Secret", "location": "multikueue-us-east-1-kubeconfig"}}
+    queues = _by_kind(hybrid, "ClusterQueue")
+    site_cq, dispatch = queues["research@"], queues["research-burst@"]
+    # A flavor per location and no shared cohort: a job runs on one side of the VPN.
+    spec = dispatch.inputs["spec"]
+    assert spec["admissionChecks"] == ["multikueue-us-east-1"] and "cohort" not in spec
+    assert spec["resourceGroups"][0]["flavors"][0]["name"] == "gpu-h100-aws"
+    assert site_cq.inputs["spec"]["resourceGroups"][0]["flavors"][0]["name"] == "gpu-h100"
+    # EFA jobs are admissible: the dispatching queue covers what the worker's queue covers.
+    assert "vpc.amazonaws.com/efa" in spec["resourceGroups"][0]["coveredResources"]
+    assert {"name": "nvidia.com/gpu", "nominalQuota": 16} in spec["resourceGroups"][0]["flavors"][0]["resources"]
+    # Both clusters have the `burst` LocalQueue in the team's namespace (MultiKueue mirrors the job there).
+    local = [
+        r.provider
+        for r in hybrid.by_type("kubernetes:kueue.x-k8s.io/v1beta1:LocalQueue")
+        if r.inputs["metadata"] == {"name": "burst", "namespace": "research"}
+    ]
+    assert len(local) == 2 and len(set(local)) == 2  # one on the site's provider, one on the worker's
     validate_all(hybrid)
+
+
+def test_the_manager_identity_on_the_worker_is_kueues_own_role(hybrid: Plan) -> None:
+    """The ClusterRole is the one Kueue's create-multikueue-kubeconfig.sh (v0.14.4, verbatim) applies."""
+    script = (ROOT / "tests" / "fixtures" / "k8s" / "create-multikueue-kubeconfig-v0.14.4.sh").read_text()
+    body = script.split("kubectl apply -f - <<EOF", 1)[1].split("\nEOF", 1)[0]
+    upstream = next(d for d in yaml.safe_load_all(body) if d and d["kind"] == "ClusterRole")
+    (role,) = hybrid.by_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
+    assert role.inputs["rules"] == upstream["rules"]
+    (secret,) = [r for r in hybrid.by_type("kubernetes:core/v1:Secret") if "kubeconfig" in r.inputs["metadata"]["name"]]
+    assert secret.inputs["metadata"]["namespace"] == "kueue-system"
+    assert "token" not in json.dumps(secret.inputs)  # the kubeconfig is a Pulumi secret: not in the plan
 
 
 def test_object_sync_states_its_direction(hybrid: Plan) -> None:
@@ -108,14 +144,25 @@ def test_transit_gateway_with_direct_connect_and_static_routes(tmp_path: Path) -
     assert not plan.by_type("aws:ec2/vpnGateway:VpnGateway")
 
 
-def test_hybrid_checks_burst_model_and_sync_ends(tmp_path: Path) -> None:
+def test_hybrid_checks_the_join_and_sync_ends(tmp_path: Path) -> None:
     from components.spec import SpecError, resolve
 
     spec = hybrid_spec()
-    spec["node_groups"]["burst"]["instance_type"] = "p5en.48xlarge"  # H200: no H200 flavor on the site
     spec["hybrid"]["object_sync"]["cloud_store"] = "nope"
-    spec["node_groups"]["burst"]["orchestrator"] = "kubernetes"
+    spec["kubernetes"]["endpoint"] = "public"
+    spec["kubernetes"]["public_access_cidrs"] = ["198.51.100.0/24"]
+    spec["hybrid"]["burst"]["team_gpus"] = {"research": {"H100": 12}, "nobody": {"B200": 8}}
     with pytest.raises(SpecError) as caught:
         resolve(spec)
     reported = {i.path for i in caught.value.issues}
-    assert {"cluster.node_groups[burst].instance_type", "cluster.hybrid.object_sync.cloud_store"} <= reported
+    assert {
+        "cluster.hybrid.object_sync.cloud_store",
+        "cluster.kubernetes.endpoint",
+        "cluster.hybrid.burst.team_gpus[nobody]",
+        "cluster.hybrid.burst.team_gpus[nobody][B200]",
+    } <= reported
+    joined = hybrid_spec()
+    joined["node_groups"]["burst"]["orchestrator"] = "kubernetes"  # join the site across the VPN: refused
+    with pytest.raises(SpecError) as caught:
+        resolve(joined)
+    assert "cluster.node_groups[burst].orchestrator" in {i.path for i in caught.value.issues}

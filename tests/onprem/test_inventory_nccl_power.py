@@ -104,16 +104,22 @@ def _violations(plan: Plan, rule: str, **changes: dict[str, float]) -> list[str]
 def test_power_pack_reads_racks_feeds_and_site(lab: Plan) -> None:
     assert _violations(lab, "power-rack-feed-redundancy") == []
     assert _violations(lab, "power-cluster-budget") == []
-    # One more DGX H100 in r01: 51 kW fits A+B (92 kW continuous) but not one side (46 kW).
-    over = _violations(lab, "power-rack-feed-redundancy", **{"forge-lab-lab-east-r01": {"loadKw": 51.0}})
-    assert over == ["forge-lab-lab-east-r01", "forge-lab-lab-east-r01"]  # side A and side B
-    # The site at PUE 1.9: 1.9 x 81.6 = 155 kW against 150.
+    # The same rack on two feeds: each DGX H100 (4+2) splits 3+3, so losing either feed leaves three PSUs.
+    r01 = next(r for r in lab.resources if r.name == "forge-lab-lab-east-r01")
+    two_feeds = {
+        "feeds": [f for f in r01.inputs["feeds"] if f["name"] != "c"],
+        "devices": [{**d, "psusByFeed": {"a": 3, "b": 3}} for d in r01.inputs["devices"]],
+    }
+    over = _violations(lab, "power-rack-feed-redundancy", **{"forge-lab-lab-east-r01": two_feeds})
+    assert over == ["forge-lab-lab-east-r01", "forge-lab-lab-east-r01"]  # losing a, losing b
+    # The site at PUE 1.9: 1.9 x 112.5 = 214 kW against 160.
     tight = _violations(lab, "power-cluster-budget", **{"forge-lab-lab-east": {"pue": 1.9}})
     assert tight == ["forge-lab-lab-east"]
 
 
 def test_site_report_in_plan_json(lab: Plan) -> None:
     power = lab.to_json()["power"]
-    assert power["sites"]["lab-east"]["budget"]["limitKw"] == 150
-    assert power["racks"]["r02"]["B"]["limitKw"] == pytest.approx(46.0)
+    assert power["sites"]["lab-east"]["budget"]["limitKw"] == 160
+    assert power["racks"]["r02"]["without b"]["limitKw"] == pytest.approx(46.0)
+    assert power["racks"]["r02"]["without b"]["loadKw"] == pytest.approx(20.4)
     assert Stack(to_rule_resources(lab.resources)).cluster() is not None

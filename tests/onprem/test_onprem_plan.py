@@ -20,8 +20,9 @@ def test_placement_and_summary(lab: Plan) -> None:
     assert lab.placement == "onprem" and lab.outputs["cluster"]["placement"] == "onprem"
     s = lab.summary
     assert (s.nodes, s.gpus, s.efa_interfaces) == (8, 64, 0)
-    assert s.power_kw == pytest.approx(1.35 * 8 * 10.2, abs=0.01)
-    assert s.power_budget_kw == 150
+    # Hosts, 8 leaves and 4 spines at 1.7 kW, and the declared equipment (UFM, management, storage).
+    assert s.power_kw == pytest.approx(1.35 * (8 * 10.2 + 12 * 1.7 + 10.5), abs=0.01)
+    assert s.power_budget_kw == 160
     assert not [r for r in lab.resources if r.type.startswith("aws:") or r.type.startswith("gpuforge:aws:")]
 
 
@@ -31,10 +32,14 @@ def test_rack_and_host_components_carry_the_inventory(lab: Plan) -> None:
     site = lab.by_type("gpuforge:onprem:Site")[0]
     assert set(racks) == {"r01", "r02"} and len(hosts) == 8
     assert racks["r01"].inputs["loadKw"] == pytest.approx(40.8)
-    assert racks["r01"].inputs["feeds"] == [
-        {"name": "r01-a", "side": "A", "capacityKw": 57.5},
-        {"name": "r01-b", "side": "B", "capacityKw": 57.5},
-    ]
+    assert racks["r01"].inputs["feeds"] == [{"name": f, "side": f, "capacityKw": 57.5} for f in ("a", "b", "c")]
+    # Six PSUs per DGX H100 (4+2), two on each feed.
+    assert racks["r01"].inputs["devices"][0] == {
+        "name": "dgx-a01",
+        "loadKw": 10.2,
+        "psusByFeed": {"a": 2, "b": 2, "c": 2},
+        "psusRequired": 4,
+    }
     a01 = hosts["dgx-a01"]
     assert a01.parent == racks["r01"].urn and racks["r01"].parent == site.urn
     assert a01.inputs["managementIp"] == "10.64.1.11" and a01.inputs["bmcAddress"] == "10.64.0.11"
@@ -54,9 +59,13 @@ def test_node_labels_and_taints_per_host(lab: Plan) -> None:
     assert labels["gpuforge.dev/gpu-model"] == "H100" and labels["gpuforge.dev/node-group"] == "train"
     assert labels["gpuforge.dev/rails"] == "8" and labels["gpuforge.dev/rail-3"] == "mlx5_5"
     assert labels["gpuforge.dev/location"] == "onprem"
-    assert patches["dgx-b03"]["spec"]["taints"] == [
-        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
-    ]
+    # Taints come with registration (the kubelet drop-in), never through the patch (an atomic list).
+    assert "spec" not in patches["dgx-b03"]
+    (host,) = [h for h in lab.by_type("gpuforge:onprem:Host") if h.inputs["host"] == "dgx-b03"]
+    kubelet = host.inputs["kubeletConfig"]
+    assert kubelet["kind"] == "KubeletConfiguration"
+    assert kubelet["registerWithTaints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+    assert kubelet["kubeReserved"] == {"cpu": "630m", "memory": "1465Mi"} and kubelet["maxPods"] == 110
 
 
 def test_same_k8s_platform_runs_on_the_site_provider(lab: Plan) -> None:
@@ -70,7 +79,8 @@ def test_same_k8s_platform_runs_on_the_site_provider(lab: Plan) -> None:
     }
     gpus = {f["name"]: f["resources"] for f in cqs["vision"]["resourceGroups"][0]["flavors"]}["gpu-h100"]
     assert {"name": "nvidia.com/gpu", "nominalQuota": 32} in gpus
-    assert {"name": "cpu", "nominalQuota": 4 * 224} in gpus  # whole DGX H100 nodes from the catalog
+    # Whole DGX H100 nodes from the catalog, as allocatable: 224 threads less 630m kube-reserved.
+    assert {"name": "cpu", "nominalQuota": f"{4 * (224_000 - 630)}m"} in gpus
 
 
 def test_team_service_accounts_without_aws_annotation(lab: Plan) -> None:
@@ -91,12 +101,14 @@ def test_every_kubernetes_object_is_valid(lab: Plan) -> None:
 def test_power_per_rack_and_site_in_the_report(lab: Plan) -> None:
     assert lab.policy is not None
     power = lab.policy.power
-    assert power.racks["r01"]["A"].limit_kw == pytest.approx(57.5 * 0.8)
+    assert power.racks["r01"]["without a"].limit_kw == pytest.approx(57.5 * 0.8)
+    assert power.racks["r01"]["without a"].load_kw == pytest.approx(40.8 / 2)
     assert power.racks["r01"]["budget"].limit_kw == 50
-    assert power.sites["lab-east"].budget.load_kw == pytest.approx(1.35 * 81.6)
+    assert power.sites["lab-east"].budget.load_kw == pytest.approx(1.35 * 112.5)
     assert not lab.policy.findings
     text = markdown_plan(lab)
-    assert "(onprem)" in text and "site lab-east budget: 110.2 kW of 150.0 kW" in text and "rack r02 B" in text
+    assert "(onprem)" in text and "site lab-east budget: 151.9 kW of 160.0 kW" in text and "rack r02 without b" in text
+    assert "leaf oversubscription | 32:32 host:uplink ports (1.00:1, non-blocking)" in text
 
 
 def _imports(package: Path) -> set[str]:

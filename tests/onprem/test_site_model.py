@@ -34,7 +34,9 @@ def test_lab_site_resolves_with_hosts_racks_and_power() -> None:
     assert site is not None and resolved.node_groups == {}
     assert len(site.hosts) == 8 and {h.scalable_unit for h in site.hosts.values()} == {"su1"}
     assert site.rack_load_kw("r01") == pytest.approx(4 * 10.2)
-    assert site.facility_kw == pytest.approx(1.35 * 8 * 10.2)
+    assert site.hosts_kw == pytest.approx(8 * 10.2)
+    assert site.fabric_switches == (8, 4) and site.switch_kw == pytest.approx(12 * 1.7)
+    assert site.facility_kw == pytest.approx(1.35 * (8 * 10.2 + 12 * 1.7 + 10.5))
     assert resolved.pue == 1.35  # onprem: the site's measured PUE, not the catalog's average
     # No hcas in the stack: the catalog's DGX H100 compute ports in GPU (rail) order.
     dgx_h100 = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
@@ -59,16 +61,52 @@ def test_many_site_problems_are_reported_together() -> None:
     assert len([p for p in reported if p.startswith("cluster.site.")]) >= 6
 
 
-def test_feed_that_fits_only_on_a_plus_b_fails_n_plus_n() -> None:
+def test_dgx_h100_on_two_feeds_is_not_n_plus_n() -> None:
+    """Six PSUs in 4+2 split 3+3 over A/B: losing a feed leaves 3 < 4, however large the feeds."""
     spec = lab_spec()
-    # 40.8 kW: A+B at 0.8 x (26 + 26) = 41.6 kW would carry it; one side's 20.8 kW cannot.
-    spec["site"]["racks"]["r02"]["feeds"] = {"a_kw": 26, "b_kw": 26}
+    spec["site"]["racks"]["r02"]["feeds"] = {"a": 100, "b": 100}
     with pytest.raises(SpecError) as caught:
         resolve(spec)
-    issues = {i.path: i for i in caught.value.issues}
-    assert set(issues) == {"cluster.site.racks[r02].feeds.a_kw", "cluster.site.racks[r02].feeds.b_kw"}
-    assert "no redundancy under N+N" in issues["cluster.site.racks[r02].feeds.a_kw"].message
-    assert "51.0 kW" in issues["cluster.site.racks[r02].feeds.a_kw"].fix  # 40.8 / 0.8
+    issues = [i for i in caught.value.issues]
+    assert {i.path for i in issues} == {"cluster.site.racks[r02].feeds"}
+    assert len(issues) == 2  # losing a, losing b
+    assert "losing feed a: dgx-b01 keeps 3 of the 4 PSUs it needs" in issues[0].message
+    assert "three feeds of two PSUs" in issues[0].fix
+
+
+def test_three_feeds_too_small_for_half_the_rack() -> None:
+    spec = lab_spec()
+    # Enough PSUs survive, but 0.8 x 23 = 18.4 kW per feed cannot carry 40.8 / 2 = 20.4 kW.
+    spec["site"]["racks"]["r02"]["feeds"] = {"a": 23, "b": 23, "c": 23}
+    issues = {i.path: i for i in _issues(spec)}
+    assert set(issues) == {f"cluster.site.racks[r02].feeds.{f}" for f in "abc"}
+    assert "25.5 kW" in issues["cluster.site.racks[r02].feeds.a"].fix  # 20.4 / 0.8
+
+
+def test_rail_islands_need_declaring_and_a_subnet_manager_each() -> None:
+    spec = lab_spec()
+    spec["site"]["fabric"]["spines"] = 0
+    assert "cluster.site.fabric.spines" in paths(spec)
+    spec["site"]["fabric"]["rail_islands"] = True
+    spec["site"]["fabric"]["island_subnet_managers"] = {str(r): ["ufm-01"] for r in range(6)} | {"9": ["ufm-09"]}
+    issues = {i.path: i for i in _issues(spec)}
+    assert "rail(s) 6, 7 have no subnet manager" in issues["cluster.site.fabric.island_subnet_managers"].message
+    assert "ufm-09 not in subnet_managers" in issues["cluster.site.fabric.island_subnet_managers[9]"].message
+    spec["site"]["fabric"]["island_subnet_managers"] = {str(r): ["ufm-01", "ufm-02"] for r in range(8)}
+    resolve(spec)
+
+
+def test_site_it_load_needs_switch_and_subnet_manager_power() -> None:
+    spec = lab_spec()
+    del spec["site"]["fabric"]["switch_power_kw"]
+    del spec["site"]["equipment"]["ufm"]
+    assert {"cluster.site.fabric.switch_power_kw", "cluster.site.equipment"} <= set(paths(spec))
+
+
+def _issues(spec: dict[str, Any]) -> list[Any]:
+    with pytest.raises(SpecError) as caught:
+        resolve(spec)
+    return list(caught.value.issues)
 
 
 def test_cooling_spines_partitions_and_addresses() -> None:

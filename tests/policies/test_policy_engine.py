@@ -43,7 +43,8 @@ def resource_args(r: Resource, config: dict | None = None) -> ResourceValidation
 
 
 def stack_args(resources: list[Resource], config: dict | None = None) -> StackValidationArgs:
-    """PolicyResources linked like the analyzer links them: parent and property dependencies as objects."""
+    """PolicyResources linked like the analyzer links them: parent, dependencies and property dependencies
+    as objects."""
     policy_resources = {
         r.urn: PolicyResource(
             r.type, unknown_checking_proxy(dict(r.inputs)), r.urn, r.name, _opts(r), None, None, [], {}
