@@ -26,6 +26,7 @@ def cluster_props(resolved: ResolvedSpec) -> dict[str, Any]:
         "power": {
             "budgetKw": spec.power.budget_kw,
             "pue": resolved.pue,
+            "pueSource": resolved.pue_source,
             "spareDrawFraction": spec.power.spare_draw_fraction,
         },
         "software": {

@@ -20,6 +20,15 @@ from components.spec.sizing import LustreSizing
 from .iam import assume_role_policy, cluster_key_policy, tls_only_bucket_policy
 
 
+def backup_days(spec: FsxLustre, protected: bool) -> int | None:
+    """Automatic backup retention: the spec's, else a week for a protected (prod) PERSISTENT file system."""
+    if not spec.deployment_type.startswith("PERSISTENT"):
+        return None
+    if spec.backup_retention_days is not None:
+        return spec.backup_retention_days
+    return 7 if protected else None
+
+
 def stateful(opts: pulumi.ResourceOptions, protected: bool) -> pulumi.ResourceOptions:
     """Options for data-holding resources: protected and retained on delete in production."""
     return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(protect=protected, retain_on_delete=protected))
@@ -114,7 +123,7 @@ class LustreFileSystem(pulumi.ComponentResource):
                 if spec.metadata
                 else None
             ),
-            automatic_backup_retention_days=7 if persistent and args.protected else None,
+            automatic_backup_retention_days=backup_days(spec, args.protected),
             copy_tags_to_backups=True if persistent else None,
             tags={"Name": name},
             opts=stateful(child, args.protected),

@@ -61,6 +61,7 @@ class ResolvedSpec:
     site: ResolvedSite | None = None  # onprem and hybrid placements
     image_build_az: str | None = None  # where the image pipeline's build instance runs (compute tier)
     scheduler: ResolvedScheduler | None = None  # the Slurm cluster (scheduler section)
+    pue_source: str = ""  # where `pue` comes from: the stack, the site, or the catalog's cloud figure
 
     @property
     def training_gpus(self) -> int:
@@ -248,11 +249,13 @@ def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
 
     if issues:
         raise SpecError(issues, source)
-    pue = spec.power.pue if spec.power.pue is not None else catalog.pue_default
-    if spec.placement.kind == "onprem" and spec.site is not None and spec.power.pue is None:
-        pue = spec.site.power.pue
+    pue, pue_source = catalog.pue_default, catalog.data.host_power.pue_source
+    if spec.power.pue is not None:
+        pue, pue_source = spec.power.pue, "the stack's power.pue"
+    elif spec.placement.kind == "onprem" and spec.site is not None:
+        pue, pue_source = spec.site.power.pue, f"site {spec.site.name}'s measured PUE (site.power.pue)"
     return ResolvedSpec(
-        spec, catalog, subnets, groups, lustre, lustre_az, pue, site, image_build_az=image_build_az, scheduler=scheduler
+        spec, catalog, subnets, groups, lustre, lustre_az, pue, site, image_build_az, scheduler, pue_source
     )
 
 

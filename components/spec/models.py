@@ -464,6 +464,22 @@ class FsxLustre(SpecModel):
     data_repository_associations: dict[Name, DataRepositoryAssociation] = Field(
         default_factory=dict, description="Links from Lustre directories to object stores, keyed by name."
     )
+    backup_retention_days: int | None = Field(
+        default=None,
+        ge=0,
+        le=90,
+        description="Daily automatic backups kept this many days (PERSISTENT only; 0 turns them off). "
+        "Default: 7 in prod, off elsewhere.",
+    )
+
+    @model_validator(mode="after")
+    def _backups_need_persistent(self) -> FsxLustre:
+        if self.backup_retention_days and not self.deployment_type.startswith("PERSISTENT"):
+            raise ValueError(
+                f"backup_retention_days: {self.deployment_type} file systems take no automatic backups; "
+                "use PERSISTENT_2, or export checkpoints to S3 with a data repository association"
+            )
+        return self
 
 
 ParallelFs = Annotated[FsxLustre, Field(discriminator="kind")]

@@ -147,7 +147,11 @@ def power_lines(report: PolicyReport) -> list[str]:
     lines: list[str] = []
     if not p.sites or p.it_kw:  # an on-premises-only plan has no cloud load to show
         lines.append(f"IT load {p.it_kw:,.1f} kW x PUE {p.pue} = {p.facility_kw:,.1f} kW")
+        if p.pue_source:
+            lines.append(f"PUE from {p.pue_source}")
         lines.append(f"budget: {p.budget.describe()}" if p.budget else "budget: none declared (power.budget_kw)")
+        if p.budget and p.placement in ("aws", "hybrid"):
+            lines.append("cloud: the budget is the facility power this cluster answers for, not a limit AWS enforces")
     for name, site in p.sites.items():
         lines.append(f"site {name}: IT {site.it_kw:,.1f} kW x PUE {site.pue} = {site.budget.load_kw:,.1f} kW")
         lines.append(f"site {name} budget: {site.budget.describe()}")

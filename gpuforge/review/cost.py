@@ -41,7 +41,25 @@ class CostEstimate:
 
     @property
     def total(self) -> float:
+        """The priced lines only: see `unpriced` for what it leaves out."""
         return round(sum(line.monthly_usd or 0.0 for line in self.lines), 2)
+
+    @property
+    def unpriced(self) -> list[str]:
+        """Node groups and file systems the table has no price for (buckets: size unknown)."""
+        return [line.name for line in self.lines if line.monthly_usd is None and line.kind != "bucket"]
+
+    @property
+    def caveats(self) -> list[str]:
+        """What a reader must know before trusting the total: said wherever the total is shown."""
+        at_on_demand = [line.name for line in self.lines if "priced at on-demand" in line.basis]
+        unverified = sorted({line.name for line in self.lines if line.monthly_usd is not None and not line.verified})
+        caveats = list(self.warnings)
+        if at_on_demand:
+            caveats.append(f"priced at on-demand rates though bought otherwise: {', '.join(at_on_demand)}")
+        if unverified:
+            caveats.append(f"unverified price rows (check before budgeting): {', '.join(unverified)}")
+        return caveats
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -53,6 +71,8 @@ class CostEstimate:
             "lines": [asdict(line) for line in self.lines],
             "not_counted": self.not_counted,
             "warnings": self.warnings,
+            "unpriced": self.unpriced,
+            "caveats": self.caveats,
         }
 
 
@@ -95,9 +115,10 @@ def estimate_cost(resources: Iterable[Any], prices: PriceTable) -> CostEstimate:
                     prices.s3_standard.verified if prices.s3_standard else False,
                 )
             )
-    unpriced = [line.name for line in estimate.lines if line.monthly_usd is None and line.kind != "bucket"]
-    if unpriced:
-        estimate.warnings.append(f"no price for: {', '.join(unpriced)} (add rows under catalog.prices)")
+    if estimate.unpriced:
+        estimate.warnings.append(
+            f"no price for: {', '.join(estimate.unpriced)}: left out of the total (add rows under catalog.prices)"
+        )
     return estimate
 
 

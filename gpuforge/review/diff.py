@@ -310,6 +310,11 @@ def _cost_of(plan: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
     return estimate_cost(plan.get("resources", []), prices).to_json(), "the current default price table"
 
 
+def _unpriced(cost: Mapping[str, Any] | None) -> list[str]:
+    lines = (cost or {}).get("lines", [])
+    return [str(line["name"]) for line in lines if line.get("monthly_usd") is None and line.get("kind") != "bucket"]
+
+
 def _policy_key(v: Mapping[str, Any]) -> tuple[str, str, str]:
     return (str(v.get("pack", "")), str(v.get("rule", "")), str(v.get("urn", "")))
 
@@ -368,11 +373,15 @@ def diff_plans(
         totals[metric] = {"base": b, "head": h, "delta": round(h - b, 3) if b is not None and h is not None else None}
     b_total = base_cost["total_monthly_usd"] if base_cost else None
     h_total = head_cost["total_monthly_usd"] if head_cost else None
+    unpriced = sorted(set(_unpriced(base_cost)) | set(_unpriced(head_cost)))
     totals["monthly_cost_usd"] = {
         "base": b_total,
         "head": h_total,
-        "delta": round(h_total - b_total, 2) if b_total is not None and h_total is not None else None,
+        # A side that leaves a group out of its total has no honest delta.
+        "delta": round(h_total - b_total, 2) if b_total is not None and h_total is not None and not unpriced else None,
     }
+    if unpriced:
+        notes.append(f"cost: not priced on a side: {', '.join(unpriced)}, so no total delta")
     base_pol = {_policy_key(v): dict(v) for v in base.get("policies") or []}
     head_pol = {_policy_key(v): dict(v) for v in head.get("policies") or []}
     other_stack = ""

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from rich.console import Group
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 from rich.tree import Tree
 
 from gpuforge.plan.model import Plan, PlanResource
@@ -46,7 +47,7 @@ def plural(count: int, noun: str) -> str:
 
 def summary_rows(plan: Plan) -> list[tuple[str, str]]:
     s = plan.summary
-    budget = f" of {s.power_budget_kw:,.0f} kW budget" if s.power_budget_kw else ""
+    budget = f" of {s.power_budget_kw:,.1f} kW budget" if s.power_budget_kw else ""
     return [
         ("resources", f"{s.resources} ({plural(s.node_groups, 'node group')})"),
         ("nodes", f"{s.nodes} active + {s.spare_nodes} spare"),
@@ -71,10 +72,19 @@ def _parallel_fs(plan: Plan) -> str:
 
 def _cost(plan: Plan) -> str:
     total = plan.summary.monthly_cost_usd
-    if total is None:
+    if total is None or plan.cost is None:
         return "not priced"
+    text = f"${total:,.0f}"
+    if plan.cost.unpriced:  # never a total that silently drops a group
+        text += f" + not priced: {', '.join(plan.cost.unpriced)}"
+    if plan.cost.caveats:
+        text += f" ({plural(len(plan.cost.caveats), 'caveat')} below)"
     # Site hardware is owned, not rented: only the cloud side has a price list.
-    return f"${total:,.0f}" + (" (cloud resources only; site hosts not priced)" if plan.placement != "aws" else "")
+    return text + (" (cloud resources only; site hosts not priced)" if plan.placement != "aws" else "")
+
+
+def cost_caveats(plan: Plan) -> list[str]:
+    return plan.cost.caveats if plan.cost is not None else []
 
 
 def placement_rows(plan: Plan) -> list[tuple[str, str]]:
@@ -174,13 +184,15 @@ def node_group_table(plan: Plan) -> Table:
 
 
 def console_plan(plan: Plan, tree: bool = True) -> Group:
-    parts: list[Table | Tree | Group] = [summary_table(plan)]
+    parts: list[Table | Tree | Group | Text] = [summary_table(plan)]
     if plan.resolved.node_groups or plan.resolved.site is None:
         parts.append(node_group_table(plan))
     if plan.resolved.site is not None:
         parts.append(site_table(plan))
     if tree:
         parts.insert(0, resource_tree(plan))
+    if cost_caveats(plan):
+        parts.append(Text("cost caveats:\n" + "\n".join(f"  - {c}" for c in cost_caveats(plan)), style="yellow"))
     if plan.policy is not None:
         parts.append(console_policies(plan.policy))
     return Group(*parts)
@@ -189,6 +201,8 @@ def console_plan(plan: Plan, tree: bool = True) -> Group:
 def markdown_plan(plan: Plan) -> str:
     lines = [f"## gpuforge plan: `{plan.stack}` ({plan.placement})", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in summary_rows(plan)]
+    if cost_caveats(plan):
+        lines += ["", "Cost caveats:", "", *[f"- {c}" for c in cost_caveats(plan)]]
     lines += [
         "",
         "### Node groups",

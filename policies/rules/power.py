@@ -89,6 +89,8 @@ class PowerReport:
     budget: Headroom | None
     racks: dict[str, dict[str, Headroom]] = field(default_factory=dict)
     sites: dict[str, SiteReport] = field(default_factory=dict)
+    pue_source: str = ""
+    placement: str = ""
 
     def to_json(self) -> dict[str, Any]:
         def h(x: Headroom | None) -> dict[str, float] | None:
@@ -158,7 +160,17 @@ def power_report(stack: Stack, derate: float = CONTINUOUS_DERATE) -> PowerReport
             if rb is not None:
                 racks[rack.name]["budget"] = rb
     sites = {name: report for name, (_, report) in site_reports(stack).items()}
-    return PowerReport(pue * it_kw, it_kw, pue, budget, racks, sites)
+    source = power.get("pueSource")
+    return PowerReport(
+        pue * it_kw,
+        it_kw,
+        pue,
+        budget,
+        racks,
+        sites,
+        pue_source=source if isinstance(source, str) else "",
+        placement=str((cluster.get("placement") if cluster else None) or ""),
+    )
 
 
 @stack_rule(

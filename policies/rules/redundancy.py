@@ -161,7 +161,8 @@ def lustre_persistent(r: Resource, ctx: RuleContext) -> Iterator[Violation]:
 @stack_rule(
     "redundancy-lustre-backup",
     why="Checkpoints that live only in Lustre die with it; export them to S3 or keep backups.",
-    fix="add a data repository association exporting to a bucket (export_events) or automaticBackupRetentionDays",
+    fix="set storage.parallel_fs.backup_retention_days (PERSISTENT), or export_events on one of "
+    "storage.parallel_fs.data_repository_associations",
     levels=PROD_ONLY,
 )
 def lustre_backup(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
@@ -178,8 +179,9 @@ def lustre_backup(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
             yield Violation(
                 "redundancy-lustre-backup",
                 fs.urn,
-                f"{fs.name}: no automatic backups and nothing exported to S3; add export_events to a data "
-                "repository association (e.g. /checkpoints) or set automaticBackupRetentionDays",
+                f"{fs.name}: no automatic backups and nothing exported to S3; set "
+                "storage.parallel_fs.backup_retention_days: 7 (PERSISTENT types), or export_events: [NEW, CHANGED] "
+                "on a data_repository_associations entry for /checkpoints",
             )
 
 

@@ -61,7 +61,7 @@ def test_scale_up_adds_gpus_power_and_cost_without_rolling_nodes() -> None:
     assert result.totals["gpus"]["delta"] == 64
     assert result.totals["nodes"]["delta"] == 8
     power = result.totals["power_kw"]["delta"]
-    assert power is not None and power == pytest.approx(8 * 10.2 * 1.55, rel=0.01)
+    assert power is not None and power == pytest.approx(8 * 10.2 * 1.14, rel=0.01)
     train_cost = next(line for line in result.cost["lines"] if line["name"] == "train")["delta"]
     assert train_cost == pytest.approx(8 * 55.04 * 730, rel=1e-6)
     # Lustre is sized from the workload (MB/s per GPU), so it grows with the GPUs
@@ -136,11 +136,11 @@ def test_protected_prod_bucket_replacement_says_protected_and_retained() -> None
 
 
 def test_placement_group_strategy_change_replaces_it() -> None:
-    base = plan_json("prod")
+    base = plan_json("dev")  # dev's EFA group has a cluster placement group (prod's sits in its reservation's)
     head = copy.deepcopy(base)
-    next(r for r in head["resources"] if r["name"] == "forge-prod-train-pg")["inputs"]["strategy"] = "spread"
+    next(r for r in head["resources"] if r["name"] == "forge-dev-train-pg")["inputs"]["strategy"] = "spread"
     result = diff_plans(base, head)
-    assert [(c.name, c.action) for c in result.by_action("replace")] == [("forge-prod-train-pg", "replace")]
+    assert [(c.name, c.action) for c in result.by_action("replace")] == [("forge-dev-train-pg", "replace")]
     assert result.risks == []  # not stateful
 
 

@@ -39,7 +39,7 @@ def test_plan_json_carries_the_cost_estimate(plans: dict[str, Path]) -> None:
     plan = json.loads(plans["prod"].read_text())
     assert plan["summary"]["monthly_cost_usd"] == plan["cost"]["total_monthly_usd"] > 0
     lines = {line["name"]: line for line in plan["cost"]["lines"]}
-    assert lines["train"]["detail_head"] == "66 x p5.48xlarge (64 + 2 spare)"
+    assert lines["train"]["detail"] == "66 x p5.48xlarge (64 + 2 spare)"
     assert lines["forge-prod-data"]["monthly_usd"] is None  # bucket size unknown: said, not guessed
     assert any("data transfer" in item for item in plan["cost"]["not_counted"])
 
@@ -52,11 +52,14 @@ def test_diff_dev_to_prod_prints_gpu_power_and_cost(plans: dict[str, Path], tmp_
     assert result.exit_code == 0, result.output
     data = json.loads(js.read_text())
     assert data["impact"]["totals"]["gpus"] == {"base": 8, "head": 512, "delta": 504}
-    assert data["impact"]["totals"]["power_kw"]["delta"] > 1000
+    power = {side: json.loads(plans[side].read_text())["summary"]["power_kw"] for side in ("dev", "prod")}
+    assert data["impact"]["totals"]["power_kw"]["delta"] == pytest.approx(power["prod"] - power["dev"], abs=0.01)
     assert data["impact"]["totals"]["monthly_cost_usd"]["delta"] > 0
-    assert data["counts"]["delete"] == 99 and data["counts"]["create"] == 134
+    resources = {side: json.loads(plans[side].read_text())["resources"] for side in ("dev", "prod")}
+    custom = {side: sum(r["custom"] for r in rs) for side, rs in resources.items()}
+    assert (data["counts"]["delete"], data["counts"]["create"]) == (custom["dev"], custom["prod"])  # no URN in common
     text = md.read_text()
-    assert "**GPUs +504**" in text and "comparing different stacks" in text
+    assert "**GPUs +504**" in text and "[!WARNING]" in text and "two different stacks" in text
 
 
 def test_diff_json_to_stdout_and_fail_on_data_loss(plans: dict[str, Path]) -> None:

@@ -35,7 +35,7 @@ def test_placement_summary_and_link(hybrid: Plan) -> None:
     assert hybrid.placement == "hybrid" and hybrid.outputs["cluster"]["placement"] == "hybrid"
     s = hybrid.summary
     assert (s.nodes, s.spare_nodes, s.gpus) == (4 + 2, 1, 32 + 16)
-    cloud_kw = 1.55 * 3 * hybrid.resolved.node_groups["burst"].node_power_kw  # 2 active + 1 spare, catalog PUE
+    cloud_kw = 1.14 * 3 * hybrid.resolved.node_groups["burst"].node_power_kw  # 2 active + 1 spare, AWS PUE
     # The site: four DGX H100, eight rail leaves at 1.7 kW, UFM, management switch and storage (4.4 kW).
     assert s.power_kw == pytest.approx(cloud_kw + 1.4 * (4 * 10.2 + 8 * 1.7 + 4.4), abs=0.01)
     assert s.power_budget_kw == 60 + 85

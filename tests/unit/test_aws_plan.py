@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from components.assets import SOURCE_ROOT as PROJECT_ROOT
 from gpuforge.plan.engine import plan_stack
 from gpuforge.plan.model import Plan, PlanResource
@@ -174,8 +176,8 @@ def test_node_count_never_multiplies_resources(prod_plan: Plan, tmp_path: Path) 
 def test_summary_reports_the_stated_nodes_gpus_and_efa(prod_plan: Plan) -> None:
     s = prod_plan.summary
     assert (s.nodes, s.spare_nodes, s.gpus, s.efa_interfaces) == (68, 2, 512, 64 * 32)
-    # 66 p5 at 10.2 kW plus login and services, times the catalog's default PUE 1.55
-    assert 1040 < s.power_kw < 1050
+    # 66 p5 at 10.2 kW plus login and services (674.4 kW IT), times AWS's PUE 1.14 from the catalog
+    assert s.power_kw == pytest.approx(674.4 * 1.14, abs=1)
 
 
 def test_children_are_parented_and_named_after_their_component(prod_plan: Plan) -> None:
