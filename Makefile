@@ -7,6 +7,7 @@ STAMP  := $(VENV)/.installed
 .PHONY: plan test lint typecheck bench schema catalog clean
 
 $(STAMP): pyproject.toml
+	@echo "make: bootstrapping $(VENV) from pyproject.toml (first run: a few minutes)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'

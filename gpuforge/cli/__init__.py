@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -55,7 +56,12 @@ def fail(error: SpecError) -> NoReturn:
 
 
 @app.command()
-def validate(stack: StackArg) -> None:
+def validate(
+    stack: StackArg,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print {valid, stack, problems: [{path, message, fix, line}]} on stdout.")
+    ] = False,
+) -> None:
     """Validate a stack: the cluster spec (models and catalog), its gpuforge:policy settings, and its
     waivers (expired, or matching no resource of the offline plan). Exit 0 valid, 2 not."""
     from datetime import date
@@ -75,11 +81,23 @@ def validate(stack: StackArg) -> None:
             if issues:
                 raise SpecError(issues, str(stack_file.path))
     except SpecError as error:
+        if json_out:
+            sys.stdout.write(json.dumps(_validation_json(str(stack), error)) + "\n")
+            raise typer.Exit(2) from None
         fail(error)
+    if json_out:
+        sys.stdout.write(json.dumps(_validation_json(str(stack_file.path), None)) + "\n")
+        return
     resolved = checked.resolved
     groups = ", ".join(f"{n} ({g.spec.count}x {g.spec.instance_type})" for n, g in resolved.node_groups.items())
     hosts = f"{len(resolved.site.hosts)} site hosts" if resolved.site is not None else ""
     out.print(f"[green]valid[/]: {escape(str(stack_file.path))} — {escape(', '.join(p for p in (groups, hosts) if p))}")
+
+
+def _validation_json(stack: str, error: SpecError | None) -> dict[str, object]:
+    problems = [asdict(issue) for issue in error.issues] if error is not None else []
+    return {"valid": error is None, "stack": error.source if error is not None and error.source else stack,
+            "problems": problems}
 
 
 @app.command()

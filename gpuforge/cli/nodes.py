@@ -7,6 +7,7 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -57,11 +58,23 @@ def _usage_error(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
+class OutputsSource(StrEnum):
+    """Where `gpuforge inventory` reads the stack's outputs (shown as choices in --help)."""
+
+    auto = "auto"
+    stack = "stack"
+    plan = "plan"
+
+
 def inventory(
     stack: StackArg,
     source: Annotated[
-        str, typer.Option(help="auto: the real stack's outputs when the Pulumi CLI has it, else the offline plan.")
-    ] = "auto",
+        OutputsSource,
+        typer.Option(
+            help="stack: the deployed stack's outputs (Pulumi CLI); plan: the offline plan; auto: stack when "
+            "the Pulumi CLI has it, else plan."
+        ),
+    ] = OutputsSource.auto,
     floor_fraction: FloorOpt = 0.8,
     aws_ec2: Annotated[
         bool, typer.Option("--aws-ec2", help="Print the amazon.aws.aws_ec2 plugin config that fills each group.")
@@ -71,15 +84,14 @@ def inventory(
     with fabric, instance type, GPU count and NCCL settings as group vars."""
     from gpuforge.nodes.inventory import ENGINE_ONLY, aws_ec2_inventory, build_inventory, engine_only_values
 
-    if source not in ("auto", "stack", "plan"):
-        raise _usage_error(f"--source {source}: use auto, stack or plan")
-    origin: Literal["auto", "stack", "plan"] = source  # type: ignore[assignment]
+    origin: Literal["auto", "stack", "plan"] = source.value
     try:
-        document = (
-            aws_ec2_inventory(stack, source=origin)
-            if aws_ec2
-            else build_inventory(stack, source=origin, floor_fraction=floor_fraction)
-        )
+        with err.status(f"reading the outputs of {stack} ({origin}) ..."):
+            document = (
+                aws_ec2_inventory(stack, source=origin)
+                if aws_ec2
+                else build_inventory(stack, source=origin, floor_fraction=floor_fraction)
+            )
     except (SpecError, RuntimeError) as error:
         raise _usage_error(error.report() if isinstance(error, SpecError) else str(error)) from None
     if not aws_ec2 and document["all"]["vars"].get("gpuforge_outputs_source") == "plan":

@@ -34,8 +34,10 @@ def diff(
     from gpuforge.review.diff import DiffError, diff_plans, load_side, render_markdown
 
     try:
-        base_plan, base_label = load_side(base, stack)
-        head_plan, head_label = load_side(head, stack)
+        # Planning a git revision takes a while (a worktree, the whole program): say so on stderr.
+        with err.status(f"loading {base} and {head}" + (f" (stack {stack})" if stack else "") + " ..."):
+            base_plan, base_label = load_side(base, stack)
+            head_plan, head_label = load_side(head, stack)
     except DiffError as error:
         err.print(f"[bold red]cannot diff[/]: {escape(str(error))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None

@@ -98,3 +98,17 @@ def test_onprem_plan_names_site_storage_and_does_not_pretend_to_price_hosts() ->
     assert "site: lustre /lustre" in result.output
     assert "site hosts not priced" in result.output
     assert "1 node group)" in result.output
+
+
+def test_validate_json_lists_every_problem_for_machines(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["validate", str(broken_stack(tmp_path, "many-problems-at-once.yaml")), "--json"])
+    assert result.exit_code == 2
+    report = json.loads(result.stdout)
+    assert report["valid"] is False and len(report["problems"]) >= 2
+    assert {"path", "message", "fix", "line"} <= set(report["problems"][0])
+    assert any(p["path"] == "cluster.node_groups[train].fabric" for p in report["problems"])
+
+    valid = runner.invoke(app, ["validate", "dev", "--json"])
+    report = json.loads(valid.stdout)
+    assert valid.exit_code == 0 and report["valid"] is True and report["problems"] == []
+    assert report["stack"].endswith("stacks/Pulumi.dev.yaml")
