@@ -299,13 +299,41 @@ class MachinePool:
 def _stop(process: subprocess.Popen[bytes] | None, root: Path) -> None:
     # SIGTERM to systemd-nspawn powers the container off cleanly (its init gets SIGRTMIN+3).
     if process is not None and process.poll() is None:
+        init = _container_init(process.pid)
         process.terminate()
         try:
             process.wait(timeout=STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=STOP_TIMEOUT_S)
+            # The halt hung. Killing systemd-nspawn alone would orphan the container: without systemd on
+            # this host nothing reaps it, and its daemons keep their ports on the shared host network
+            # (a later Slurm cluster's slurmctld then cannot bind 6817). Killing the container's init
+            # ends its whole PID namespace; systemd-nspawn then exits by itself.
+            if init is not None and _is_child_of(init, process.pid):
+                os.kill(init, signal.SIGKILL)
+            try:
+                process.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=STOP_TIMEOUT_S)
     _unmount(root)
+
+
+def _container_init(nspawn_pid: int) -> int | None:
+    """The container's init (PID 1 inside it): systemd-nspawn's child."""
+    try:
+        children = Path(f"/proc/{nspawn_pid}/task/{nspawn_pid}/children").read_text().split()
+    except OSError:
+        return None
+    return int(children[0]) if children else None
+
+
+def _is_child_of(pid: int, parent: int) -> bool:
+    """Whether *pid* is still *parent*'s child (not a reused process id)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return int(stat.rsplit(")", 1)[1].split()[1]) == parent
 
 
 def _unmount(root: Path) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from gpuforge.nodes.bake import run_playbook
 
+from . import boot
 from .boot import LEASES_DIR, MachinePool, Machines, stop_stale_machines
 from .images import SSH_IMAGE
 
@@ -85,6 +86,26 @@ def test_close_stops_machines_by_pid_and_unmounts(tmp_path: Path) -> None:
     assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
     assert not os.path.ismount(machine.root)
     assert not (LEASES_DIR / machine.address).exists()
+
+
+def test_close_leaves_no_container_behind_when_its_halt_hangs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A service that never stops holds the halt past the stop timeout: the container's init is killed with
+    systemd-nspawn, so none of its processes outlives the pool (they would keep ports on the host network)."""
+    monkeypatch.setattr(boot, "STOP_TIMEOUT_S", 5)
+    pool = MachinePool(tmp_path / "pool")
+    try:
+        machine = pool.group("hang", 1, SSH_IMAGE)[0]
+        machine.run(
+            "systemd-run --unit=hang-halt -p TimeoutStopSec=infinity -p KillMode=none "
+            "-p ExecStop='/bin/sleep 600' /bin/sleep infinity",
+            root=True,
+        )
+        assert machine.pid is not None
+        init = Path(f"/proc/{machine.pid}/task/{machine.pid}/children").read_text().split()[0]
+    finally:
+        pool.close()
+    assert not Path(f"/proc/{init}").exists() or "zombie" in Path(f"/proc/{init}/status").read_text()
+    assert not os.path.ismount(machine.root)
 
 
 def test_stale_lease_of_another_process_is_dropped_without_killing_it() -> None:

@@ -19,7 +19,9 @@ What stands in, and why:
 from __future__ import annotations
 
 import base64
+import errno
 import secrets
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -50,6 +52,9 @@ GPUS = 2
 GPU_TYPE = "a10g"
 STATIC_PORTS = {2: 6821, 3: 6822}
 USER, ACCOUNT, UID = "alice", "research", 2001
+# Every port a Slurm daemon of this cluster binds on all addresses of the shared host network: slurmctld,
+# the cloud node's slurmd (Slurm's default), slurmdbd, the static slurmds.
+SLURM_PORTS = (6817, 6818, 6819, *STATIC_PORTS.values())
 CLUSTER = "forge-dev"
 
 # nvidia-smi --query-gpu=index,name,uuid,driver_version,pci.bus_id --format=csv of a healthy node.
@@ -239,6 +244,21 @@ def node_facts(machine: Machine) -> tuple[int, int]:
     line = machine.run("slurmd -C", root=True).stdout.splitlines()[0]
     fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
     return int(fields["CPUs"]), int(int(fields["RealMemory"]) * 0.9)
+
+
+def ports_taken() -> list[int]:
+    """Slurm ports something on this host already listens on (machines share the host's network, so a
+    leftover cluster's daemons would answer in place of this one's: slurmctld could not bind, and
+    `scontrol ping` would reach a controller with another MUNGE key)."""
+    taken = []
+    for port in SLURM_PORTS:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("0.0.0.0", port))
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    taken.append(port)
+    return taken
 
 
 def build_cluster(machines: Machines) -> SlurmCluster:

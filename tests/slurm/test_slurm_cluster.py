@@ -25,6 +25,7 @@ from .cluster import (
     USER,
     SlurmCluster,
     build_cluster,
+    ports_taken,
     wait_for,
 )
 
@@ -36,6 +37,11 @@ JOB_TIMEOUT_S = 300
 
 @pytest.fixture(scope="session")
 def slurm_cluster(machine_pool: MachinePool) -> Iterator[SlurmCluster]:
+    if taken := ports_taken():
+        pytest.fail(
+            f"Slurm ports {taken} are already in use on this host (the machines share its network): "
+            "a leftover Slurm cluster or daemon holds them; see `ss -ltnp` and stop it first"
+        )
     start = time.monotonic()
     machines = machine_pool.group("slurm", 5, SLURM_IMAGE)
     print(f"\nslurm machines booted in {time.monotonic() - start:.1f}s")
