@@ -31,7 +31,12 @@ pytestmark = pytest.mark.slow
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 MONITORING_IMAGE = SSH_IMAGE.derive(
-    "monitoring", packages=("prometheus", "prometheus-alertmanager", "prometheus-node-exporter")
+    "monitoring",
+    packages=("prometheus", "prometheus-alertmanager", "prometheus-node-exporter"),
+    # Nothing listens until a role has configured it: the packages' defaults bind every address, and the
+    # session's machines share the host's network (a wildcard :9100 here would take the port from the
+    # node_exporter of every other machine booted in the same session).
+    setup=("systemctl disable prometheus prometheus-alertmanager prometheus-node-exporter",),
 )
 SCRAPE_S = 5
 WAIT_UP_S = 120
