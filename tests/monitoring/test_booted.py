@@ -115,7 +115,7 @@ def site_spec(machines: Machines, webhook_url: str) -> ResolvedSpec:
                 "name": "loop",
                 "power": {"budget_kw": 50, "pue": 1.3},
                 "cidrs": ["127.0.1.0/24"],
-                "racks": {"r01": {"feeds": {"a_kw": 20, "b_kw": 20}, "cooling_kw": 20, "scalable_unit": "su1"}},
+                "racks": {"r01": {"feeds": {"a": 20, "b": 20, "c": 20}, "cooling_kw": 20, "scalable_unit": "su1"}},
                 "hosts": {
                     mon2.name: {
                         "rack": "r01",
@@ -123,7 +123,7 @@ def site_spec(machines: Machines, webhook_url: str) -> ResolvedSpec:
                         "model": "dgx-h100",
                         "bmc_address": "10.99.0.2",
                         "management_ip": mon2.address,
-                        "orchestrator": "slurm",
+                        "orchestrator": "none",  # a watched host; the scheduler is not under test here
                     }
                 },
             },
