@@ -29,6 +29,7 @@ from gpuforge.render.monitoring import (
     alert_names,
     critical_xids,
     render_monitoring,
+    role_vars,
     rule_file,
 )
 from tests.support import skip_or_fail
@@ -342,3 +343,13 @@ def test_gpu_missing_works_on_kubernetes_with_the_node_group_the_service_monitor
         [tool("promtool"), "test", "rules", "k8s.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_prometheus_sends_alerts_where_the_alertmanager_role_listens(tmp_path: Path) -> None:
+    """Prometheus' alerting target is the address the alertmanager role binds (a site host's own address
+    included): a fixed 127.0.0.1 there delivered nothing on the booted machines."""
+    resolved = resolve(load_stack("onprem-lab").cluster)
+    paths = Paths(prometheus="10.64.1.5:9090", alertmanager_address="10.64.1.5:9093")
+    config = yaml.safe_load(render_monitoring(resolved, paths=paths).files[paths.config])
+    (targets,) = [c["targets"] for am in config["alerting"]["alertmanagers"] for c in am["static_configs"]]
+    assert targets == [role_vars(resolved, tmp_path, paths)["alertmanager_listen"]] == ["10.64.1.5:9093"]
