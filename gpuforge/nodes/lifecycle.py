@@ -14,7 +14,7 @@ Each cycle reads Slurm (scontrol, squeue) and the Auto Scaling groups (boto3), d
   the group launches a replacement; spares keep the partition's size meanwhile.
 - Rolling update (ParallelCluster's DRAIN strategy): an instance whose AMI differs from its group's
   launch template is drained (at most ``rolling_batch`` per group at a time), and replaced once idle.
-- Fabric gate: a gated group's nodes register drained (``gpuforge gate: awaiting acceptance``); the
+- Fabric gate: a gated group's nodes register drained (slurmd ``--conf "State=DRAIN ..."``); the
   gate runs nccl-tests through srun on the node alone and with a healthy neighbour, each against its
   floor (a fraction of the catalog's reference busbw), then resumes the node or leaves it drained with
   the measured figure as the reason.
@@ -85,8 +85,8 @@ class GatePolicy:
     message_bytes: int
     nccl_tests: str  # the all_reduce_perf binary on the nodes
     gpus: int
-    partition: str  # hidden partition holding every node, where the gate's own jobs run
-    mpi: str = "pmix"
+    # Slurm's own PMI-2: needs no PMIx library on the nodes, and Open MPI (nccl-tests' MPI=1) speaks it.
+    mpi: str = "pmi2"
     timeout_s: int = 900
 
 
@@ -109,6 +109,7 @@ class LifecycleConfig:
     groups: Mapping[str, GroupPolicy]
     endpoint_url: str | None = None
     rolling_batch: int = 1
+    gate_partition: str = "gpuforge-gate"  # hidden, root-only, every node: where the gate's jobs run
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LifecycleConfig:
@@ -131,6 +132,7 @@ class LifecycleConfig:
             groups=groups,
             endpoint_url=data.get("endpoint_url"),
             rolling_batch=int(data.get("rolling_batch", 1)),
+            gate_partition=data.get("gate_partition", "gpuforge-gate"),
         )
 
 
@@ -306,7 +308,8 @@ def _decide_group(
                 )
             else:
                 decision.notes.append(f"{name}: drained by its health check, waiting for its jobs to end")
-        elif node.reason == GATE_PENDING and "DRAIN" in node.flags and policy.gate is not None:
+        elif policy.gate is not None and "DRAIN" in node.flags and node.reason in ("", GATE_PENDING):
+            # Registered drained (slurmd -Z --conf "State=DRAIN ...": Slurm keeps no reason), or sent back.
             decision.actions.append(Accept(policy.name, name, _neighbour(config, policy, nodes, exclude=name)))
 
     # Rolling update: instances launched from another AMI than the group's launch template now names.
@@ -553,7 +556,7 @@ def judge_nccl(
     return None, busbw
 
 
-def run_gate(slurm: Slurm, gate: GatePolicy, node: str, neighbour: str | None) -> GateResult:
+def run_gate(slurm: Slurm, gate: GatePolicy, partition: str, node: str, neighbour: str | None) -> GateResult:
     """nccl-tests on *node* alone, then with *neighbour*, inside a root-only maintenance reservation so no
     user job lands on the node before it is judged."""
     reservation = f"gpuforge-gate-{node}"
@@ -564,7 +567,7 @@ def run_gate(slurm: Slurm, gate: GatePolicy, node: str, neighbour: str | None) -
     slurm.reserve(reservation, members)
     try:
         slurm.resume(node)
-        base = ["srun", f"--reservation={reservation}", f"--partition={gate.partition}", f"--mpi={gate.mpi}",
+        base = ["srun", f"--reservation={reservation}", f"--partition={partition}", f"--mpi={gate.mpi}",
                 f"--ntasks-per-node={gate.gpus}", f"--time={max(1, gate.timeout_s // 60)}"]  # fmt: skip
         runs = [("single-node", ["-N1", f"--nodelist={node}"], gate.single_node_floor_gbps)]
         if neighbour:
@@ -616,7 +619,7 @@ def act(decision: Decision, config: LifecycleConfig, slurm: Slurm, autoscaling: 
         elif isinstance(action, Accept):
             gate = config.groups[action.group].gate
             assert gate is not None
-            result = run_gate(slurm, gate, action.node, action.neighbour)
+            result = run_gate(slurm, gate, config.gate_partition, action.node, action.neighbour)
             figures = ", ".join(f"{k} {v:g} GB/s" for k, v in result.figures.items() if v is not None)
             verdict = "admitted" if result.passed else "kept drained: " + "; ".join(result.problems)
             done.append(f"{action.node}: gate {verdict} ({figures or 'no figures'})")

@@ -131,7 +131,7 @@ def _config(
 ) -> LifecycleConfig:
     gate_policy = {
         "single_node_floor_gbps": None, "two_node_floor_gbps": 11.25, "message_bytes": 8589934592,
-        "nccl_tests": "/opt/nccl-tests/build/all_reduce_perf", "gpus": 4, "partition": "gpuforge-gate",
+        "nccl_tests": "/opt/nccl-tests/build/all_reduce_perf", "gpus": 4,
     }  # fmt: skip
     return LifecycleConfig.from_dict(
         {
