@@ -166,7 +166,7 @@ def topology_conf(ec2: Any, nodes: Mapping[str, str], cluster: str) -> tuple[str
         warnings.append(f"no running EC2 instance has the address of node(s) {', '.join(missing)}: left out")
     try:
         topology = network_nodes(ec2, (i.instance_id for i in instances.values())) if instances else {}
-    except Exception as error:  # noqa: BLE001 - any API failure: the fallback still gives a usable tree
+    except Exception as error:  # any API failure: the fallback still gives a usable tree
         warnings.append(f"DescribeInstanceTopology failed ({error}): placement groups and zones only")
         topology = {}
     without = sorted(n for n, i in instances.items() if i.instance_id not in topology)
