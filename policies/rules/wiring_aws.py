@@ -415,16 +415,18 @@ def lustre_ports(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
 @stack_rule(
     "wiring-vpc-site-routes",
     why="A site link carries traffic only where the VPC routes it: a transit gateway attachment adds no VPC "
-    "routes, so every private route table needs a route to each site CIDR through the transit gateway "
+    "routes, so every private route table needs a route to each site CIDR (and each routed pod CIDR of the "
+    "site, where its pods reach the cloud with their own addresses) through the transit gateway "
     "(Transit Gateways guide, 'Transit gateway attachments to a VPC': 'you must add a route to your subnet "
     "route tables'); a virtual private gateway needs route propagation (Site-to-Site VPN User Guide).",
-    fix="route each site CIDR from every private route table: aws.ec2.Route to the transit gateway, or a "
+    fix="route each site and routed pod CIDR from every private route table: aws.ec2.Route to the transit "
+    "gateway, or a "
     "VpnGatewayRoutePropagation for a virtual private gateway",
 )
 def site_routes(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
     for link in stack.of_type(SITE_LINK):
         tables = [str(t) for t in as_list(link.get("routeTableIds")) if not is_unknown(t)]
-        cidrs = [str(c) for c in as_list(link.get("siteCidrs"))]
+        cidrs = [str(c) for c in [*as_list(link.get("siteCidrs")), *as_list(link.get("podCidrs"))]]
         children = [r for r in stack.resources if r.parent == link.urn]
         missing: list[str] = []
         for table in tables:
