@@ -233,6 +233,11 @@ class SlurmControlPlane(pulumi.ComponentResource):
         # gpuforge-lifecycle (slurm_scaler role): scaling, replacement, rolling updates of this cluster's groups.
         aws.iam.RolePolicy(f"{name}-ctl-lifecycle", role=role.id,
                            policy=json.dumps(lifecycle_policy(args.resolved.spec.name)), opts=child)
+        # gpuforge-slurm-topology (topology.conf from EC2 instance topology) reads instances and their
+        # network nodes; neither Describe call supports resource-level permissions, hence "*".
+        topology_read = {"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": ["ec2:DescribeInstances", "ec2:DescribeInstanceTopology"], "Resource": "*"}]}
+        aws.iam.RolePolicy(f"{name}-ctl-topology", role=role.id, policy=json.dumps(topology_read), opts=child)
         munge_only = policy([self.secret_arns["munge_key"]])
         for group, reader in sorted(args.node_role_names.items()):
             # A renamed group (renamed_from) keeps its policy: the old name becomes an alias.
