@@ -98,7 +98,8 @@ def node_group_props(group: ResolvedNodeGroup) -> dict[str, Any]:
         "nodeGroup": group.name,
         "role": spec.role,
         "instanceType": spec.instance_type,
-        "count": spec.count,
+        # An elastic group's count is its max: cost, power and quotas plan the worst case.
+        "count": spec.active_nodes,
         "spares": spec.spares,
         "gpuModel": group.instance.gpu_model,
         "gpusPerNode": group.gpus_per_node,
@@ -110,6 +111,7 @@ def node_group_props(group: ResolvedNodeGroup) -> dict[str, Any]:
         "nodePowerKw": group.node_power_kw,
         # Only when set, so plans of groups from before the field stay identical.
         **({"orchestrator": spec.orchestrator} if spec.orchestrator != "none" else {}),
+        **({"scaling": {"min": spec.scaling.min, "max": spec.scaling.max}} if spec.scaling is not None else {}),
         **({"renamedFrom": spec.renamed_from} if spec.renamed_from else {}),
     }
 
@@ -261,9 +263,10 @@ class GpuNodeGroup(pulumi.ComponentResource):
         )
         asg = aws.autoscaling.Group(
             f"{name}-asg",
-            min_size=spec.total_nodes,
-            max_size=spec.total_nodes,
-            desired_capacity=spec.total_nodes,
+            min_size=spec.min_nodes,
+            max_size=spec.max_nodes,
+            # An elastic group starts at its min; from then on the scaler owns the desired capacity.
+            desired_capacity=spec.min_nodes,
             vpc_zone_identifiers=args.subnet_ids,
             placement_group=placement_group,
             launch_template=aws.autoscaling.GroupLaunchTemplateArgs(id=template.id, version="$Latest"),
@@ -274,7 +277,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             # Small groups: `up` waits until every instance runs, so a failing launch fails `up`.
             # Large GPU groups fill over hours; `up` does not block on them.
             wait_for_capacity_timeout=(
-                WAIT_FOR_CAPACITY_TIMEOUT if spec.total_nodes <= WAIT_FOR_CAPACITY_MAX_NODES else "0"
+                WAIT_FOR_CAPACITY_TIMEOUT if spec.min_nodes <= WAIT_FOR_CAPACITY_MAX_NODES else "0"
             ),
             # A single-AZ EFA group has nothing to rebalance and rebalancing would churn nodes;
             # groups across AZs keep rebalancing so an AZ's loss is made good.
@@ -283,7 +286,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 aws.autoscaling.GroupTagArgs(key=key, value=value, propagate_at_launch=True)
                 for key, value in {**args.tags, NODE_GROUP_TAG: group.name}.items()
             ],
-            opts=child,
+            opts=pulumi.ResourceOptions.merge(child, _desired_owned_elsewhere(group)),
         )
         self.asg_name = asg.name
         self.launch_template_id = template.id
@@ -397,7 +400,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             else load_aws_wiring().eks.standard_ami_type,
             capacity_type=eks_capacity_type(group),
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                min_size=spec.total_nodes, max_size=spec.total_nodes, desired_size=spec.total_nodes
+                min_size=spec.min_nodes, max_size=spec.max_nodes, desired_size=spec.min_nodes
             ),
             # Pinned template version: a new version rolls the nodes, one at a time.
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
@@ -406,7 +409,13 @@ class GpuNodeGroup(pulumi.ComponentResource):
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
             labels=node_labels(group),
             tags={**args.tags, NODE_GROUP_TAG: group.name},
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=list(eks.depends_on))),
+            opts=pulumi.ResourceOptions.merge(
+                child,
+                pulumi.ResourceOptions(
+                    depends_on=list(eks.depends_on),
+                    ignore_changes=["scalingConfig.desiredSize"] if spec.is_elastic else None,
+                ),
+            ),
         )
         self.asg_name = node_group.resources.apply(_first_asg_name)
         self.launch_template_id = template.id
@@ -421,6 +430,12 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 "roleArn": role.arn,
             }
         )
+
+
+def _desired_owned_elsewhere(group: ResolvedNodeGroup) -> pulumi.ResourceOptions:
+    """An elastic group's desired capacity belongs to the scaler after creation: `pulumi up` must not
+    reset it to min (which would terminate busy nodes)."""
+    return pulumi.ResourceOptions(ignore_changes=["desiredCapacity"] if group.spec.is_elastic else None)
 
 
 def _first_asg_name(resources: Any) -> str:

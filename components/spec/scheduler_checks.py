@@ -202,7 +202,7 @@ def _without_scheduler(spec: ClusterSpec, site: ResolvedSite | None) -> list[Spe
 def _slurm_group(spec: ClusterSpec, name: str, pools: dict[str, list[ResolvedHost]]) -> SlurmGroup:
     if name in spec.node_groups:
         g = spec.node_groups[name]
-        return SlurmGroup(name, True, g.instance_type, (), g.count)
+        return SlurmGroup(name, True, g.instance_type, (), g.active_nodes)
     hosts = tuple(sorted((h for h in pools[name] if h.spec.orchestrator == "slurm"), key=lambda h: h.name))
     return SlurmGroup(name, False, None, hosts, len(hosts))
 

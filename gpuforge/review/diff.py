@@ -151,6 +151,16 @@ class GroupImpact:
     nodes_terminated: int = 0  # by this change: a group removed, or its Auto Scaling/EKS node group replaced
     gpus_terminated: int = 0
     renamed_from: str | None = None
+    size_base: str = ""  # as printed: the node count, or min-max of an elastic group
+    size_head: str = ""
+
+
+def group_size(inputs: dict[str, Any]) -> str:
+    """A group's size for the diff: count + spares, or "0-4" for an elastic group (scaling min-max)."""
+    scaling = inputs.get("scaling")
+    if isinstance(scaling, dict):
+        return f"{scaling.get('min', 0)}-{scaling.get('max', 0)}"
+    return str(int(inputs.get("count", 0)) + int(inputs.get("spares", 0))) if inputs else "0"
 
 
 @dataclass
@@ -442,6 +452,8 @@ def _group_impact(
             gpu_model_base=o.get("gpuModel"),
             gpu_model_head=n.get("gpuModel"),
             renamed_from=n.get("renamedFrom") if o and n.get("renamedFrom") != name else None,
+            size_base=group_size(o),
+            size_head=group_size(n),
         )
         urn = (new_g.get(name) or old_g.get(name) or {}).get("urn", "")
         kids = by_parent.get(urn, [])
@@ -478,6 +490,7 @@ def _group_impact(
             )
         if (
             g.nodes_base != g.nodes_head
+            or g.size_base != g.size_head
             or g.gpus_base != g.gpus_head
             or g.nodes_rolling
             or g.instance_base != g.instance_head
@@ -765,7 +778,7 @@ def render_markdown(d: PlanDiff) -> str:
             name = f"{g.name} (was {g.renamed_from})" if g.renamed_from else g.name
             lines.append(
                 f"| {name} | {_change(g.instance_base, g.instance_head)} | "
-                f"{_change(g.gpu_model_base, g.gpu_model_head)} | {g.nodes_base} → {g.nodes_head} | "
+                f"{_change(g.gpu_model_base, g.gpu_model_head)} | {g.size_base} → {g.size_head} | "
                 f"{g.gpus_base} → {g.gpus_head} | {g.nodes_rolling} | {g.nodes_terminated} |"
             )
         rolls = [g for g in d.groups if g.roll]

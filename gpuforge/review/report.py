@@ -174,8 +174,8 @@ def node_group_table(plan: Plan) -> Table:
             name,
             g.spec.role,
             g.spec.instance_type,
-            f"{g.spec.count}+{g.spec.spares}",
-            str(g.spec.count * g.gpus_per_node),
+            g.spec.nodes_text,
+            str(g.spec.active_nodes * g.gpus_per_node),
             f"efa x{g.efa_interfaces}" if g.efa_interfaces else g.spec.fabric,
             ",".join(g.azs),
             f"{g.node_power_kw:.2f}",
@@ -213,8 +213,8 @@ def markdown_plan(plan: Plan) -> str:
     for name, g in plan.resolved.node_groups.items():
         fabric = f"efa x{g.efa_interfaces}" if g.efa_interfaces else g.spec.fabric
         lines.append(
-            f"| {name} | {g.spec.role} | {g.spec.instance_type} | {g.spec.count}+{g.spec.spares} | "
-            f"{g.spec.count * g.gpus_per_node} | {fabric} | {', '.join(g.azs)} |"
+            f"| {name} | {g.spec.role} | {g.spec.instance_type} | {g.spec.nodes_text} | "
+            f"{g.spec.active_nodes * g.gpus_per_node} | {fabric} | {', '.join(g.azs)} |"
         )
     counts = Counter(r.type for r in plan.resources if r.custom)
     lines += ["", "### Resources by type", "", "| type | count |", "|---|---|"]
