@@ -4,14 +4,20 @@ A receiver names the Pulumi config key of its secret (components/spec/monitoring
 when the stack lacks one (`pulumi config set --secret gpuforge:<key> ...`). The value travels as a
 Pulumi secret into a Secrets Manager secret encrypted with the cluster key; the alertmanager role writes
 it to the file the rendered configuration names. It is never in the plan, the outputs or user data.
+
+The monitoring node group's role (where Alertmanager runs) is granted GetSecretValue on exactly these
+secrets and kms:Decrypt on the cluster key, nothing wider (policy wiring-alert-secrets-reader).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
+
+from .iam import secret_read_policy
 
 CONFIG_NAMESPACE = "gpuforge"
 
@@ -22,13 +28,17 @@ class AlertSecretsArgs:
     secrets: dict[str, str]  # file name (oncall-routing-key) -> Pulumi config key (alertPagerdutyKey)
     kms_key_arn: pulumi.Input[str]
     protected: bool
+    # The node group Alertmanager runs on and its instance role's name; None where no node of this
+    # stack runs Alertmanager (the Prometheus operator on Kubernetes, a site host).
+    reader_node_group: str | None = None
+    reader_role: pulumi.Input[str] | None = None
 
 
 class AlertSecrets(pulumi.ComponentResource):
     arns: dict[str, pulumi.Output[str]]
 
     def __init__(self, name: str, args: AlertSecretsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("gpuforge:aws:AlertSecrets", name, None, opts)
+        super().__init__("gpuforge:aws:AlertSecrets", name, {"readerNodeGroup": args.reader_node_group}, opts)
         config = pulumi.Config(CONFIG_NAMESPACE)
         # Protected in production like every stateful resource (policy redundancy-stateful-protected); a
         # deleted secret also stays recoverable for 30 days there.
@@ -50,4 +60,14 @@ class AlertSecrets(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
             self.arns[file_name] = secret.arn
+        if self.arns and args.reader_role is not None:
+            arns = [self.arns[f] for f in sorted(self.arns)]
+            aws.iam.RolePolicy(
+                f"{name}-read",
+                role=args.reader_role,
+                policy=pulumi.Output.all(pulumi.Output.all(*arns), args.kms_key_arn).apply(
+                    lambda v: json.dumps(secret_read_policy(v[0], v[1]))
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         self.register_outputs({"arns": self.arns})

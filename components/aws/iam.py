@@ -82,6 +82,19 @@ def bucket_access_policy(read: list[str], write: list[str], kms_key_arn: str) ->
     return {"Version": "2012-10-17", "Statement": statements}
 
 
+def secret_read_policy(secret_arns: list[str], kms_key_arn: str) -> dict[str, Any]:
+    """Read exactly these Secrets Manager secrets, and decrypt with the customer key that encrypts them
+    (Secrets Manager User Guide, "Authentication and access control": GetSecretValue on the secret, and
+    kms:Decrypt on its key when the key is not the AWS managed aws/secretsmanager)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Action": ["secretsmanager:GetSecretValue"], "Resource": list(secret_arns)},
+            {"Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": [kms_key_arn]},
+        ],
+    }
+
+
 def cluster_key_policy(account: str, region: str, *, fsx_data_repositories: bool = False) -> dict[str, Any]:
     """The cluster key's policy (KMS has no default that services can use):
 

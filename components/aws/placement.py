@@ -14,7 +14,7 @@ from components.catalog.aws_wiring import load_aws_wiring
 from components.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsClass
 from components.spec import ResolvedSpec
 from components.spec.models import Tier
-from components.spec.monitoring import receiver_secret_names
+from components.spec.monitoring import NodeGroupServer, receiver_secret_names
 
 from .alert_secrets import AlertSecrets, AlertSecretsArgs
 from .eks import EksCluster, EksClusterArgs
@@ -253,9 +253,18 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
         }
     monitoring_outputs: dict[str, Any] = {}
     if spec.monitoring is not None:
+        server = spec.monitoring.server
+        reader = groups[server.node_group] if isinstance(server, NodeGroupServer) else None
         secrets = AlertSecrets(
             f"{name}-alert-secrets",
-            AlertSecretsArgs(spec.name, receiver_secret_names(spec.monitoring), key.arn, spec.protected),
+            AlertSecretsArgs(
+                spec.name,
+                receiver_secret_names(spec.monitoring),
+                key.arn,
+                spec.protected,
+                reader_node_group=server.node_group if isinstance(server, NodeGroupServer) else None,
+                reader_role=reader.role_name if reader else None,
+            ),
             opts=child,
         )
         monitoring_outputs["monitoring"] = {"server": spec.monitoring.server.kind, "alertSecretArns": secrets.arns}

@@ -24,7 +24,7 @@ from components.spec import ResolvedSpec
 from components.spec.models import Tier
 from components.spec.scheduler_checks import ResolvedScheduler, secret_names
 
-from .iam import assume_role_policy
+from .iam import assume_role_policy, secret_read_policy
 from .storage import stateful
 
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
@@ -225,15 +225,7 @@ class SlurmControlPlane(pulumi.ComponentResource):
 
         def policy(secret_arns: list[pulumi.Output[str]]) -> pulumi.Output[str]:
             return pulumi.Output.all(pulumi.Output.all(*secret_arns), args.kms_key_arn).apply(
-                lambda v: json.dumps(
-                    {
-                        "Version": "2012-10-17",
-                        "Statement": [
-                            {"Effect": "Allow", "Action": ["secretsmanager:GetSecretValue"], "Resource": v[0]},
-                            {"Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": [v[1]]},
-                        ],
-                    }
-                )
+                lambda v: json.dumps(secret_read_policy(v[0], v[1]))
             )
 
         aws.iam.RolePolicy(f"{name}-ctl-secrets", role=role.id, policy=policy(list(self.secret_arns.values())),

@@ -50,7 +50,14 @@ class SiteLinkArgs:
     attachment_subnet_ids: list[pulumi.Input[str]]  # one per AZ, for a transit gateway attachment
     burst_security_group_id: pulumi.Input[str]
     kms_key_arn: pulumi.Input[str]  # encrypts the tunnel log group
+    # The site's pod CIDRs where its pods reach the cloud with their own addresses: routed like site_cidrs.
+    pod_cidrs: list[str] = field(default_factory=list)
     tags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def routed_cidrs(self) -> list[str]:
+        """Every range the VPC routes to the site: its networks and its routed pod networks."""
+        return [*self.site_cidrs, *(c for c in self.pod_cidrs if c not in self.site_cidrs)]
 
 
 class SiteLink(pulumi.ComponentResource):
@@ -63,6 +70,7 @@ class SiteLink(pulumi.ComponentResource):
             "site": args.site,
             "kind": link.kind,
             "siteCidrs": args.site_cidrs,
+            "podCidrs": args.pod_cidrs,
             "vpcCidr": args.vpc_cidr,
             "customerGatewayIp": link.customer_gateway.ip_address,
             "bgpAsn": link.customer_gateway.bgp_asn,
@@ -107,7 +115,7 @@ class SiteLink(pulumi.ComponentResource):
                     f"{name}-propagate-{az}", vpn_gateway_id=vgw.id, route_table_id=rt, opts=child
                 )
             if link.static_routes_only:
-                for cidr in args.site_cidrs:
+                for cidr in args.routed_cidrs:
                     aws.ec2.VpnConnectionRoute(
                         f"{name}-route-{_key(cidr)}", destination_cidr_block=cidr, vpn_connection_id=vpn.id, opts=child
                     )
@@ -142,7 +150,7 @@ class SiteLink(pulumi.ComponentResource):
                 opts=child,
             )
             if link.static_routes_only:
-                for cidr in args.site_cidrs:
+                for cidr in args.routed_cidrs:
                     aws.ec2transitgateway.Route(
                         f"{name}-route-{_key(cidr)}",
                         destination_cidr_block=cidr,
@@ -150,10 +158,11 @@ class SiteLink(pulumi.ComponentResource):
                         transit_gateway_route_table_id=tgw.association_default_route_table_id,
                         opts=child,
                     )
-            # The attachment adds no VPC routes: send the site's CIDRs to the transit gateway from
-            # every private route table (Transit Gateways guide, "Transit gateway attachments to a VPC").
+            # The attachment adds no VPC routes: send the site's CIDRs, and its routed pod CIDRs, to the
+            # transit gateway from every private route table (Transit Gateways guide, "Transit gateway
+            # attachments to a VPC").
             for az, rt in sorted(args.route_table_ids.items()):
-                for cidr in args.site_cidrs:
+                for cidr in args.routed_cidrs:
                     aws.ec2.Route(
                         f"{name}-{az}-to-{_key(cidr)}",
                         route_table_id=rt,

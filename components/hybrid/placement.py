@@ -62,6 +62,7 @@ def build_hybrid_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resou
             site=site.spec.name,
             region=spec.region,
             site_cidrs=list(site.spec.cidrs),
+            pod_cidrs=list(site.spec.kubernetes.pod_cidrs) if site.spec.kubernetes else [],
             vpc_id=network.vpc_id,
             vpc_cidr=spec.network.cidr,
             route_table_ids=dict(network.private_route_table_ids),
@@ -93,7 +94,8 @@ def build_hybrid_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resou
             f"{name}-burst",
             MultiKueueBurstArgs(
                 region=spec.region,
-                site_cidrs=list(site.spec.cidrs),
+                # The MultiKueue manager is a site pod: with routed pod IPs it calls from a pod CIDR.
+                site_cidrs=[*site.spec.cidrs, *(site.spec.kubernetes.pod_cidrs if site.spec.kubernetes else [])],
                 team_gpus={t: dict(g) for t, g in burst.team_gpus.items()},
                 team_namespaces=dict(manager.namespaces),
                 pools=worker.gpu_pools,

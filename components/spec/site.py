@@ -293,6 +293,7 @@ class SiteObjectStore(SpecModel):
     def port(self) -> int:
         host = self.endpoint.removeprefix("https://").rstrip("/")
         return int(host.rsplit(":", 1)[1]) if ":" in host else 443
+
     ca_certificate: str | None = Field(
         default=None,
         pattern=r"^-----BEGIN CERTIFICATE-----",
@@ -338,14 +339,26 @@ class Equipment(SpecModel):
 
 
 class SiteKubernetes(SpecModel):
-    api_server: str = Field(
-        pattern=HTTPS_API_SERVER, description="The site cluster's API server URL."
-    )
+    api_server: str = Field(pattern=HTTPS_API_SERVER, description="The site cluster's API server URL.")
     kubeconfig_secret: str = Field(
         default="siteKubeconfig",
         description="Pulumi config key (namespace gpuforge) holding the kubeconfig, set with "
         "`pulumi config set --secret gpuforge:siteKubeconfig < kubeconfig`.",
     )
+    pod_cidrs: list[str] = Field(
+        default_factory=list,
+        description="The site cluster's pod CIDRs where pods reach the cloud with their own addresses (a CNI "
+        "that routes pod IPs without SNAT, e.g. Calico over BGP): a hybrid link routes them from the VPC and "
+        "the burst worker's API admits them (the MultiKueue manager runs in a pod). Empty: pods leave the site "
+        "SNATed to node addresses in site.cidrs.",
+    )
+
+    @field_validator("pod_cidrs")
+    @classmethod
+    def _pod_cidrs(cls, value: list[str]) -> list[str]:
+        for cidr in value:
+            parse_cidr(cidr, example="10.244.0.0/16")
+        return value
 
 
 class Site(SpecModel):
@@ -407,7 +420,6 @@ class SiteLinkSpec(SpecModel):
         pattern=DX_GATEWAY_ID,
         description="An existing Direct Connect gateway to associate with the VGW or transit gateway.",
     )
-
 
     @field_validator("amazon_side_asn")
     @classmethod

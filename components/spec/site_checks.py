@@ -279,8 +279,9 @@ def _check_hcas(site: Site, hosts: dict[str, ResolvedHost]) -> list[SpecIssue]:
     fabric = site.fabric
     if fabric is None:
         return [
-            SpecIssue(f"{SITE}.hosts[{name}].hcas", "HCAs listed but the site has no fabric",
-                      "add site.fabric or remove them")
+            SpecIssue(
+                f"{SITE}.hosts[{name}].hcas", "HCAs listed but the site has no fabric", "add site.fabric or remove them"
+            )
             for name, host in hosts.items()
             if host.spec.hcas
         ]
@@ -299,8 +300,11 @@ def _check_hcas(site: Site, hosts: dict[str, ResolvedHost]) -> list[SpecIssue]:
                 SpecIssue(
                     f"{SITE}.fabric.rails",
                     f"{fabric.rails} rails, but every host cables {len(rails)} HCAs, to rails 0-{len(rails) - 1}"
-                    + (f" ({', '.join(models)} has {cabled[next(iter(too_many))].server.hca_count} compute HCAs)"
-                       if too_many else ""),
+                    + (
+                        f" ({', '.join(models)} has {cabled[next(iter(too_many))].server.hca_count} compute HCAs)"
+                        if too_many
+                        else ""
+                    ),
                     f"set rails: {len(rails)}",
                 )
             ]
@@ -467,11 +471,14 @@ def check_hybrid(spec: ClusterSpec, site: ResolvedSite | None) -> list[SpecIssue
     hybrid = spec.hybrid
     if spec.site is not None and spec.network is not None:
         vpc = ipaddress.ip_network(spec.network.cidr)
-        for i, cidr in enumerate(spec.site.cidrs):
+        pods = spec.site.kubernetes.pod_cidrs if spec.site.kubernetes else []
+        ranges = [(f"{SITE}.cidrs[{i}]", c) for i, c in enumerate(spec.site.cidrs)]
+        ranges += [(f"{SITE}.kubernetes.pod_cidrs[{i}]", c) for i, c in enumerate(pods)]
+        for path, cidr in ranges:
             if ipaddress.ip_network(cidr).overlaps(vpc):
                 issues.append(
                     SpecIssue(
-                        f"{SITE}.cidrs[{i}]",
+                        path,
                         f"{cidr} overlaps the VPC {vpc}",
                         "give the VPC and the site disjoint ranges: routes cannot tell them apart",
                     )

@@ -14,6 +14,7 @@ Secrets are never rendered: Alertmanager reads them from files the alertmanager 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -24,6 +25,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from components.k8s.labels import NODE_LABEL_GROUP
 from components.power import GroupLoad, facility_power_kw
 from components.spec import ResolvedSpec
 from components.spec.monitoring import (
@@ -55,6 +57,9 @@ NODE_EXPORTER_PORT = 9100  # playbooks/roles/node_exporter
 DCGM_EXPORTER_PORT = 9400  # playbooks/roles/dcgm_exporter
 PROMETHEUS_PORT = 9090
 ALERTMANAGER_PORT = 9093
+# Kubernetes service discovery's name for a node's gpuforge.dev/node-group label (label names sanitised:
+# every character outside [a-zA-Z0-9_] becomes "_").
+NODE_GROUP_META_LABEL = "__meta_kubernetes_node_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", NODE_LABEL_GROUP)
 
 
 # --- the rules as data -------------------------------------------------------------------------
@@ -426,7 +431,9 @@ def prometheus_config(resolved: ResolvedSpec, paths: Paths | None = None) -> dic
             "evaluation_interval": f"{interval}s",
             "external_labels": {"cluster": spec.name, "environment": spec.environment},
         },
-        "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{ALERTMANAGER_PORT}"]}]}]},
+        # The address the alertmanager role makes it listen on (paths.alertmanager_address), not a fixed
+        # loopback: where Alertmanager binds another address, alerts sent to 127.0.0.1 are never delivered.
+        "alerting": {"alertmanagers": [{"static_configs": [{"targets": [paths.alertmanager_address]}]}]},
         "rule_files": [paths.rules],
         "scrape_configs": scrape,
     }
@@ -449,12 +456,16 @@ def kubernetes_monitors(resolved: ResolvedSpec, server: KubernetesServer) -> lis
                 "jobLabel": "app",
                 "namespaceSelector": {"matchNames": ["gpu-operator"]},
                 "selector": {"matchLabels": {"app": "nvidia-dcgm-exporter"}},
+                # The node's own labels (Prometheus >= 2.37 lists nodes for it): every gpuforge node carries
+                # its node group, and GpuMissing compares each node with its group's catalog GPU count.
+                "attachMetadata": {"node": True},
                 "endpoints": [
                     {
                         "port": "gpu-metrics",
                         "interval": f"{interval}s",
                         "relabelings": [
-                            {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "instance"}
+                            {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "instance"},
+                            {"sourceLabels": [NODE_GROUP_META_LABEL], "targetLabel": "node_group"},
                         ],
                     }
                 ],

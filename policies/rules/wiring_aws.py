@@ -415,16 +415,18 @@ def lustre_ports(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
 @stack_rule(
     "wiring-vpc-site-routes",
     why="A site link carries traffic only where the VPC routes it: a transit gateway attachment adds no VPC "
-    "routes, so every private route table needs a route to each site CIDR through the transit gateway "
+    "routes, so every private route table needs a route to each site CIDR (and each routed pod CIDR of the "
+    "site, where its pods reach the cloud with their own addresses) through the transit gateway "
     "(Transit Gateways guide, 'Transit gateway attachments to a VPC': 'you must add a route to your subnet "
     "route tables'); a virtual private gateway needs route propagation (Site-to-Site VPN User Guide).",
-    fix="route each site CIDR from every private route table: aws.ec2.Route to the transit gateway, or a "
+    fix="route each site and routed pod CIDR from every private route table: aws.ec2.Route to the transit "
+    "gateway, or a "
     "VpnGatewayRoutePropagation for a virtual private gateway",
 )
 def site_routes(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
     for link in stack.of_type(SITE_LINK):
         tables = [str(t) for t in as_list(link.get("routeTableIds")) if not is_unknown(t)]
-        cidrs = [str(c) for c in as_list(link.get("siteCidrs"))]
+        cidrs = [str(c) for c in [*as_list(link.get("siteCidrs")), *as_list(link.get("podCidrs"))]]
         children = [r for r in stack.resources if r.parent == link.urn]
         missing: list[str] = []
         for table in tables:
@@ -744,3 +746,73 @@ def datasync_server_certificate(r: Resource, ctx: RuleContext) -> Iterator[Viola
             f"{r.name}: HTTPS to {host}, which no public CA certifies, without serverCertificate; set "
             "site.storage.object_store.ca_certificate to the store's CA chain",
         )
+
+
+# --- monitoring ---------------------------------------------------------------------------------
+
+ALERT_SECRETS = "gpuforge:aws:AlertSecrets"
+SECRET = "aws:secretsmanager/secret:Secret"
+READ_SECRET = "secretsmanager:GetSecretValue"
+
+
+@stack_rule(
+    "wiring-alert-secrets-reader",
+    why="Alertmanager reads its receivers' credentials (PagerDuty routing key, Slack URL, webhook token, SMTP "
+    "password) from Secrets Manager on the node it runs on: without GetSecretValue on those secrets, and "
+    "kms:Decrypt on the customer key that encrypts them, no page is ever sent; a grant on '*' would hand every "
+    "secret of the account to that node (Secrets Manager User Guide, 'Authentication and access control for "
+    "AWS Secrets Manager' and 'Secret encryption and decryption in AWS Secrets Manager').",
+    fix="attach a policy to the monitoring node group's role granting secretsmanager:GetSecretValue on exactly "
+    "the alert secrets' ARNs and kms:Decrypt on their key (components/aws/alert_secrets.py, iam.secret_read_policy)",
+)
+def alert_secrets_reader(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
+    rule = "wiring-alert-secrets-reader"
+    for component in stack.of_type(ALERT_SECRETS):
+        secrets = stack.children(component, SECRET)
+        group = component.get("readerNodeGroup")
+        if not secrets or not isinstance(group, str):
+            continue  # no secrets, or no node of this stack runs Alertmanager (operator, site host)
+        node_group = next((g for g in stack.of_type(NODE_GROUP) if g.get("nodeGroup") == group), None)
+        role = next(iter(stack.children(node_group, ROLE)), None) if node_group else None
+        if role is None:
+            yield Violation(rule, component.urn, f"{component.name}: monitoring node group {group} has no IAM role; "
+                "give it one that reads the alert secrets")
+            continue
+        policies = [p for p in stack.of_type(ROLE_POLICY) if stack.refers_to(p, "role", role)]
+        unread = [s.name for s in secrets if not any(_grants(p, READ_SECRET, s) for p in policies)]
+        if unread:
+            yield Violation(
+                rule,
+                component.urn,
+                f"{component.name}: role {role.name} of monitoring node group {group} cannot read "
+                f"{', '.join(unread)}; grant {READ_SECRET} on them",
+            )
+        keys = sorted({u for s in secrets for u in s.dependencies.get("kmsKeyId", ()) if u in stack.by_urn})
+        for key in (stack.by_urn[u] for u in keys):
+            if not any(_grants(p, "kms:Decrypt", key) for p in policies):
+                yield Violation(
+                    rule,
+                    component.urn,
+                    f"{component.name}: role {role.name} of monitoring node group {group} cannot decrypt the "
+                    f"alert secrets with {key.name}; grant kms:Decrypt on that key",
+                )
+        for policy in policies:
+            doc = policy_document(policy.get("policy")) or {}
+            wide = [st for st in _allows(doc, lambda _: True, [READ_SECRET]) if _wildcard(st.get("Resource"))]
+            if wide:
+                yield Violation(
+                    rule,
+                    policy.urn,
+                    f"{policy.name}: grants {READ_SECRET} on {wide[0].get('Resource')} to monitoring node role "
+                    f"{role.name}; name the alert secrets' ARNs",
+                )
+
+
+def _grants(policy: Resource, action: str, target: Resource) -> bool:
+    """Whether a role policy allows `action` and its document points at `target` (by dependency or value)."""
+    doc = policy_document(policy.get("policy"))
+    return bool(doc and _allows(doc, lambda _: True, [action])) and mentions(policy, "policy", target)
+
+
+def _wildcard(resources: Any) -> bool:
+    return any(isinstance(r, str) and ("*" in r) for r in as_list(resources))

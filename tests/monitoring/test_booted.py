@@ -3,9 +3,9 @@
 Two machines: mon1 is the site's monitoring host (node_exporter, Prometheus, Alertmanager through
 playbooks/monitoring.yml), mon2 a GPU host of the site (node_exporter). Their configuration is what
 gpuforge renders for a stack naming them (file_sd from the site inventory, the rules, the routes).
-Prometheus scrapes both exporters. (The NodeDown delivery test -- stop mon2's exporter, wait for the
-real Alertmanager to POST to the webhook on 127.0.0.1 -- received no notification within 300 s in its
-one run here and is not part of the suite yet; see docs/monitoring.md.)
+Prometheus scrapes both exporters; when mon2's exporter stops, NodeDown fires and Alertmanager
+delivers it to a webhook receiver on 127.0.0.1 that the test runs. The time from stop to delivery is
+measured and reported (no assertion on it).
 """
 
 from __future__ import annotations
@@ -153,6 +153,24 @@ def node_targets(address: str) -> dict[str, str]:
     return {t["labels"]["instance"]: t["health"] for t in targets if t["labels"].get("job") == "node"}
 
 
+def alert_path(mon1: Any) -> str:
+    """Where an alert stopped on its way to the webhook: Prometheus' alerts and Alertmanager targets,
+    Alertmanager's alerts and its log (what a failed delivery test shows)."""
+    parts = []
+    for url in (
+        f"http://{mon1.address}:9090/api/v1/alerts",
+        f"http://{mon1.address}:9090/api/v1/alertmanagers",
+        f"http://{mon1.address}:9093/api/v2/alerts",
+    ):
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                parts.append(f"{url}: {response.read().decode()[:2000]}")
+        except OSError as error:
+            parts.append(f"{url}: {error}")
+    journal = mon1.run("journalctl --no-pager -n 30 -u prometheus-alertmanager", root=True)
+    return "\n".join([*parts, journal.stdout])
+
+
 @pytest.fixture(scope="module")
 def configured(
     monitoring_machines: Machines, webhook: Webhook, tmp_path_factory: pytest.TempPathFactory
@@ -208,3 +226,33 @@ def test_prometheus_scrapes_the_real_node_exporters_of_both_machines(
     up = prometheus_api(mon1.address, "/api/v1/query?query=up%7Bjob%3D%22node%22%7D")["data"]["result"]
     labels = {(s["metric"].get("instance"), s["metric"].get("node_group")) for s in up}
     assert labels == {("mon1", "monitoring"), ("mon2", "train")}, up
+
+
+def test_a_stopped_exporter_pages_node_down_through_alertmanager(
+    monitoring_machines: Machines, configured: dict[str, Any], webhook: Webhook, record_property: Any
+) -> None:
+    mon1, mon2 = monitoring_machines[0], monitoring_machines[1]
+    deadline = time.monotonic() + WAIT_UP_S
+    while node_targets(mon1.address).get("mon2") != "up" and time.monotonic() < deadline:
+        time.sleep(2)
+    stopped = time.monotonic()
+    mon2.run("systemctl stop prometheus-node-exporter.service", root=True)
+    try:
+        delivered = webhook.wait_for("NodeDown", "mon2", WAIT_DELIVERY_S)
+    finally:
+        mon2.run("systemctl start prometheus-node-exporter.service", root=True)
+    assert delivered is not None, (
+        f"no NodeDown for mon2 within {WAIT_DELIVERY_S}s; webhook got {webhook.received}\n{alert_path(mon1)}"
+    )
+    arrived, body = delivered
+    alert = next(a for a in body["alerts"] if a["labels"]["instance"] == "mon2")
+    assert alert["labels"]["severity"] == "critical"
+    assert alert["annotations"]["summary"] == "mon2 (train) is down: node_exporter does not answer"
+    assert alert["annotations"]["runbook_url"] == "docs/monitoring.md#nodedown"
+    assert body["receiver"] == "test-hook"
+    seconds = arrived - stopped
+    record_property("node_down_stop_to_delivery_s", round(seconds, 1))
+    print(  # the figure the issue asks for: -s or the junit report shows it
+        f"\nNodeDown: exporter stopped -> webhook delivery in {seconds:.1f} s "
+        f"(scrape {SCRAPE_S} s, for: 1m, group_wait 1s)"
+    )

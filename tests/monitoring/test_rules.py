@@ -18,6 +18,7 @@ import jsonschema
 import pytest
 import yaml
 
+from components.k8s.labels import NODE_LABEL_GROUP
 from components.spec import resolve
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.monitoring import (
@@ -28,6 +29,7 @@ from gpuforge.render.monitoring import (
     alert_names,
     critical_xids,
     render_monitoring,
+    role_vars,
     rule_file,
 )
 from tests.support import skip_or_fail
@@ -276,3 +278,78 @@ def test_rule_labels_are_configurable() -> None:
     data["monitoring"]["server"]["rule_labels"] = {"prometheus": "gpu"}
     rule = yaml.safe_load(render_monitoring(resolve(data)).files["kubernetes/prometheusrule.yaml"])
     assert rule["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "gpuforge", "prometheus": "gpu"}
+
+
+def test_gpu_missing_works_on_kubernetes_with_the_node_group_the_service_monitor_copies(tmp_path: Path) -> None:
+    """On Kubernetes the dcgm-exporter series get node_group from the node's gpuforge.dev/node-group label
+    (attachMetadata + relabeling); staging's rendered PrometheusRule then fires GpuMissing under promtool
+    for a node missing a GPU, and stays quiet for a full one."""
+    bundle = render_monitoring(resolve(load_stack("staging").cluster))
+    (monitor,) = yaml.safe_load_all(bundle.files["kubernetes/servicemonitors.yaml"])
+    assert monitor["spec"]["attachMetadata"] == {"node": True}
+    copied = {r["targetLabel"]: r["sourceLabels"] for r in monitor["spec"]["endpoints"][0]["relabelings"]}
+    # Kubernetes SD's name for the label every gpuforge node carries (EKS node groups and on-prem hosts)
+    sanitised = NODE_LABEL_GROUP.replace(".", "_").replace("/", "_").replace("-", "_")
+    assert copied["node_group"] == [f"__meta_kubernetes_node_label_{sanitised}"]
+    job = monitor["spec"]["selector"]["matchLabels"]["app"]  # jobLabel: app
+    rule = yaml.safe_load(bundle.files["kubernetes/prometheusrule.yaml"])
+    rules = {"groups": rule["spec"]["groups"]}
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump(rules, sort_keys=False))
+    expected = {
+        r["labels"]["node_group"]: int(r["expr"].removeprefix("vector(").removesuffix(")"))
+        for g in rules["groups"]
+        for r in g["rules"]
+        if r.get("record") == "gpuforge:node_group_expected_gpus" and r["expr"] != "vector(0)"
+    }
+    group, gpus = sorted(expected.items())[0]
+    node = {"job": job, "instance": "ip-10-1-2-3.ec2.internal", "node_group": group}
+    labels = ", ".join(f'{k}="{v}"' for k, v in node.items())
+    up = {"series": f"up{{{labels}}}", "values": "1x15"}
+    temps = [{"series": f'DCGM_FI_DEV_GPU_TEMP{{{labels}, gpu="{i}"}}', "values": "40x15"} for i in range(gpus)]
+    annotations = _expected_annotations(rules)["GpuMissing"]
+    cases = {
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [up, *temps[1:]],
+                "alert_rule_test": [
+                    {
+                        "eval_time": "10m",
+                        "alertname": "GpuMissing",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {"severity": "critical", "instance": node["instance"],
+                                               "node_group": group},
+                                "exp_annotations": {
+                                    **annotations,
+                                    "summary": f"{node['instance']} shows 1 fewer GPUs than its node group's "
+                                    "catalog count",
+                                },
+                            }
+                        ],
+                    }
+                ],
+            },
+            {
+                "interval": "1m",
+                "input_series": [up, *temps],
+                "alert_rule_test": [{"eval_time": "10m", "alertname": "GpuMissing", "exp_alerts": []}],
+            },
+        ],
+        "rule_files": ["rules.yml"],
+    }
+    (tmp_path / "k8s.yaml").write_text(yaml.safe_dump(cases, sort_keys=False))
+    run = subprocess.run(
+        [tool("promtool"), "test", "rules", "k8s.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_prometheus_sends_alerts_where_the_alertmanager_role_listens(tmp_path: Path) -> None:
+    """Prometheus' alerting target is the address the alertmanager role binds (a site host's own address
+    included): a fixed 127.0.0.1 there delivered nothing on the booted machines."""
+    resolved = resolve(load_stack("onprem-lab").cluster)
+    paths = Paths(prometheus="10.64.1.5:9090", alertmanager_address="10.64.1.5:9093")
+    config = yaml.safe_load(render_monitoring(resolved, paths=paths).files[paths.config])
+    (targets,) = [c["targets"] for am in config["alerting"]["alertmanagers"] for c in am["static_configs"]]
+    assert targets == [role_vars(resolved, tmp_path, paths)["alertmanager_listen"]] == ["10.64.1.5:9093"]

@@ -132,12 +132,13 @@ def test_transit_gateway_with_direct_connect_and_static_routes(tmp_path: Path) -
         direct_connect_gateway_id="5f3c2a1e-0b7d-4c6e-9a8f-1d2e3f4a5b6c",
     )
     spec["hybrid"]["object_sync"]["direction"] = "cloud_to_site"
+    spec["site"]["kubernetes"]["pod_cidrs"] = ["10.73.0.0/16"]  # routed pod addresses (no SNAT at the site)
     plan = plan_spec(tmp_path, spec)
     assert len(plan.by_type("aws:ec2transitgateway/transitGateway:TransitGateway")) == 1
     assert len(plan.by_type("aws:ec2transitgateway/vpcAttachment:VpcAttachment")) == 1
     assert "transitGatewayId" in plan.by_type("aws:ec2/vpnConnection:VpnConnection")[0].inputs
     routes = plan.by_type("aws:ec2transitgateway/route:Route")
-    assert [r.inputs["destinationCidrBlock"] for r in routes] == ["10.72.0.0/16"]
+    assert [r.inputs["destinationCidrBlock"] for r in routes] == ["10.72.0.0/16", "10.73.0.0/16"]
     dx = plan.by_type("aws:directconnect/gatewayAssociation:GatewayAssociation")[0]
     assert dx.inputs["allowedPrefixes"] == ["10.50.0.0/16"]
     assert "AWS data egress" in plan.outputs["hybrid"]["objectSync"]["description"]
@@ -152,6 +153,7 @@ def test_hybrid_checks_the_join_and_sync_ends(tmp_path: Path) -> None:
     spec["kubernetes"]["endpoint"] = "public"
     spec["kubernetes"]["public_access_cidrs"] = ["198.51.100.0/24"]
     spec["hybrid"]["burst"]["team_gpus"] = {"research": {"H100": 12}, "nobody": {"B200": 8}}
+    spec["site"]["kubernetes"]["pod_cidrs"] = ["10.50.128.0/17"]  # inside the VPC: routes cannot tell them apart
     with pytest.raises(SpecError) as caught:
         resolve(spec)
     reported = {i.path for i in caught.value.issues}
@@ -160,6 +162,7 @@ def test_hybrid_checks_the_join_and_sync_ends(tmp_path: Path) -> None:
         "cluster.kubernetes.endpoint",
         "cluster.hybrid.burst.team_gpus[nobody]",
         "cluster.hybrid.burst.team_gpus[nobody][B200]",
+        "cluster.site.kubernetes.pod_cidrs[0]",
     } <= reported
     joined = hybrid_spec()
     joined["node_groups"]["burst"]["orchestrator"] = "kubernetes"  # join the site across the VPN: refused

@@ -104,6 +104,7 @@ def test_packs_cover_the_issue() -> None:
         "wiring-asg-wait-for-capacity",
         "wiring-asg-health-check",
         "wiring-datasync-server-certificate",
+        "wiring-alert-secrets-reader",
     }
     assert expected <= set(REGISTRY)
 

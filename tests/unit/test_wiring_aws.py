@@ -94,6 +94,8 @@ def test_nat_none_gets_interface_endpoints(tmp_path: Path) -> None:
 def test_transit_gateway_link_routes_the_site_from_every_private_route_table(tmp_path: Path) -> None:
     def tgw(cluster: dict[str, Any]) -> None:
         cluster["hybrid"]["link"]["kind"] = "transit_gateway"
+        # The site's CNI routes pod IPs (no SNAT): the MultiKueue manager calls from a pod address.
+        cluster["site"]["kubernetes"]["pod_cidrs"] = ["10.73.0.0/16"]
 
     plan = plan_stack(variant(tmp_path, "hybrid", tgw))
     routes = {
@@ -104,7 +106,14 @@ def test_transit_gateway_link_routes_the_site_from_every_private_route_table(tmp
     tables = [r for r in plan.by_type("aws:ec2/routeTable:RouteTable") if "-private-" in r.name]
     site_cidrs = plan.resolved.site.spec.cidrs if plan.resolved.site else []
     assert len(tables) == 2 and site_cidrs
-    assert routes == {(f"{t.name}-id", cidr) for t in tables for cidr in site_cidrs}
+    assert routes == {(f"{t.name}-id", cidr) for t in tables for cidr in [*site_cidrs, "10.73.0.0/16"]}
+    # The worker's API admits the manager's pod range too.
+    api = {
+        r.inputs["cidrIpv4"]
+        for r in plan.by_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+        if r.inputs.get("fromPort") == 443 and "api-from" in r.name
+    }
+    assert "10.73.0.0/16" in api
     assert run_rules(plan, ["wiring-vpc-site-routes", "security-vpn-tunnel-crypto"]) == {}
 
 
