@@ -25,6 +25,14 @@ from .base import SpecModel
 DEFAULT_SCALEDOWN_IDLE_MINUTES = 10
 MAX_NODES_PER_GROUP = 4096  # same bound as NodeGroup.count (models.MAX_NODES_PER_GROUP)
 
+# Instance maintenance policy (EC2 Auto Scaling User Guide, "Instance maintenance policies"): with
+# min healthy 100 % and max healthy 110 % a replacement launches before its old instance terminates
+# (launch before terminate); with max healthy 100 % the old instance terminates first. A reservation
+# or Capacity Block sized to count + spares has no room for an extra instance, so reserved groups
+# terminate first and keep at least 90 % serving (the spares cover the gap).
+MAINTENANCE_ON_DEMAND = (100, 110)  # (min healthy %, max healthy %)
+MAINTENANCE_RESERVED = (90, 100)
+
 UpdateStrategy = Literal["drain", "instance_refresh"]
 # What rolls a group's nodes once the default is applied: an EKS managed group rolls by itself.
 EffectiveUpdateStrategy = Literal["drain", "instance_refresh", "eks_managed"]

@@ -16,7 +16,7 @@ import typer
 from rich.markup import escape
 
 from components.spec import SpecError
-from gpuforge.cli import nodes, render, review
+from gpuforge.cli import nodes, preflight, render, review
 from gpuforge.console import err, out
 
 app = typer.Typer(
@@ -212,5 +212,6 @@ def init(
 
 review.register(app)  # diff, preview, up, destroy, outputs
 nodes.register(app)  # inventory, bake, check
+preflight.register(app)  # preflight
 app.add_typer(render.app, name="render")  # render slurm, render monitoring
 

@@ -13,6 +13,8 @@ from rich.tree import Tree
 
 from gpuforge.plan.model import Plan, PlanResource
 from gpuforge.plan.policy_check import console_policies, markdown_policies
+from gpuforge.plan.summary import NODE_GROUP
+from gpuforge.review.windows import block_windows
 
 
 def children_by_parent(resources: Iterable[PlanResource]) -> dict[str | None, list[PlanResource]]:
@@ -57,6 +59,7 @@ def summary_rows(plan: Plan) -> list[tuple[str, str]]:
         ("power (estimate, with PUE)", f"{s.power_kw:,.1f} kW{budget}"),
         ("monthly cost (on-demand)", _cost(plan)),
         *placement_rows(plan),
+        *[("Capacity Block", w.text()) for w in block_windows(r.inputs for r in plan.by_type(NODE_GROUP))],
     ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,9 @@ from support import planned
 from components.spec import SpecError, resolve
 from components.spec.loader import parse_yaml
 from gpuforge.plan.engine import plan_stack
-from gpuforge.review.report import markdown_plan
+from gpuforge.review.diff import how_nodes_roll
+from gpuforge.review.report import markdown_plan, summary_rows
+from gpuforge.review.windows import block_windows
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -184,3 +187,62 @@ def test_update_strategy_defaults_and_refusals() -> None:
         train(data)["update_strategy"] = "instance_refresh"
 
     assert "remove update_strategy" in problems("staging", eks_refresh)["cluster.node_groups[train].update_strategy"]
+
+
+# --- what the plan declares: schedules, pinned template versions, maintenance, auto repair ---------------
+
+
+def test_staging_block_group_scales_with_the_window() -> None:
+    plan = planned("staging")
+    schedules = {r.name: r.inputs for r in plan.by_type("aws:autoscaling/schedule:Schedule")}
+    start, end = schedules["forge-staging-train-block-start"], schedules["forge-staging-train-block-end"]
+    assert (start["startTime"], start["desiredCapacity"], start["maxSize"]) == ("2026-12-01T11:30:00Z", 9, 9)
+    # 40 minutes before the end: EC2 starts terminating the block's instances 30 minutes before it.
+    assert (end["startTime"], end["desiredCapacity"], end["minSize"]) == ("2026-12-15T10:50:00Z", 0, 0)
+    (ng,) = [r for r in plan.resources if r.name == "forge-staging-train-ng"]
+    assert ng.inputs["scalingConfig"] == {"minSize": 0, "maxSize": 9, "desiredSize": 9}
+    assert ng.ignore_changes == ["scalingConfig.desiredSize"]
+    assert ng.inputs["nodeRepairConfig"] == {"enabled": True}
+    (system,) = [r for r in plan.resources if r.name == "forge-staging-system-ng"]
+    assert "nodeRepairConfig" not in system.inputs  # CPU group: no GPU health to repair
+    rows = dict(summary_rows(plan))
+    assert rows["Capacity Block"].startswith("train: Capacity Block 2026-12-01 11:30 UTC → 2026-12-15 11:30 UTC")
+    assert "scaled to 0 at 2026-12-15 10:50 UTC" in rows["Capacity Block"]
+
+
+def test_block_window_warns_as_it_nears_its_end() -> None:
+    window = {"start": "2026-12-01T11:30:00Z", "end": "2026-12-15T11:30:00Z"}
+    inputs = [{"nodeGroup": "train", "capacityWindow": window}]
+    (far,) = block_windows(inputs, now=datetime(2026, 12, 2, tzinfo=UTC))
+    assert not far.ending_soon and "ending soon" not in far.text()
+    (near,) = block_windows(inputs, now=datetime(2026, 12, 13, 11, 30, tzinfo=UTC))
+    assert near.ending_soon and "ends in 2.0 days" in near.text() and "purchase-capacity-block-extension" in near.text()
+    (over,) = block_windows(inputs, now=datetime(2026, 12, 16, tzinfo=UTC))
+    assert "ended" in over.text() and not over.ending_soon
+
+
+def test_asg_pins_its_template_version_and_refreshes_by_strategy() -> None:
+    prod = planned("prod")
+    asgs = {r.name: r for r in prod.by_type("aws:autoscaling/group:Group")}
+    train, services = asgs["forge-prod-train-asg"].inputs, asgs["forge-prod-services-asg"].inputs
+    for group in (train, services):
+        assert group["launchTemplate"]["version"] != "$Latest"
+    # Slurm group: drained and replaced by gpuforge's scaler, so no instance refresh of its own; it sits in
+    # a full reservation: terminate first (max healthy 100 %).
+    assert "instanceRefresh" not in train
+    assert train["instanceMaintenancePolicy"] == {"minHealthyPercentage": 90, "maxHealthyPercentage": 100}
+    assert services["instanceRefresh"]["strategy"] == "Rolling"
+    assert services["instanceMaintenancePolicy"] == {"minHealthyPercentage": 100, "maxHealthyPercentage": 110}
+
+
+@pytest.mark.parametrize(
+    ("inputs", "expected"),
+    [
+        ({"updateStrategy": "drain"}, "drain then replace: each of the 4 nodes is drained in Slurm"),
+        ({"updateStrategy": "instance_refresh", "capacity": "on_demand"}, "launch then terminate (min healthy 100 %"),
+        ({"updateStrategy": "instance_refresh", "capacity": "capacity_reservation"}, "terminate then launch (min"),
+        ({"updateStrategy": "eks_managed", "capacity": "capacity_block"}, "roll between blocks"),
+    ],
+)
+def test_diff_says_how_nodes_roll(inputs: dict[str, Any], expected: str) -> None:
+    assert expected in how_nodes_roll(inputs, 4)
