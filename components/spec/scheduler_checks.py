@@ -261,7 +261,8 @@ def _controllers(
         instance = catalog.instance_type(ctl.instance_type)
     except CatalogError as exc:
         return (), [*issues, SpecIssue(f"{path}.instance_type", str(exc), "use a type from the catalog")]
-    assert spec.network is not None
+    if spec.network is None:  # reported by the placement check (cluster.network: missing)
+        return (), issues
     azs = [az for az in sorted(spec.network.availability_zones) if az in instance.azs_offering(spec.region or "")]
     wanted = 2 if ctl.backup else 1
     if len(azs) < wanted:
