@@ -81,11 +81,24 @@ class PlaybookResult:
 
 
 def failure_message(res: Mapping[str, Any]) -> str:
+    """What a failed task said. A loop's own message is only "One or more items failed": each failed
+    item's label and message follow it."""
+    message = "failed"
     for key in ("msg", "stderr", "stdout", "reason"):
         value = res.get(key)
         if value:
-            return str(value).strip()
-    return "failed"
+            message = str(value).strip()
+            break
+    items = [item for item in res.get("results") or [] if isinstance(item, Mapping) and item.get("failed")]
+    if items:
+        details = "; ".join(f"{_item_label(item)}: {failure_message(item)}" for item in items)
+        message = f"{message}: {details}"
+    return message
+
+
+def _item_label(item: Mapping[str, Any]) -> str:
+    label = item.get("_ansible_item_label", item.get("item", "?"))
+    return label if isinstance(label, str) else str(label)
 
 
 def _summarise(stats: Mapping[str, Any] | None) -> dict[str, HostSummary]:
@@ -303,6 +316,11 @@ def bake(
             f"stack {stack}: its outputs come from the offline plan, which does not know {', '.join(unknown)}; "
             "deploy the stack and read its outputs (Pulumi CLI), or pass them with --extra-vars"
         )
+    listed = any(group.get("hosts") for name, group in inventory["all"]["children"].items() if name.startswith("ng_"))
+    if not (listed or aws_hosts or inventory_files):
+        # No node is known: site.yml would reach only the planned Slurm controller (slurm.yml's plays),
+        # a cluster with no nodes to schedule. Configure nothing and say where hosts come from.
+        raise NoHostsMatched(_no_hosts_reason(stack, inventory, inventory_files, limit, aws_hosts))
     sources: list[Inventory] = [inventory, *inventory_files]
     with tempfile.TemporaryDirectory(prefix="gpuforge-inventory-") as tmp:
         if aws_hosts:
