@@ -1,4 +1,4 @@
-"""`gpuforge bake` as a user runs it: over SSH, on two booted Debian 12 machines
+"""`gpuforge bake` and `gpuforge check` as a user runs them: over SSH, on two booted Debian 12 machines
 (systemd, sshd on loopback, a non-root admin with sudo), with the stack's inventory merged with a hosts
 file given by -i, the SSH user and key given by --user and --private-key, and the package sources given
 by -e @FILE: a site's mirror, here the stand-ins of tests/standins. Every production task runs with its
@@ -24,6 +24,9 @@ from tests.standins.repo import StandinSources
 pytestmark = pytest.mark.slow
 
 STACK = str(Path(__file__).resolve().parent.parent / "fixtures" / "stacks" / "Pulumi.booted-lab.yaml")
+# The stand-in nccl-tests reads the bus bandwidth it reports from here (tests/standins/nccl-tests).
+BUSBW_FILE = "/etc/nccl-tests-standin/busbw"
+ALL_REDUCE = "/opt/nccl-tests/build/all_reduce_perf"
 runner = CliRunner()
 
 Run = tuple[int, dict[str, Any], str]
@@ -135,3 +138,44 @@ def test_nccl_tests_built_from_the_pinned_commit_against_cuda_and_nccl(
         assert f"release {standin.CUDA_VERSION}, V{standin.CUDA_NVCC_VERSION.split('-')[0]}" in nvcc
         for collective in standin.NCCL_TESTS_COLLECTIVES:
             machine.run(f"test -x /opt/nccl-tests/build/{collective}_perf")
+
+
+def test_check_over_ssh_names_failing_machines_and_their_reasons(
+    lab: Machines, baked: list[Run], tmp_path: Path
+) -> None:
+    """No GPUs: nvidia-smi fails on both. gpu1's nccl-tests reports a bus bandwidth below the DGX H100
+    floor; gpu2's nccl-tests is gone. `gpuforge check` fails both, naming each and every reason."""
+    gpu1, gpu2 = lab
+    gpu1.run(f"mkdir -p {Path(BUSBW_FILE).parent} && echo 120.5 > {BUSBW_FILE}", root=True)
+    gpu2.run(f"mv {ALL_REDUCE} {ALL_REDUCE}.away", root=True)
+    try:
+        code, report, output = _cli(lab, tmp_path, "check", "--checks", "gpu,nccl")
+    finally:
+        gpu2.run(f"mv {ALL_REDUCE}.away {ALL_REDUCE}", root=True)
+    assert code == 1, output[-4000:]
+    assert report["ok"] is False and report["checked"] == 2
+    assert report["failing"] == ["gpu1", "gpu2"]
+    problems = {name: report["nodes"][name]["problems"] for name in ("gpu1", "gpu2")}
+    for name in ("gpu1", "gpu2"):
+        assert any(p.startswith("nvidia-smi failed (rc 9)") for p in problems[name]), problems
+    # The floor: the catalog's single-node DGX H100 figure (450 GB/s) x the default 0.8.
+    assert "all_reduce_perf busbw 120.5 GB/s at 8589934592 B is below the floor 360.0 GB/s" in problems["gpu1"]
+    assert report["nodes"]["gpu1"]["busbw_gbps"] == 120.5
+    assert any(p.startswith(f"nccl-tests missing: no {ALL_REDUCE}") for p in problems["gpu2"]), problems
+    # The one-line reason names each failing machine with its problems.
+    assert report["reason"].startswith("2 of 2 node(s) failing: gpu1: nvidia-smi failed")
+    assert "gpu2: nvidia-smi failed" in report["reason"] and "nccl-tests missing" in report["reason"]
+
+
+def test_check_over_ssh_passes_the_machine_above_the_floor(lab: Machines, baked: list[Run], tmp_path: Path) -> None:
+    """nccl only: gpu2 at a healthy bus bandwidth passes, gpu1 below the floor is the one named."""
+    gpu1, gpu2 = lab
+    gpu1.run(f"mkdir -p {Path(BUSBW_FILE).parent} && echo 120.5 > {BUSBW_FILE}", root=True)
+    gpu2.run(f"mkdir -p {Path(BUSBW_FILE).parent} && echo 452.3 > {BUSBW_FILE}", root=True)
+    code, report, output = _cli(lab, tmp_path, "check", "--checks", "nccl")
+    assert code == 1, output[-4000:]
+    assert report["failing"] == ["gpu1"]
+    assert report["nodes"]["gpu2"] == {"healthy": True, "problems": [], "busbw_gbps": 452.3}
+    # The verdict also reached node_exporter's textfile directory on the healthy node.
+    prom = gpu2.run("cat /var/lib/prometheus/node-exporter/gpuforge_healthcheck.prom").stdout
+    assert "gpuforge_healthcheck_ok 1" in prom and "gpuforge_nccl_allreduce_busbw_gbps 452.3" in prom
