@@ -100,6 +100,33 @@ def secret_read_policy(secret_arns: list[str], kms_key_arn: str) -> dict[str, An
     }
 
 
+def lifecycle_policy(cluster: str) -> dict[str, Any]:
+    """What gpuforge-lifecycle on the Slurm controller calls (docs/lifecycle.md): read the groups, their
+    instances and launch template versions (Describe* take no resource-level permissions), and change
+    only this cluster's groups: Auto Scaling supports the aws:ResourceTag condition on SetDesiredCapacity
+    and TerminateInstanceInAutoScalingGroup (Service Authorization Reference, Amazon EC2 Auto Scaling)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": [
+                    "autoscaling:DescribeAutoScalingGroups",
+                    "ec2:DescribeInstances",
+                    "ec2:DescribeLaunchTemplateVersions",
+                ],
+                "Resource": "*",
+            },
+            {
+                "Effect": "Allow",
+                "Action": ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"],
+                "Resource": "*",
+                "Condition": {"StringEquals": {"aws:ResourceTag/gpuforge:cluster": cluster}},
+            },
+        ],
+    }
+
+
 def cluster_key_policy(account: str, region: str, *, fsx_data_repositories: bool = False) -> dict[str, Any]:
     """The cluster key's policy (KMS has no default that services can use):
 

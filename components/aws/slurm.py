@@ -24,7 +24,7 @@ from components.spec import ResolvedSpec
 from components.spec.models import Tier
 from components.spec.scheduler_checks import ResolvedScheduler, secret_names
 
-from .iam import assume_role_policy, secret_read_policy
+from .iam import assume_role_policy, lifecycle_policy, secret_read_policy
 from .storage import stateful
 
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
@@ -230,6 +230,14 @@ class SlurmControlPlane(pulumi.ComponentResource):
 
         aws.iam.RolePolicy(f"{name}-ctl-secrets", role=role.id, policy=policy(list(self.secret_arns.values())),
                            opts=child)
+        # gpuforge-lifecycle (slurm_scaler role): scaling, replacement, rolling updates of this cluster's groups.
+        aws.iam.RolePolicy(f"{name}-ctl-lifecycle", role=role.id,
+                           policy=json.dumps(lifecycle_policy(args.resolved.spec.name)), opts=child)
+        # gpuforge-slurm-topology (topology.conf from EC2 instance topology) reads instances and their
+        # network nodes; neither Describe call supports resource-level permissions, hence "*".
+        topology_read = {"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": ["ec2:DescribeInstances", "ec2:DescribeInstanceTopology"], "Resource": "*"}]}
+        aws.iam.RolePolicy(f"{name}-ctl-topology", role=role.id, policy=json.dumps(topology_read), opts=child)
         munge_only = policy([self.secret_arns["munge_key"]])
         for group, reader in sorted(args.node_role_names.items()):
             # A renamed group (renamed_from) keeps its policy: the old name becomes an alias.

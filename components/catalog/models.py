@@ -27,7 +27,7 @@ from components.catalog.prices import PriceTable, read_prices
 DATA_DIR = Path(__file__).resolve().parent / "data"
 AWS_FILE = "components/catalog/data/aws_instance_types.json"
 FACTS_FILE = "components/catalog/data/facts.yaml"
-_FACT_KEYS = ("gpus", "instance_extras", "host_power", "servers", "fsx_lustre", "slurm")
+_FACT_KEYS = ("gpus", "instance_extras", "host_power", "servers", "fsx_lustre", "slurm", "alertmanager")
 
 DeploymentType = Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"]
 
@@ -373,6 +373,29 @@ class SlurmFacts(_Frozen):
         return self
 
 
+class AlertmanagerRelease(_Frozen):
+    version: str  # e.g. "0.23.0"
+    source: str  # where the package comes from
+
+
+def release_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+class AlertmanagerFacts(_Frozen):
+    """Alertmanager versions (production and the one tests run) and since which release each receiver's
+    secret can be read from a file (`<type>.<field path>` -> version)."""
+
+    production: AlertmanagerRelease
+    test: AlertmanagerRelease
+    secret_files: dict[str, str]
+    secret_files_source: str
+
+    def reads_from_file(self, field: str, version: str) -> bool:
+        """Whether Alertmanager *version* has the secret file field (e.g. pagerduty.routing_key_file)."""
+        return release_tuple(version) >= release_tuple(self.secret_files[field])
+
+
 # --- The whole document ---------------------------------------------------------------------------
 
 
@@ -386,6 +409,7 @@ class CatalogData(_Frozen):
     servers: dict[str, ServerModel]
     fsx_lustre: dict[str, FsxLustreRules]
     slurm: SlurmFacts
+    alertmanager: AlertmanagerFacts
     prices: PriceTable | None = None  # data/prices.yaml (on-demand list prices for cost estimates)
 
     @model_validator(mode="before")
@@ -495,6 +519,10 @@ class Catalog:
     @property
     def slurm(self) -> SlurmFacts:
         return self.data.slurm
+
+    @property
+    def alertmanager(self) -> AlertmanagerFacts:
+        return self.data.alertmanager
 
     @property
     def pue_default(self) -> float:

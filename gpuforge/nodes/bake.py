@@ -303,6 +303,11 @@ def bake(
             f"stack {stack}: its outputs come from the offline plan, which does not know {', '.join(unknown)}; "
             "deploy the stack and read its outputs (Pulumi CLI), or pass them with --extra-vars"
         )
+    listed = any(group.get("hosts") for name, group in inventory["all"]["children"].items() if name.startswith("ng_"))
+    if not (listed or aws_hosts or inventory_files):
+        # No node is known: site.yml would reach only the planned Slurm controller (slurm.yml's plays),
+        # a cluster with no nodes to schedule. Configure nothing and say where hosts come from.
+        raise NoHostsMatched(_no_hosts_reason(stack, inventory, inventory_files, limit, aws_hosts))
     sources: list[Inventory] = [inventory, *inventory_files]
     with tempfile.TemporaryDirectory(prefix="gpuforge-inventory-") as tmp:
         if aws_hosts:

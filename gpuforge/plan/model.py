@@ -47,6 +47,15 @@ class Plan:
     def by_type(self, type_: str) -> list[PlanResource]:
         return [r for r in self.resources if r.type == type_]
 
+    def rendered(self) -> dict[str, dict[str, str]]:
+        """The configuration files gpuforge renders for the nodes, by kind then file name (today Slurm's:
+        what `gpuforge render slurm` prints), so `gpuforge diff` shows a pull request's changes to them."""
+        if self.resolved.scheduler is None:
+            return {}
+        from gpuforge.render.slurm import render_slurm, slurm_config
+
+        return {"slurm": render_slurm(slurm_config(self.resolved))}
+
     def to_json(self) -> dict[str, Any]:
         return {
             "stack": self.stack,
@@ -55,6 +64,7 @@ class Plan:
             "outputs": self.outputs,
             "cost": self.cost.to_json() if self.cost else None,
             **(self.policy.to_json() if self.policy else {}),
+            "rendered": self.rendered(),
             "resources": [
                 {
                     "urn": r.urn,

@@ -25,6 +25,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from components.catalog.models import AlertmanagerFacts
 from components.k8s.labels import NODE_LABEL_GROUP
 from components.power import GroupLoad, facility_power_kw
 from components.spec import ResolvedSpec
@@ -484,7 +485,44 @@ class RouteTiming:
     repeat_interval: str = "4h"
 
 
-def _receiver_config(name: str, receiver: Receiver, paths: Paths) -> dict[str, Any]:
+# The alertmanager role writes alertmanager.yml with ansible.builtin.template and these delimiters, so that
+# Alertmanager's own {{ }} templates pass through and only the inline-secret placeholders are filled.
+ROLE_VARIABLE_START, ROLE_VARIABLE_END = "[[", "]]"
+
+
+def _inline_token(file_name: str) -> str:
+    return f"gpuforge-inline-secret-{file_name}"
+
+
+def inline_secret_placeholder(file_name: str) -> str:
+    """What alertmanager.yml holds for a secret the Alertmanager release reads only inline: a role-side
+    expression over alertmanager_secrets (JSON-quoted, so any value stays one YAML scalar), never the value."""
+    return f"{ROLE_VARIABLE_START} alertmanager_secrets['{file_name}'] | to_json {ROLE_VARIABLE_END}"
+
+
+@dataclass(frozen=True)
+class SecretFields:
+    """Which receiver secrets a given Alertmanager release reads from files (the catalog's secret_files)."""
+
+    version: str | None  # None: the newest (every *_file field)
+    facts: AlertmanagerFacts | None = None
+
+    def from_file(self, field: str) -> bool:
+        if self.version is None or self.facts is None:
+            return True
+        return self.facts.reads_from_file(field, self.version)
+
+
+def _secret(
+    fields: SecretFields, field: str, key: str, name: str, secret_field: str, paths: Paths
+) -> dict[str, str]:
+    """`<key>_file: path` where the release has it, else `<key>: <placeholder>` the role fills."""
+    if fields.from_file(field):
+        return {f"{key}_file": paths.secret(name, secret_field)}
+    return {key: _inline_token(secret_file_name(name, secret_field))}
+
+
+def _receiver_config(name: str, receiver: Receiver, paths: Paths, fields: SecretFields) -> dict[str, Any]:
     secret_file = paths.secret
     if isinstance(receiver, WebhookReceiver):
         hook: dict[str, Any] = {"url": receiver.url, "send_resolved": True}
@@ -502,7 +540,7 @@ def _receiver_config(name: str, receiver: Receiver, paths: Paths) -> dict[str, A
         if receiver.username:
             mail["auth_username"] = receiver.username
         if receiver.password_secret:
-            mail["auth_password_file"] = secret_file(name, "password_secret")
+            mail |= _secret(fields, "email.auth_password_file", "auth_password", name, "password_secret", paths)
         return {"name": name, "email_configs": [mail]}
     if isinstance(receiver, SlackReceiver):
         return {
@@ -518,7 +556,8 @@ def _receiver_config(name: str, receiver: Receiver, paths: Paths) -> dict[str, A
             ],
         }
     assert isinstance(receiver, PagerDutyReceiver)
-    return {"name": name, "pagerduty_configs": [{"routing_key_file": secret_file(name, "routing_key_secret")}]}
+    key = _secret(fields, "pagerduty.routing_key_file", "routing_key", name, "routing_key_secret", paths)
+    return {"name": name, "pagerduty_configs": [key]}
 
 
 def receiver_secret_files(monitoring: Monitoring, paths: Paths | None = None) -> dict[str, str]:
@@ -528,10 +567,14 @@ def receiver_secret_files(monitoring: Monitoring, paths: Paths | None = None) ->
 
 
 def alertmanager_config(
-    monitoring: Monitoring, timing: RouteTiming | None = None, paths: Paths | None = None
+    monitoring: Monitoring,
+    timing: RouteTiming | None = None,
+    paths: Paths | None = None,
+    fields: SecretFields | None = None,
 ) -> dict[str, Any]:
-    """Routes by severity: each receiver gets the severities it asked for; nothing else is sent."""
-    timing, paths = timing or RouteTiming(), paths or Paths()
+    """Routes by severity: each receiver gets the severities it asked for; nothing else is sent. Secrets
+    are files where the release reads them from files (*fields*; default: the newest release)."""
+    timing, paths, fields = timing or RouteTiming(), paths or Paths(), fields or SecretFields(None)
     routes = [
         {
             "receiver": name,
@@ -558,8 +601,19 @@ def alertmanager_config(
             }
         ],
         "receivers": [{"name": "gpuforge-unrouted"}]
-        + [_receiver_config(n, r, paths) for n, r in sorted(monitoring.receivers.items())],
+        + [_receiver_config(n, r, paths, fields) for n, r in sorted(monitoring.receivers.items())],
     }
+
+
+def alertmanager_yaml(
+    monitoring: Monitoring, timing: RouteTiming | None = None, paths: Paths | None = None,
+    fields: SecretFields | None = None,
+) -> str:
+    """alertmanager.yml as the role receives it: inline secrets as placeholders, never values."""
+    text = dump(alertmanager_config(monitoring, timing, paths, fields))
+    for file_name in receiver_secret_names(monitoring):
+        text = text.replace(_inline_token(file_name), inline_secret_placeholder(file_name))
+    return text
 
 
 # --- a stack's whole monitoring, as files ------------------------------------------------------
@@ -593,7 +647,8 @@ def render_monitoring(
         objects += kubernetes_monitors(resolved, srv)
         bundle.files["kubernetes/prometheusrule.yaml"] = dump(objects[0])
         bundle.files["kubernetes/servicemonitors.yaml"] = "---\n".join(dump(o) for o in objects[1:])
-        bundle.files["kubernetes/alertmanager.yaml"] = dump(alertmanager_config(mon, timing, paths))
+        # The operator runs kube-prometheus-stack's current Alertmanager: every secret from a file.
+        bundle.files["kubernetes/alertmanager.yaml"] = alertmanager_yaml(mon, timing, paths)
         bundle.files["kubernetes/dashboards.yaml"] = "---\n".join(dump(m) for m in dashboard_configmaps(srv.namespace))
         return bundle
     bundle.files[paths.config] = dump(prometheus_config(resolved, paths))
@@ -601,7 +656,9 @@ def render_monitoring(
     for job, groups in file_sd_targets(resolved).items():
         if groups:
             bundle.files[paths.file_sd(job)] = json.dumps(groups, indent=2) + "\n"
-    bundle.files[paths.alertmanager] = dump(alertmanager_config(mon, timing, paths))
+    facts = resolved.catalog.alertmanager  # the release the monitoring host runs in production
+    fields = SecretFields(facts.production.version, facts)
+    bundle.files[paths.alertmanager] = alertmanager_yaml(mon, timing, paths, fields)
     for name, text in dashboards().items():
         bundle.files[f"{GRAFANA_DASHBOARDS_DIR}/{name}"] = text
     for name, text in provisioning(GRAFANA_DASHBOARDS_DIR, f"http://{paths.prometheus}").items():

@@ -236,8 +236,10 @@ def _topology(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any
     fabric = site.spec.fabric if site is not None else None
     static_hosts = [h for g in sched.groups.values() for h in g.hosts if h.spec.hcas]
     if fabric is None or not static_hosts:
-        return {"source": "EC2 instance topology, at run time" if resolved.spec.network else "none",
-                "switches": []}
+        if resolved.spec.network:  # AWS: gpuforge-slurm-topology on the controller writes the file
+            return {"kind": "ec2", "source": "EC2 instance topology, written by the controller at run time",
+                    "region": resolved.spec.region, "switches": []}
+        return {"kind": "none", "source": "none", "switches": []}
     by_su: dict[str, list[str]] = {}
     for host in static_hosts:
         by_su.setdefault(host.scalable_unit, []).append(host.name)
@@ -245,7 +247,7 @@ def _topology(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any
     switches = list(leaves)
     if len(leaves) > 1 or fabric.spines:
         switches.append({"name": "spines", "switches": ",".join(leaf["name"] for leaf in leaves), "nodes": ""})
-    return {"source": f"the site fabric ({fabric.kind}, {fabric.rails} rails, {fabric.spines} spines)",
+    return {"kind": "site", "source": f"the site fabric ({fabric.kind}, {fabric.rails} rails, {fabric.spines} spines)",
             "switches": switches}
 
 
@@ -303,7 +305,7 @@ def render_slurm(config: Mapping[str, Any]) -> dict[str, str]:
         name: render(template, slurm_config=config)
         for name, template in TEMPLATES.items()
         if (name != "job_container.conf" or config["job_container"]["enabled"])
-        and (name != "topology.conf" or config["topology"]["switches"])
+        and (name != "topology.conf" or config["topology"]["switches"] or config["topology"]["kind"] == "ec2")
     }
     for name, group in config["groups"].items():
         files[f"slurmd.{name}"] = render(SLURMD_DEFAULTS, slurm_config=config, slurm_group={"name": name, **group})

@@ -9,6 +9,7 @@ replace-trigger table (replace_triggers.yaml, with its sources); `pulumi preview
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import subprocess
@@ -163,6 +164,18 @@ class Risk:
 
 
 @dataclass
+class ConfigChange:
+    """One rendered configuration file (e.g. Slurm's slurm.conf) that differs between the sides."""
+
+    kind: str  # slurm
+    name: str  # slurm.conf
+    status: str  # added | removed | changed
+    added: int  # lines
+    removed: int
+    diff: str  # unified diff, base -> head
+
+
+@dataclass
 class PlanDiff:
     stack: str
     base: str
@@ -177,6 +190,7 @@ class PlanDiff:
     policies_fixed: list[dict[str, Any]]
     notes: list[str]
     other_stack: str = ""  # a warning when the two plans are of different stacks
+    configs: list[ConfigChange] = field(default_factory=list)  # rendered node configuration that changes
 
     def by_action(self, action: str) -> list[ResourceChange]:
         return [c for c in self.changes if c.action == action]
@@ -224,6 +238,7 @@ class PlanDiff:
                 "storage": self.storage,
                 "data_loss_risks": [asdict(r) for r in self.risks],
                 "policies": {"new": self.policies_new, "fixed": self.policies_fixed},
+                "configs": [asdict(c) for c in self.configs],
             },
             "cost": self.cost,
             "changes": [asdict(c) for c in self.changes],
@@ -392,6 +407,11 @@ def diff_plans(
         )
     if "policies" not in base or "policies" not in head:
         notes.append("policy results: at least one plan carries none (planned before policies were wired)")
+    if ("rendered" in base) != ("rendered" in head) and base.get("resources"):
+        notes.append(
+            "rendered configuration (slurm.conf, ...): one plan carries none (planned before plans carried it), "
+            "so its changes are not shown"
+        )
     return PlanDiff(
         stack=str(head.get("stack") or base.get("stack") or "?"),
         base=base_label,
@@ -408,7 +428,42 @@ def diff_plans(
         policies_fixed=[v for k, v in base_pol.items() if k not in head_pol],
         notes=notes,
         other_stack=other_stack,
+        configs=config_changes(base, head) if ("rendered" in base) == ("rendered" in head) else [],
     )
+
+
+def config_changes(base: Mapping[str, Any], head: Mapping[str, Any]) -> list[ConfigChange]:
+    """The rendered files (plan["rendered"][kind][name]) that differ, with a unified diff each. A file
+    only one side has (the scheduler added or removed, topology.conf appearing) diffs against nothing."""
+    old, new = base.get("rendered") or {}, head.get("rendered") or {}
+    changes = []
+    for kind in sorted(set(old) | set(new)):
+        old_files, new_files = old.get(kind) or {}, new.get(kind) or {}
+        for name in sorted(set(old_files) | set(new_files)):
+            before, after = old_files.get(name), new_files.get(name)
+            if before == after:
+                continue
+            lines = list(
+                difflib.unified_diff(
+                    (before or "").splitlines(keepends=True),
+                    (after or "").splitlines(keepends=True),
+                    fromfile=f"base/{name}" if before is not None else "/dev/null",
+                    tofile=f"head/{name}" if after is not None else "/dev/null",
+                )
+            )
+            body = [line for line in lines[2:] if not line.startswith("@@")]
+            status = "added" if before is None else "removed" if after is None else "changed"
+            changes.append(
+                ConfigChange(
+                    kind=kind,
+                    name=name,
+                    status=status,
+                    added=sum(line.startswith("+") for line in body),
+                    removed=sum(line.startswith("-") for line in body),
+                    diff="".join(line if line.endswith("\n") else line + "\n" for line in lines),
+                )
+            )
+    return changes
 
 
 def _group_impact(
@@ -783,6 +838,8 @@ def render_markdown(d: PlanDiff) -> str:
             f"- :white_check_mark: fixed `{v.get('rule')}` ({v.get('pack')}): {v.get('message')}"
             for v in d.policies_fixed
         ]
+    if d.configs:
+        lines += ["", *_configs_markdown(d.configs)[:-1]]
     for action, title in (("replace", "Replaced"), ("delete", "Deleted"), ("update", "Updated"), ("create", "Created")):
         items = d.by_action(action)
         if not items:
@@ -807,6 +864,28 @@ def render_markdown(d: PlanDiff) -> str:
     if d.notes:
         lines += ["", "<sub>" + " ".join(d.notes) + "</sub>"]
     return "\n".join(lines) + "\n"
+
+
+CONFIG_TITLES = {"slurm": "Slurm configuration (what the nodes receive: `gpuforge render slurm`)"}
+
+
+def _configs_markdown(configs: list[ConfigChange]) -> list[str]:
+    out: list[str] = []
+    for kind in dict.fromkeys(c.kind for c in configs):
+        out += [f"### {CONFIG_TITLES.get(kind, kind)}", ""]
+        for c in (c for c in configs if c.kind == kind):
+            what = {"added": "new file", "removed": "removed", "changed": "changed"}[c.status]
+            out += [
+                f"<details><summary><code>{c.name}</code>: {what}, +{c.added} -{c.removed} lines</summary>",
+                "",
+                "```diff",
+                c.diff.rstrip("\n"),
+                "```",
+                "",
+                "</details>",
+                "",
+            ]
+    return out
 
 
 def _cost_markdown(d: PlanDiff) -> list[str]:

@@ -92,6 +92,40 @@ def test_instance_type_change_rolls_nodes_through_the_launch_template() -> None:
     check_golden("instance-type", result)
 
 
+def test_slurm_partition_change_shows_the_rendered_slurm_conf_diff() -> None:
+    """A pull request that edits only the scheduler section changes no cloud resource and no node; the
+    review still shows what every node receives differently: slurm.conf's partition lines."""
+    result = diff_plans(plan_json("dev"), fixture("dev-slurm-partitions", "dev"), "main", "partitions")
+    assert result.groups == [] and result.risks == []
+    assert [(c.kind, c.name, c.status) for c in result.configs] == [("slurm", "slurm.conf", "changed")]
+    diff = result.configs[0].diff
+    removed = [line for line in diff.splitlines() if line.startswith("-PartitionName=")]
+    added = [line for line in diff.splitlines() if line.startswith("+PartitionName=")]
+    assert len(removed) == len(added) == 2 and (result.configs[0].added, result.configs[0].removed) == (2, 2)
+    assert "OverSubscribe=EXCLUSIVE" in added[0] and "MaxTime=60 " in added[1]
+    text = render_markdown(result)
+    assert "### Slurm configuration" in text and "```diff" in text and "+PartitionName=gpu" in text
+    check_golden("slurm-partitions", result)
+
+
+def test_instance_type_change_shows_new_node_facts_in_slurm_conf() -> None:
+    """g5.12xlarge -> g5.48xlarge: the cloud group's registration line (slurmd -Z --conf) carries the new
+    CPUs, memory and GPUs, in slurm.conf's comment and in the group's /etc/default/slurmd."""
+    result = diff_plans(plan_json("dev"), fixture("dev-instance-type", "dev"), "main", "g5.48xlarge")
+    changed = {c.name: c for c in result.configs}
+    assert set(changed) == {"slurm.conf", "slurmd.train"}
+    assert "Gres=gpu:a10g:8" in changed["slurmd.train"].diff
+    assert any(line.startswith("+") and "g5.48xlarge" in line for line in changed["slurm.conf"].diff.splitlines())
+
+
+def test_plans_without_rendered_configs_say_so() -> None:
+    old = plan_json("dev")
+    del old["rendered"]
+    result = diff_plans(old, fixture("dev-slurm-partitions", "dev"))
+    assert result.configs == []
+    assert any("rendered configuration" in note for note in result.notes)
+
+
 def test_file_system_growth_is_an_update_and_shrink_replaces_scratch_loudly() -> None:
     grow = diff_plans(plan_json("dev"), fixture("dev-fs-2400", "dev"), "1200", "2400")
     fs = next(c for c in grow.changes if c.type == "aws:fsx/lustreFileSystem:LustreFileSystem")

@@ -99,7 +99,75 @@ def test_efa_collector_exports_hw_counters_of_efa_devices_only(tmp_path: Path) -
     assert "mlx5_0" not in text, "InfiniBand HCAs are node_exporter's infiniband collector's"
 
 
-@pytest.mark.parametrize("script", ["slurm-textfile-collector", "efa-counters"])
+@pytest.mark.parametrize("script", ["slurm-textfile-collector", "efa-counters", "lustre-client"])
 def test_collectors_run_on_the_nodes_python(script: str) -> None:
     assert (FILES / script).read_text().startswith("#!/usr/bin/python3\n")
     assert os.access(FILES / script, os.X_OK)
+
+
+def lustre_client_root(root: Path, mounts: list[str], llite: dict[str, str]) -> None:
+    """A node's /proc/mounts (lustre and autofs lines) and llite instance directories (base -> instance)."""
+    (root / "proc").mkdir(parents=True)
+    (root / "proc" / "mounts").write_text("".join(line + "\n" for line in mounts))
+    for base, instance in llite.items():
+        (root / base / instance).mkdir(parents=True)
+        (root / base / instance / "stats").write_text("snapshot_time 1700000000.1 secs.nsecs\n")
+    for line in mounts:
+        (root / line.split()[1].lstrip("/")).mkdir(parents=True, exist_ok=True)
+
+
+def fake_lctl(bin_dir: Path, health: str) -> dict[str, str]:
+    bin_dir.mkdir()
+    lctl = bin_dir / "lctl"
+    lctl.write_text(f'#!/bin/sh\n[ "$*" = "get_param -n health_check" ] && echo "{health}" && exit 0\nexit 2\n')
+    lctl.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def test_lustre_collector_reports_a_healthy_client(tmp_path: Path) -> None:
+    root = tmp_path / "node"
+    lustre_client_root(
+        root,
+        ["10.0.0.5@tcp:/abcdefgh /fsx lustre rw,flock,lazystatfs 0 0"],
+        {"sys/kernel/debug/lustre/llite": "abcdefgh-ffff8d1c0bb6d000"},  # Lustre 2.12+: stats in debugfs
+    )
+    env = fake_lctl(tmp_path / "bin", "healthy")
+    text = run_collector("lustre-client", tmp_path / "out", "/fsx", "--root", str(root), env=env)
+    promtool_check_metrics(text)
+    lines = set(text.splitlines())
+    assert 'gpuforge_lustre_mount_present{mountpoint="/fsx"} 1' in lines
+    assert 'gpuforge_lustre_client_check{check="statfs",mountpoint="/fsx"} 1' in lines
+    assert 'gpuforge_lustre_client_check{check="llite",mountpoint="/fsx"} 1' in lines
+    assert 'gpuforge_lustre_client_check{check="health_check"} 1' in lines
+
+
+def test_lustre_collector_reports_a_missing_mount_a_lost_client_and_not_healthy(tmp_path: Path) -> None:
+    root = tmp_path / "node"
+    lustre_client_root(
+        root,
+        [
+            "systemd-1 /fsx autofs rw,relatime,fd=46,pgrp=1,timeout=0,minproto=5,maxproto=5,direct 0 0",
+            "10.64.2.10@o2ib:/home /lustre/home lustre rw,flock 0 0",
+        ],
+        {"proc/fs/lustre/llite": "scratch-ffff9b1c00000000"},  # an instance of another file system only
+    )
+    env = fake_lctl(tmp_path / "bin", "NOT HEALTHY")
+    text = run_collector("lustre-client", tmp_path / "out", "/fsx", "/lustre/home", "--root", str(root), env=env)
+    promtool_check_metrics(text)
+    lines = set(text.splitlines())
+    assert 'gpuforge_lustre_mount_present{mountpoint="/fsx"} 0' in lines
+    assert 'gpuforge_lustre_mount_present{mountpoint="/lustre/home"} 1' in lines
+    assert 'gpuforge_lustre_client_check{check="llite",mountpoint="/lustre/home"} 0' in lines
+    assert 'gpuforge_lustre_client_check{check="health_check"} 0' in lines
+    assert not any('mountpoint="/fsx"' in line for line in lines if line.startswith("gpuforge_lustre_client_check"))
+
+
+def test_lustre_collector_without_lctl_reports_no_health_check(tmp_path: Path) -> None:
+    root = tmp_path / "node"
+    lustre_client_root(root, ["10.0.0.5@tcp:/abcdefgh /fsx lustre rw 0 0"], {"proc/fs/lustre/llite": "abcdefgh-1"})
+    if shutil.which("lctl"):
+        pytest.skip("this host has a Lustre client (lctl): the case needs a node without one")
+    text = run_collector("lustre-client", tmp_path / "out", "/fsx", "--root", str(root))
+    promtool_check_metrics(text)
+    assert "health_check" not in text.split("# TYPE gpuforge_lustre_client_check gauge")[1]
+    assert 'gpuforge_lustre_client_check{check="llite",mountpoint="/fsx"} 1' in text.splitlines()

@@ -32,6 +32,7 @@ from gpuforge.render.monitoring import (
     role_vars,
     rule_file,
 )
+from tests.monitoring.test_alertmanager_versions import with_placeholders_filled
 from tests.support import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -186,6 +187,8 @@ def test_every_stack_renders_what_promtool_and_amtool_accept(stack: str, tmp_pat
         rules, alertmanager = tmp_path / "rules.yml", tmp_path / "kubernetes" / "alertmanager.yaml"
     else:
         rules, alertmanager = Path(paths.rules), Path(paths.alertmanager)
+        # Inline secrets (the production release reads some only inline) as the alertmanager role fills them.
+        alertmanager.write_text(with_placeholders_filled(alertmanager.read_text(), resolved.spec.monitoring))
         check = subprocess.run(
             [tool("promtool"), "check", "config", paths.config], capture_output=True, text=True, timeout=60
         )
@@ -222,20 +225,25 @@ def test_aws_targets_are_found_by_the_stable_node_group_tag() -> None:
 
 
 def test_alertmanager_routes_each_severity_to_the_receivers_that_asked() -> None:
-    bundle = render_monitoring(resolve(load_stack("prod").cluster))
-    routes = yaml.safe_load(bundle.files["/etc/prometheus/alertmanager.yml"])["route"]["routes"]
+    resolved = resolve(load_stack("prod").cluster)
+    text = render_monitoring(resolved).files["/etc/prometheus/alertmanager.yml"]
+    routes = yaml.safe_load(with_placeholders_filled(text, resolved.spec.monitoring))["route"]["routes"]
     assert {r["receiver"]: r["matchers"] for r in routes} == {
         "oncall": ['severity=~"critical"'],
         "platform-channel": ['severity=~"critical|warning"'],
     }
 
 
-def test_secrets_are_files_never_values() -> None:
-    """The receivers' secrets appear as file paths and config keys; the output never holds a value."""
-    bundle = render_monitoring(resolve(load_stack("prod").cluster))
-    am = yaml.safe_load(bundle.files["/etc/prometheus/alertmanager.yml"])
-    pagerduty = next(r for r in am["receivers"] if r["name"] == "oncall")["pagerduty_configs"][0]
-    assert pagerduty == {"routing_key_file": "/etc/prometheus/alertmanager-secrets/oncall-routing-key"}
+def test_secrets_are_files_or_placeholders_never_values() -> None:
+    """The receivers' secrets appear as file paths, or (fields the production release reads only inline) as
+    the alertmanager role's placeholders, and config keys; the output never holds a value."""
+    resolved = resolve(load_stack("prod").cluster)
+    bundle = render_monitoring(resolved)
+    text = bundle.files["/etc/prometheus/alertmanager.yml"]
+    assert "  - routing_key: [[ alertmanager_secrets['oncall-routing-key'] | to_json ]]\n" in text
+    am = yaml.safe_load(with_placeholders_filled(text, resolved.spec.monitoring))
+    slack = next(r for r in am["receivers"] if r["name"] == "platform-channel")["slack_configs"][0]
+    assert slack["api_url_file"] == "/etc/prometheus/alertmanager-secrets/platform-channel-url"
     assert bundle.secret_keys == {
         "/etc/prometheus/alertmanager-secrets/oncall-routing-key": "alertPagerdutyKey",
         "/etc/prometheus/alertmanager-secrets/platform-channel-url": "alertSlackUrl",

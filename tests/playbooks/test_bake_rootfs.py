@@ -4,6 +4,7 @@ changes nothing, and the root file system holds what a booted node needs."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
@@ -89,6 +90,11 @@ def test_efa_units_enabled_not_started(efa_rootfs: Baked) -> None:
     units = enabled_units(efa_rootfs.path)
     assert {"prometheus-node-exporter.service", "nvidia-persistenced.service", "gpuforge-cpu-governor.service"} <= units
     assert (efa_rootfs.path / "etc/systemd/system/gpuforge-cpu-governor.service").is_file()
+    # The textfile collectors of an EFA node with an FSx mount: EFA hw_counters and the Lustre client's health.
+    assert {"gpuforge-efa-metrics.timer", "gpuforge-lustre-metrics.timer"} <= units
+    lustre = (efa_rootfs.path / "etc/systemd/system/gpuforge-lustre-metrics.service").read_text()
+    assert "ExecStart=/usr/local/libexec/gpuforge/lustre-client /var/lib/prometheus/node-exporter /fsx\n" in lustre
+    assert os.access(efa_rootfs.path / "usr/local/libexec/gpuforge/lustre-client", os.X_OK)
     # Nothing ran inside the image: no PID files, no sockets of started services.
     assert not (efa_rootfs.path / "run/nvidia-persistenced").exists()
 

@@ -74,6 +74,13 @@ def test_nodes_read_the_munge_key_only() -> None:
                 if r.type == "aws:iam/rolePolicy:RolePolicy" and SLURM in r.urn}
     controller = policies.pop("forge-prod-slurm-ctl-secrets")
     assert len(controller["Statement"][0]["Resource"]) == 2
+    # gpuforge-lifecycle changes only this cluster's Auto Scaling groups (docs/lifecycle.md).
+    lifecycle = policies.pop("forge-prod-slurm-ctl-lifecycle")["Statement"]
+    changes = next(s for s in lifecycle if "autoscaling:TerminateInstanceInAutoScalingGroup" in s["Action"])
+    assert changes["Condition"] == {"StringEquals": {"aws:ResourceTag/gpuforge:cluster": "forge-prod"}}
+    # The controller's topology script reads instances and their EC2 network topology, nothing else.
+    (topology,) = policies.pop("forge-prod-slurm-ctl-topology")["Statement"]
+    assert topology["Action"] == ["ec2:DescribeInstances", "ec2:DescribeInstanceTopology"]
     assert policies, "node roles get a policy for the munge key"
     for name, policy in policies.items():
         (secret,) = policy["Statement"][0]["Resource"]

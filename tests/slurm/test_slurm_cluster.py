@@ -8,24 +8,18 @@ from __future__ import annotations
 
 import copy
 import json
-import time
-from collections.abc import Iterator
 
 import pytest
 
 from gpuforge.nodes.check import run_checks
-from tests.machines import MachinePool
 
 from .cluster import (
     ACCOUNT,
     GPUS,
     NVIDIA_SMI_CSV,
-    SLURM_IMAGE,
     STANDIN_DIR,
     USER,
     SlurmCluster,
-    build_cluster,
-    ports_taken,
     wait_for,
 )
 
@@ -33,21 +27,6 @@ pytestmark = pytest.mark.slow
 
 # A requeued job waits for its new begin time (about two minutes) before it runs again.
 JOB_TIMEOUT_S = 300
-
-
-@pytest.fixture(scope="session")
-def slurm_cluster(machine_pool: MachinePool) -> Iterator[SlurmCluster]:
-    if taken := ports_taken():
-        pytest.fail(
-            f"Slurm ports {taken} are already in use on this host (the machines share its network): "
-            "a leftover Slurm cluster or daemon holds them; see `ss -ltnp` and stop it first"
-        )
-    start = time.monotonic()
-    machines = machine_pool.group("slurm", 5, SLURM_IMAGE)
-    print(f"\nslurm machines booted in {time.monotonic() - start:.1f}s")
-    cluster = build_cluster(machines)
-    assert cluster.first.ok, [f"{f.host} {f.task}: {f.message}" for f in cluster.first.failures]
-    yield cluster
 
 
 def _node(cluster: SlurmCluster, name: str) -> dict[str, str]:

@@ -1,0 +1,329 @@
+"""The node lifecycle's decisions against moto's Auto Scaling and EC2 APIs (in process) and a Slurm that
+answers from recorded state: scale up on pending jobs (bounded by max), scale down idle nodes (never
+below min, desired capacity decremented), replace health-drained nodes (desired unchanged), roll an
+image change a batch at a time, gate new nodes; and never terminate a node with jobs."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import boto3  # type: ignore[import-untyped,unused-ignore]
+import pytest
+from moto import mock_aws
+
+from gpuforge.nodes.lifecycle import (
+    GATE_FAILED,
+    GATE_PENDING,
+    LifecycleConfig,
+    PendingJob,
+    SlurmNode,
+    cycle,
+    judge_nccl,
+    node_name,
+    parse_scontrol_nodes,
+    parse_squeue_pending,
+    read_groups,
+)
+
+REGION = "us-east-1"
+_CLUSTERS = itertools.count()
+NOW = datetime(2026, 11, 23, 3, 0, 0)
+
+
+def _row(size: int, busbw: float) -> str:
+    """One all_reduce_perf data row (nccl-tests' column layout)."""
+    return (
+        f"{size:>12} {size // 4:>13}     float     sum      -1    9999.0  {busbw:6.2f}  {busbw:6.2f}      0"
+        f"    9999.0  {busbw:6.2f}  {busbw:6.2f}      0\n"
+    )
+
+
+class FakeSlurm:
+    """Slurm's state as scontrol/squeue would report it, changed by the same calls the cycle makes."""
+
+    def __init__(self, nodes: dict[str, SlurmNode], pending: Sequence[PendingJob] = (), busbw: float = 12.0) -> None:
+        self._nodes = nodes
+        self._pending = list(pending)
+        self.busbw = busbw
+        self.calls: list[tuple[str, ...]] = []
+
+    def nodes(self) -> dict[str, SlurmNode]:
+        return dict(self._nodes)
+
+    def pending(self) -> list[PendingJob]:
+        return list(self._pending)
+
+    def drain(self, node: str, reason: str) -> None:
+        self.calls.append(("drain", node, reason))
+        self._nodes[node] = replace(self._nodes[node], flags=self._nodes[node].flags | {"DRAIN"}, reason=reason)
+
+    def resume(self, node: str) -> None:
+        self.calls.append(("resume", node))
+        self._nodes[node] = replace(self._nodes[node], flags=self._nodes[node].flags - {"DRAIN"}, reason="")
+
+    def delete(self, node: str) -> None:
+        self.calls.append(("delete", node))
+        del self._nodes[node]
+
+    def reserve(self, name: str, nodes: Sequence[str]) -> None:
+        self.calls.append(("reserve", name, *nodes))
+
+    def unreserve(self, name: str) -> None:
+        self.calls.append(("unreserve", name))
+
+    def srun(self, argv: Sequence[str], timeout: float) -> tuple[int, str]:
+        self.calls.append(("srun", *argv))
+        return 0, "# nccl-tests stand-in\n" + _row(8589934592, self.busbw) + "# Out of bounds values : 0 OK\n"
+
+
+@pytest.fixture(scope="module")
+def moto_clients() -> Iterator[tuple[Any, Any]]:
+    # One moto backend for the module (building EC2's takes seconds); each test has its own cluster tag.
+    with mock_aws():
+        yield boto3.client("autoscaling", region_name=REGION), boto3.client("ec2", region_name=REGION)
+
+
+@dataclass(frozen=True)
+class Aws:
+    autoscaling: Any
+    ec2: Any
+    cluster: str  # the gpuforge:cluster tag of this test's groups
+
+
+@pytest.fixture
+def aws(moto_clients: tuple[Any, Any]) -> Aws:
+    return Aws(*moto_clients, cluster=f"forge-{next(_CLUSTERS)}")
+
+
+def _images(ec2: Any) -> tuple[str, str]:
+    """Two AMI ids (moto launches instances from a launch template's image without looking it up)."""
+    return "ami-0a1b2c3d4e5f60001", "ami-0a1b2c3d4e5f60002"
+
+
+def _group(aws: Aws, name: str, *, min_size: int, max_size: int, desired: int) -> str:
+    autoscaling, ec2 = aws.autoscaling, aws.ec2
+    image, _ = _images(ec2)
+    template = ec2.create_launch_template(
+        LaunchTemplateName=f"{aws.cluster}-{name}", LaunchTemplateData={"ImageId": image, "InstanceType": "g5.12xlarge"}
+    )["LaunchTemplate"]
+    asg = f"{aws.cluster}-{name}"
+    autoscaling.create_auto_scaling_group(
+        AutoScalingGroupName=asg,
+        LaunchTemplate={"LaunchTemplateId": template["LaunchTemplateId"], "Version": "1"},
+        MinSize=min_size,
+        MaxSize=max_size,
+        DesiredCapacity=desired,
+        AvailabilityZones=[f"{REGION}a"],
+        Tags=[
+            {"Key": "gpuforge:cluster", "Value": aws.cluster, "PropagateAtLaunch": True},
+            {"Key": "gpuforge:node-group", "Value": name, "PropagateAtLaunch": True},
+        ],
+    )
+    return asg
+
+
+def _config(
+    aws: Aws, *, elastic: bool = True, min_nodes: int = 0, max_nodes: int = 3, gate: bool = False
+) -> LifecycleConfig:
+    gate_policy = {
+        "single_node_floor_gbps": None, "two_node_floor_gbps": 11.25, "message_bytes": 8589934592,
+        "nccl_tests": "/opt/nccl-tests/build/all_reduce_perf", "gpus": 4,
+    }  # fmt: skip
+    return LifecycleConfig.from_dict(
+        {
+            "cluster": aws.cluster,
+            "region": REGION,
+            "groups": {
+                "cloud": {
+                    "partitions": ["cloud"],
+                    "instance_type": "g5.12xlarge",
+                    "elastic": elastic,
+                    "min": min_nodes,
+                    "max": max_nodes,
+                    "scaledown_idle_minutes": 10,
+                    "gate": gate_policy if gate else None,
+                }
+            },
+        }
+    )
+
+
+def _instances(autoscaling: Any, asg: str) -> list[str]:
+    (group,) = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[asg])["AutoScalingGroups"]
+    return sorted(i["InstanceId"] for i in group["Instances"])
+
+
+def _desired(autoscaling: Any, asg: str) -> int:
+    (group,) = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[asg])["AutoScalingGroups"]
+    return int(group["DesiredCapacity"])
+
+
+def _idle(name: str, minutes: float = 0, **changes: Any) -> SlurmNode:
+    node = SlurmNode(
+        name, "IDLE", frozenset({"DYNAMIC_NORM"}), "", NOW - timedelta(minutes=minutes), frozenset({"group_cloud"})
+    )
+    return replace(node, **changes)
+
+
+def test_pending_jobs_raise_desired_capacity_up_to_max(aws: Aws) -> None:
+    autoscaling, ec2 = aws.autoscaling, aws.ec2
+    asg = _group(aws, "cloud", min_size=0, max_size=3, desired=0)
+    slurm = FakeSlurm({}, [PendingJob("7", ("cloud",), 2, "Resources"), PendingJob("8", ("cloud",), 4, "Priority")])
+    done = cycle(_config(aws), slurm, autoscaling, ec2, NOW)  # type: ignore[arg-type]
+    assert _desired(autoscaling, asg) == 3, done  # 6 nodes wanted, max 3
+    assert len(_instances(autoscaling, asg)) == 3
+
+
+def test_jobs_that_more_nodes_cannot_help_do_not_scale(aws: Aws) -> None:
+    autoscaling, ec2 = aws.autoscaling, aws.ec2
+    asg = _group(aws, "cloud", min_size=0, max_size=3, desired=0)
+    pending = [PendingJob("7", ("cloud",), 1, "Dependency"), PendingJob("8", ("gpu",), 1, "Resources")]
+    cycle(_config(aws), FakeSlurm({}, pending), autoscaling, ec2, NOW)  # type: ignore[arg-type]
+    assert _desired(autoscaling, asg) == 0
+
+
+def test_booting_instances_count_against_pending_jobs(aws: Aws) -> None:
+    autoscaling, ec2 = aws.autoscaling, aws.ec2
+    asg = _group(aws, "cloud", min_size=0, max_size=3, desired=1)  # launched, not yet registered
+    cycle(_config(aws), FakeSlurm({}, [PendingJob("7", ("cloud",), 1, "Resources")]), autoscaling, ec2, NOW)  # type: ignore[arg-type]
+    assert _desired(autoscaling, asg) == 1
+
+
+def test_idle_node_is_terminated_with_desired_decremented_never_below_min(aws: Aws) -> None:
+    autoscaling, ec2 = aws.autoscaling, aws.ec2
+    asg = _group(aws, "cloud", min_size=1, max_size=3, desired=3)
+    a, b, c = _instances(autoscaling, asg)
+    nodes = {
+        node_name("cloud", a): _idle(node_name("cloud", a), minutes=30),
+        node_name("cloud", b): _idle(node_name("cloud", b), minutes=20),
+        node_name("cloud", c): _idle(node_name("cloud", c), minutes=5),  # not idle long enough
+    }
+    slurm = FakeSlurm(nodes)
+    cycle(_config(aws, min_nodes=1), slurm, autoscaling, ec2, NOW)  # type: ignore[arg-type]
+    assert _desired(autoscaling, asg) == 1
+    assert _instances(autoscaling, asg) == [c]
+    assert set(slurm.nodes()) == {node_name("cloud", c)}
+    drains = [call for call in slurm.calls if call[0] == "drain"]
+    assert [call[1] for call in drains] == [node_name("cloud", a), node_name("cloud", b)]  # drained first
+
+
+def test_a_node_with_jobs_is_never_terminated(aws: Aws) -> None:
+    autoscaling, ec2 = aws.autoscaling, aws.ec2
+    asg = _group(aws, "cloud", min_size=0, max_size=2, desired=1)
+    (a,) = _instances(autoscaling, asg)
+    name = node_name("cloud", a)
+    # Drained by the prolog, but a job still runs there (DRAINING): the cycle waits.
+    busy = SlurmNode(name, "MIXED", frozenset({"DRAIN"}), "gpuforge prolog: found 1 GPUs, expected 2", NOW)
+    slurm = FakeSlurm({name: busy})
+    done = cycle(_config(aws), slurm, autoscaling, ec2, NOW)  # type: ignore[arg-type]
+    assert _instances(autoscaling, asg) == [a] and name in slurm.nodes(), done
+
+
+def test_health_drained_idle_node_is_replaced_keeping_desired(aws: Aws) -> None:
+    autoscaling, ec2 = aws.autoscaling, aws.ec2
+    asg = _group(aws, "cloud", min_size=2, max_size=2, desired=2)
+    a, b = _instances(autoscaling, asg)
+    bad = SlurmNode(node_name("cloud", a), "IDLE", frozenset({"DRAIN"}), "gpuforge prolog: found 1 GPUs, expected 2")
+    slurm = FakeSlurm({bad.name: bad, node_name("cloud", b): _idle(node_name("cloud", b))})
+    cycle(_config(aws, elastic=False), slurm, autoscaling, ec2, NOW)  # type: ignore[arg-type]
+    after = _instances(autoscaling, asg)
+    assert _desired(autoscaling, asg) == 2 and a not in after and b in after and len(after) == 2
+    assert bad.name not in slurm.nodes()
+
+
+def test_other_drains_are_left_alone(aws: Aws) -> None:
+    autoscaling, ec2 = aws.autoscaling, aws.ec2
+    asg = _group(aws, "cloud", min_size=1, max_size=1, desired=1)
+    (a,) = _instances(autoscaling, asg)
+    admin = SlurmNode(node_name("cloud", a), "IDLE", frozenset({"DRAIN"}), "bios update by alice")
+    cycle(_config(aws, elastic=False), FakeSlurm({admin.name: admin}), autoscaling, ec2, NOW)  # type: ignore[arg-type]
+    assert _instances(autoscaling, asg) == [a]
+
+
+def test_rolling_update_drains_a_batch_then_replaces_idle_nodes(aws: Aws) -> None:
+    autoscaling, ec2 = aws.autoscaling, aws.ec2
+    asg = _group(aws, "cloud", min_size=2, max_size=2, desired=2)
+    a, b = _instances(autoscaling, asg)
+    _, new_image = _images(ec2)
+    (group,) = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[asg])["AutoScalingGroups"]
+    template = group["LaunchTemplate"]["LaunchTemplateId"]
+    ec2.create_launch_template_version(
+        LaunchTemplateId=template, SourceVersion="1", LaunchTemplateData={"ImageId": new_image}
+    )
+    autoscaling.update_auto_scaling_group(
+        AutoScalingGroupName=asg, LaunchTemplate={"LaunchTemplateId": template, "Version": "2"}
+    )
+    busy = SlurmNode(node_name("cloud", a), "ALLOCATED", frozenset(), "", NOW)
+    idle = _idle(node_name("cloud", b))
+    slurm = FakeSlurm({busy.name: busy, idle.name: idle})
+    config = _config(aws, elastic=False)
+
+    def drained() -> list[str]:
+        return sorted(n for n, node in slurm.nodes().items() if "DRAIN" in node.flags)
+
+    cycle(config, slurm, autoscaling, ec2, NOW)  # type: ignore[arg-type]
+    # A batch of one, the idle node first: drained, nothing terminated yet.
+    assert drained() == [idle.name] and _instances(autoscaling, asg) == sorted([a, b])
+    cycle(config, slurm, autoscaling, ec2, NOW)  # type: ignore[arg-type]
+    # Drained and idle: terminated, the group launches a replacement from the new image.
+    after = _instances(autoscaling, asg)
+    assert b not in after and a in after and len(after) == 2 and _desired(autoscaling, asg) == 2
+    replacement = next(i for i in read_groups(config, autoscaling, ec2)["cloud"].instances if i.instance_id != a)
+    assert replacement.image_id == new_image
+    cycle(config, slurm, autoscaling, ec2, NOW)  # type: ignore[arg-type]
+    assert drained() == [busy.name]  # next batch: the busy node drains (DRAINING), its job runs on
+    cycle(config, slurm, autoscaling, ec2, NOW)  # type: ignore[arg-type]
+    assert a in _instances(autoscaling, asg)  # never terminated while its job runs
+    slurm._nodes[busy.name] = replace(slurm._nodes[busy.name], state="IDLE")  # the job ended
+    cycle(config, slurm, autoscaling, ec2, NOW)  # type: ignore[arg-type]
+    assert a not in _instances(autoscaling, asg) and _desired(autoscaling, asg) == 2
+    groups = read_groups(config, autoscaling, ec2)["cloud"]
+    assert {i.image_id for i in groups.instances} == {new_image}
+
+
+@pytest.mark.parametrize(("busbw", "admitted"), [(12.0, True), (5.0, False)])
+def test_gate_admits_above_the_floor_and_keeps_the_figure_below(aws: Aws, busbw: float, admitted: bool) -> None:
+    autoscaling, ec2 = aws.autoscaling, aws.ec2
+    asg = _group(aws, "cloud", min_size=0, max_size=2, desired=2)
+    a, b = _instances(autoscaling, asg)
+    new = SlurmNode(node_name("cloud", a), "IDLE", frozenset({"DRAIN"}), GATE_PENDING)
+    slurm = FakeSlurm({new.name: new, node_name("cloud", b): _idle(node_name("cloud", b))}, busbw=busbw)
+    cycle(_config(aws, gate=True, min_nodes=2), slurm, autoscaling, ec2, NOW)  # type: ignore[arg-type]
+    node = slurm.nodes()[new.name]
+    sruns = [call for call in slurm.calls if call[0] == "srun"]
+    assert len(sruns) == 2 and f"--nodelist={new.name},{node_name('cloud', b)}" in sruns[1]
+    assert all("--reservation=gpuforge-gate-" + new.name in call for call in sruns)
+    if admitted:
+        assert "DRAIN" not in node.flags
+    else:
+        assert "DRAIN" in node.flags and node.reason.startswith(GATE_FAILED)
+        assert "busbw 5 GB/s at 8589934592 B < floor 11.25 GB/s" in node.reason
+    assert ("unreserve", f"gpuforge-gate-{new.name}") in slurm.calls
+
+
+def test_judge_nccl_reads_the_figure_at_the_message_size() -> None:
+    text = _row(1048576, 3.0) + _row(8589934592, 11.0)
+    assert judge_nccl("pair", text, 0, 10.0, 8589934592) == (None, 11.0)
+    problem, busbw = judge_nccl("pair", "srun: error: nodes busy\n", 1, 10.0, 8589934592)
+    assert busbw is None and problem is not None and "no bus bandwidth (exit 1)" in problem
+
+
+def test_parse_scontrol_and_squeue() -> None:
+    text = (
+        "NodeName=cloud-i-0abc Arch=x86_64 CoresPerSocket=4 CPUAlloc=0 State=IDLE+DRAIN+DYNAMIC_NORM "
+        "Partitions=cloud AvailableFeatures=group_cloud,a10g LastBusyTime=2026-11-23T02:50:00 "
+        "Reason=gpuforge prolog: found 1 GPUs, expected 2 "
+        "[root@2026-11-23T02:51:00]\n"
+        "NodeName=slurm3 State=MIXED Partitions=gpu LastBusyTime=Unknown Reason=(null)\n"
+    )
+    nodes = parse_scontrol_nodes(text)
+    cloud = nodes["cloud-i-0abc"]
+    assert cloud.drained and cloud.reason == "gpuforge prolog: found 1 GPUs, expected 2"
+    assert cloud.last_busy == datetime(2026, 11, 23, 2, 50) and cloud.group == "cloud"
+    assert nodes["slurm3"].has_jobs and nodes["slurm3"].reason == "" and nodes["slurm3"].last_busy is None
+    jobs = parse_squeue_pending("12|cloud|2|Resources\n13|gpu,cloud|1|Priority\n")
+    assert jobs == [PendingJob("12", ("cloud",), 2, "Resources"), PendingJob("13", ("gpu", "cloud"), 1, "Priority")]
