@@ -102,6 +102,30 @@ class LustreFacts(_Frozen):
 class CapacityBlocks(_Frozen):
     placement_group: str
     source: str
+    # EC2 starts terminating a block's instances this long before its end (issue 12).
+    terminate_before_end_minutes: int = 30
+    # The group scales to 0 this long before the end, so Slurm/Kubernetes drain before EC2 terminates.
+    scale_down_before_end_minutes: int = 40
+    # The plan and the diff warn when a block ends within this many days.
+    warn_days_before_end: int = 3
+    window_source: str = ""
+
+
+class VcpuQuota(_Frozen):
+    code: str  # Service Quotas code (service ec2)
+    name: str
+    families: tuple[str, ...]  # instance family prefixes counted against it (p5.48xlarge -> "p")
+
+
+class OnDemandQuotas(_Frozen):
+    quotas: tuple[VcpuQuota, ...]
+    source: str
+
+    def for_type(self, instance_type: str) -> VcpuQuota | None:
+        """The On-Demand vCPU quota an instance type counts against (longest family prefix wins)."""
+        family = instance_type.split(".", 1)[0]
+        hits = [(len(f), q) for q in self.quotas for f in q.families if family.startswith(f)]
+        return max(hits, key=lambda hit: hit[0])[1] if hits else None
 
 
 class AwsWiring(_Frozen):
@@ -113,6 +137,7 @@ class AwsWiring(_Frozen):
     vpn_tunnel: VpnTunnel
     lustre: LustreFacts
     capacity_blocks: CapacityBlocks
+    on_demand_quotas: OnDemandQuotas
 
     def service_linked_role_arn(self, key: str, account: str, partition: str = "aws") -> str:
         return f"arn:{partition}:iam::{account}:role/{self.service_linked_roles[key].path}"

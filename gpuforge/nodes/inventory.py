@@ -211,7 +211,9 @@ def _hardware_facts(group: Mapping[str, Any]) -> dict[str, Any]:
         "nvlinks_per_gpu": nvlinks,
         "gpudirect_rdma": it.gpudirect_rdma if it else None,
         "compute_hcas": list(server.compute_hcas) if server else [],
-        "busbw_reference_gbps": it.nccl_busbw_reference_gbps if it else None,
+        "busbw_reference_gbps": it.nccl_busbw_reference_gbps
+        if it
+        else (server.nccl_busbw_reference_gbps if server else None),
     }
 
 

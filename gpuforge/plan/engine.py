@@ -104,6 +104,7 @@ class _RecordingMonitor(mocks.MockMonitor):
                 # A provider reference is "<urn>::<id>".
                 provider=request.provider.rsplit("::", 1)[0] if request.provider else None,
                 aliases=[a.spec.name for a in request.aliases if a.HasField("spec") and a.spec.name],
+                ignore_changes=list(request.ignoreChanges),
             )
         return response
 

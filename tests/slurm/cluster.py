@@ -166,6 +166,9 @@ def cluster_config(machines: Machines, cpus: int, real_memory: int) -> dict[str,
         "gpu": {"nodeset": "ns_gpu", "dynamic": False, "conf": "", "local_nvme": False, "gpus": GPUS},
         "cloud": {"nodeset": "ns_cloud", "dynamic": True, "conf": cloud_conf, "local_nvme": False, "gpus": GPUS},
     }
+    # These machines are no EC2 instances: no instance topology to ask for (the controller's EC2
+    # topology timer is tested against EC2's API model in test_ec2_topology.py), and no fabric.
+    config["topology"] = {"kind": "none", "source": "none", "switches": []}
     config["max_node_count"] = len(STATIC) + 1
     base = {p["name"]: p for p in config["partitions"]}["gpu"]
     config["partitions"] = [
