@@ -128,7 +128,7 @@ def check_reservation(
         return []
     path = f"cluster.node_groups[{name}]"
     rid = capacity.reservation_id
-    answer, failure = _call(lambda: ec2.describe_capacity_reservations(CapacityReservationIds=[rid]))
+    answer, failure = call_aws(lambda: ec2.describe_capacity_reservations(CapacityReservationIds=[rid]))
     if failure is not None:
         if failure.startswith("InvalidCapacityReservationId"):
             return [
@@ -236,7 +236,7 @@ def check_quotas(groups: dict[str, ResolvedNodeGroup], clients: AwsClients, chec
     for code, (vcpus, names) in needed.items():
         quota = by_code[code]
         first = f"cluster.node_groups[{names[0]}].instance_type"
-        answer, failure = _call(partial(clients.service_quotas.get_service_quota, ServiceCode="ec2", QuotaCode=code))
+        answer, failure = call_aws(partial(clients.service_quotas.get_service_quota, ServiceCode="ec2", QuotaCode=code))
         if failure is not None:
             findings.append(Finding(first, f"could not read the quota {quota.name} ({code}): {failure}",
                                     "grant servicequotas:GetServiceQuota to the deployer, then rerun", "unchecked"))
@@ -304,7 +304,7 @@ def check_image(name: str, group: ResolvedNodeGroup, clients: AwsClients, checke
     image_id = group.image_id
     if image_id.startswith("resolve:ssm:"):
         parameter = image_id.removeprefix("resolve:ssm:")
-        answer, failure = _call(lambda: clients.ssm.get_parameter(Name=parameter))
+        answer, failure = call_aws(lambda: clients.ssm.get_parameter(Name=parameter))
         if failure is not None:
             if failure.startswith("ParameterNotFound"):
                 return [Finding(f"{path}.ssm_parameter" if not spec.image.pipeline else f"{path}.pipeline",
@@ -316,7 +316,7 @@ def check_image(name: str, group: ResolvedNodeGroup, clients: AwsClients, checke
         where = f"{path} ({parameter} -> {image_id})"
     else:
         where = f"{path}.ami_id"
-    answer, failure = _call(lambda: clients.ec2.describe_images(ImageIds=[image_id]))
+    answer, failure = call_aws(lambda: clients.ec2.describe_images(ImageIds=[image_id]))
     if failure is not None and not failure.startswith("InvalidAMIID"):
         return [Finding(where, f"could not describe {image_id}: {failure}",
                         "grant ec2:DescribeImages to the deployer, then rerun", "unchecked")]
@@ -335,7 +335,7 @@ def check_image(name: str, group: ResolvedNodeGroup, clients: AwsClients, checke
 # --- helpers -----------------------------------------------------------------------------------------------
 
 
-def _call(request: Callable[[], Any]) -> tuple[Any, str | None]:
+def call_aws(request: Callable[[], Any]) -> tuple[Any, str | None]:
     """An AWS call's answer, or why there is none ("Code: message", or the stand-in's gap)."""
     try:
         return request(), None

@@ -45,5 +45,30 @@ def preflight(
         raise typer.Exit(1)
 
 
+def pin_images(
+    stack: Annotated[str, typer.Argument(help="A stack name in stacks/ or a path to a stack file.")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the AMIs; leave the stack file as it is.")] = False,
+) -> None:
+    """Resolve each group's image parameter (the Deep Learning AMI's, or the image pipeline's) to its AMI
+    id now, and write it into the stack file as image.ami_id, so every launch, spare and replacement boots
+    the same image and a newer one arrives only as a reviewed change. Needs AWS credentials.
+    Exit 0 when written, 1 when a parameter or AMI cannot be resolved (nothing written), 2 for a spec error."""
+    from gpuforge.pin import PinError, pin_stack
+
+    try:
+        pins = pin_stack(stack, dry_run=dry_run)
+    except SpecError as error:
+        err.print(escape(error.report()))
+        raise typer.Exit(2) from None
+    except PinError as error:
+        err.print(f"[red]nothing pinned[/]\n{escape(str(error))}", highlight=False)
+        raise typer.Exit(1) from None
+    for pin in pins:
+        out.print(f"{escape(pin.group)}: {escape(pin.parameter)} -> {pin.ami_id}", highlight=False)
+    verb = "would pin" if dry_run else "pinned"
+    out.print(f"{verb} {len(pins)} group(s)" + ("" if pins else ": every image is pinned already"))
+
+
 def register(app: typer.Typer) -> None:
     app.command()(preflight)
+    app.command("pin-images")(pin_images)
