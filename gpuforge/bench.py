@@ -196,7 +196,7 @@ def prod_plan_seconds() -> float:
 def rebake_unavailable() -> str | None:
     if os.geteuid() != 0:
         return "needs root (the chroot connection)"
-    for tool in ("debootstrap", "dpkg-deb", "apt-ftparchive", "gpg"):
+    for tool in ("debootstrap", "dpkg-deb", "apt-ftparchive", "gpg", "git"):
         if shutil.which(tool) is None:
             return f"{tool} not installed"
     if not (Path.cwd() / "tests" / "standins").is_dir():

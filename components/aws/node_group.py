@@ -13,6 +13,7 @@ import base64
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pulumi
@@ -21,6 +22,7 @@ import pulumi_aws as aws
 from components.catalog.aws_wiring import load_aws_wiring
 from components.k8s.labels import NODE_LABEL_GPU_MODEL, NODE_LABEL_GROUP
 from components.spec import ResolvedNodeGroup
+from components.spec.capacity import MAINTENANCE_ON_DEMAND, MAINTENANCE_RESERVED
 from components.templates import render
 
 from .efa import efa_layout
@@ -98,7 +100,8 @@ def node_group_props(group: ResolvedNodeGroup) -> dict[str, Any]:
         "nodeGroup": group.name,
         "role": spec.role,
         "instanceType": spec.instance_type,
-        "count": spec.count,
+        # An elastic group's count is its max: cost, power and quotas plan the worst case.
+        "count": spec.active_nodes,
         "spares": spec.spares,
         "gpuModel": group.instance.gpu_model,
         "gpusPerNode": group.gpus_per_node,
@@ -110,6 +113,14 @@ def node_group_props(group: ResolvedNodeGroup) -> dict[str, Any]:
         "nodePowerKw": group.node_power_kw,
         # Only when set, so plans of groups from before the field stay identical.
         **({"orchestrator": spec.orchestrator} if spec.orchestrator != "none" else {}),
+        **({"scaling": {"min": spec.scaling.min, "max": spec.scaling.max}} if spec.scaling is not None else {}),
+        # How a new image or launch template reaches the nodes (gpuforge diff names it).
+        "updateStrategy": spec.effective_update_strategy,
+        **(
+            {"capacityWindow": {"start": _utc(spec.capacity.start), "end": _utc(spec.capacity.end)}}
+            if spec.capacity.type == "capacity_block"
+            else {}
+        ),
         **({"renamedFrom": spec.renamed_from} if spec.renamed_from else {}),
     }
 
@@ -261,12 +272,31 @@ class GpuNodeGroup(pulumi.ComponentResource):
         )
         asg = aws.autoscaling.Group(
             f"{name}-asg",
-            min_size=spec.total_nodes,
-            max_size=spec.total_nodes,
-            desired_capacity=spec.total_nodes,
+            min_size=0 if spec.capacity.type == "capacity_block" else spec.min_nodes,
+            max_size=spec.max_nodes,
+            # An elastic group starts at its min; from then on the scaler owns the desired capacity.
+            desired_capacity=spec.min_nodes,
             vpc_zone_identifiers=args.subnet_ids,
             placement_group=placement_group,
-            launch_template=aws.autoscaling.GroupLaunchTemplateArgs(id=template.id, version="$Latest"),
+            # The template version is explicit: a new image or template is a visible change of the
+            # group (never "$Latest", which lets spares and replacements boot something newer).
+            launch_template=aws.autoscaling.GroupLaunchTemplateArgs(
+                id=template.id, version=template.latest_version.apply(str)
+            ),
+            instance_maintenance_policy=aws.autoscaling.GroupInstanceMaintenancePolicyArgs(
+                min_healthy_percentage=_maintenance(group)[0], max_healthy_percentage=_maintenance(group)[1]
+            ),
+            # instance_refresh: a new template version replaces the instances through the maintenance
+            # policy. drain: Slurm drains each node and waits for its jobs before it is replaced
+            # (gpuforge's scaler), so Auto Scaling must not refresh on its own.
+            instance_refresh=(
+                aws.autoscaling.GroupInstanceRefreshArgs(
+                    strategy="Rolling",
+                    preferences=aws.autoscaling.GroupInstanceRefreshPreferencesArgs(skip_matching=True),
+                )
+                if spec.effective_update_strategy == "instance_refresh"
+                else None
+            ),
             # EC2 status checks, with a grace period covering the GPU stack's bring-up; GPU faults
             # (XID, DCGM, fabric) are found by `gpuforge check`, which marks the node unhealthy.
             health_check_type="EC2",
@@ -274,7 +304,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             # Small groups: `up` waits until every instance runs, so a failing launch fails `up`.
             # Large GPU groups fill over hours; `up` does not block on them.
             wait_for_capacity_timeout=(
-                WAIT_FOR_CAPACITY_TIMEOUT if spec.total_nodes <= WAIT_FOR_CAPACITY_MAX_NODES else "0"
+                WAIT_FOR_CAPACITY_TIMEOUT if spec.min_nodes <= WAIT_FOR_CAPACITY_MAX_NODES else "0"
             ),
             # A single-AZ EFA group has nothing to rebalance and rebalancing would churn nodes;
             # groups across AZs keep rebalancing so an AZ's loss is made good.
@@ -283,8 +313,9 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 aws.autoscaling.GroupTagArgs(key=key, value=value, propagate_at_launch=True)
                 for key, value in {**args.tags, NODE_GROUP_TAG: group.name}.items()
             ],
-            opts=child,
+            opts=pulumi.ResourceOptions.merge(child, _desired_owned_elsewhere(group)),
         )
+        _capacity_block_schedules(name, group, asg.name, child)
         self.asg_name = asg.name
         self.launch_template_id = template.id
         self.role_arn = role.arn
@@ -396,9 +427,15 @@ class GpuNodeGroup(pulumi.ComponentResource):
             if group.gpus_per_node
             else load_aws_wiring().eks.standard_ami_type,
             capacity_type=eks_capacity_type(group),
+            # A Capacity Block group may be empty (before and after its window): min 0.
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                min_size=spec.total_nodes, max_size=spec.total_nodes, desired_size=spec.total_nodes
+                min_size=0 if spec.capacity.type == "capacity_block" else spec.min_nodes,
+                max_size=spec.max_nodes,
+                desired_size=spec.min_nodes,
             ),
+            # EKS node auto repair replaces GPU nodes its node monitoring agent finds unhealthy
+            # (XID errors, NVLink, DCGM): EKS User Guide, "Enable node auto repair".
+            node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(enabled=True) if group.gpus_per_node else None,
             # Pinned template version: a new version rolls the nodes, one at a time.
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
                 id=template.id, version=template.latest_version.apply(str)
@@ -406,9 +443,16 @@ class GpuNodeGroup(pulumi.ComponentResource):
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
             labels=node_labels(group),
             tags={**args.tags, NODE_GROUP_TAG: group.name},
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=list(eks.depends_on))),
+            opts=pulumi.ResourceOptions.merge(
+                child,
+                pulumi.ResourceOptions(
+                    depends_on=list(eks.depends_on),
+                    ignore_changes=["scalingConfig.desiredSize"] if _desired_scheduled(group) else None,
+                ),
+            ),
         )
         self.asg_name = node_group.resources.apply(_first_asg_name)
+        _capacity_block_schedules(name, group, self.asg_name, child)
         self.launch_template_id = template.id
         self.role_arn = role.arn
         self.role_name = role.name
@@ -420,6 +464,50 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 "placementGroup": placement_group,
                 "roleArn": role.arn,
             }
+        )
+
+
+def _utc(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _desired_scheduled(group: ResolvedNodeGroup) -> bool:
+    """Whether something other than `pulumi up` owns the desired capacity after creation: the scaler
+    (elastic groups) or the block's scheduled actions (Capacity Blocks). `pulumi up` must not reset
+    it (which would terminate busy nodes or launch outside the block's window)."""
+    return group.spec.is_elastic or group.spec.capacity.type == "capacity_block"
+
+
+def _desired_owned_elsewhere(group: ResolvedNodeGroup) -> pulumi.ResourceOptions:
+    return pulumi.ResourceOptions(ignore_changes=["desiredCapacity"] if _desired_scheduled(group) else None)
+
+
+def _maintenance(group: ResolvedNodeGroup) -> tuple[int, int]:
+    reserved = group.spec.capacity.type in ("capacity_reservation", "capacity_block")
+    return MAINTENANCE_RESERVED if reserved else MAINTENANCE_ON_DEMAND
+
+
+def _capacity_block_schedules(
+    name: str, group: ResolvedNodeGroup, asg_name: pulumi.Input[str], child: pulumi.ResourceOptions
+) -> None:
+    """A Capacity Block's group comes up when the block starts and goes to 0 before EC2 terminates its
+    instances (data/aws_wiring.yaml capacity_blocks: window_source)."""
+    block = group.spec.capacity
+    if block.type != "capacity_block":
+        return
+    facts = load_aws_wiring().capacity_blocks
+    down_at = block.end - timedelta(minutes=facts.scale_down_before_end_minutes)
+    nodes = group.spec.total_nodes
+    for suffix, when, desired in (("block-start", block.start, nodes), ("block-end", down_at, 0)):
+        aws.autoscaling.Schedule(
+            f"{name}-{suffix}",
+            autoscaling_group_name=asg_name,
+            scheduled_action_name=f"gpuforge-{suffix}",
+            start_time=_utc(when),
+            min_size=0,
+            max_size=nodes,
+            desired_capacity=desired,
+            opts=child,
         )
 
 

@@ -351,7 +351,7 @@ def _gpu_pools(resolved: ResolvedSpec) -> list[GpuPool]:
         known = pools.get(model)
         pools[model] = GpuPool(
             gpu_model=model,
-            nodes=group.spec.count + (known.nodes if known else 0),
+            nodes=group.spec.active_nodes + (known.nodes if known else 0),
             gpus_per_node=group.gpus_per_node,
             cpus_per_node=group.instance.vcpus,
             memory_mib_per_node=group.instance.memory_mib,

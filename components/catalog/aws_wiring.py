@@ -35,6 +35,12 @@ class KmsFacts(_Frozen):
     source: str
 
 
+class TrustSourceKeys(_Frozen):
+    services: tuple[str, ...]  # service principals whose AssumeRole carries aws:SourceAccount/SourceArn
+    without_source_keys: tuple[str, ...]  # service principals that never send them (EC2 instance profiles)
+    source: str
+
+
 class PrivateEndpoints(_Frozen):
     services: tuple[str, ...]
     source: str
@@ -79,22 +85,59 @@ class VpnTunnel(_Frozen):
 class LustreFacts(_Frozen):
     ports: tuple[tuple[int, int], ...]
     root_squash: str
+    efa_client_interfaces: dict[str, int]  # instance type -> EFA devices on LNet's efa network
+    efa_client_interfaces_multi_card: int
+    efa_client_interfaces_single_card: int
+    efa_client_peer_credits: int
+    efa_connection_limit: int  # EFA connections per file system, all clients together
     source: str
+
+    def efa_interfaces_for(self, instance_type: str | None, network_cards: int) -> int:
+        """EFA devices an FSx client of this instance type configures (FSx's per-type default)."""
+        if instance_type in self.efa_client_interfaces:
+            return self.efa_client_interfaces[instance_type]
+        return self.efa_client_interfaces_multi_card if network_cards > 1 else self.efa_client_interfaces_single_card
 
 
 class CapacityBlocks(_Frozen):
     placement_group: str
     source: str
+    # EC2 starts terminating a block's instances this long before its end (issue 12).
+    terminate_before_end_minutes: int = 30
+    # The group scales to 0 this long before the end, so Slurm/Kubernetes drain before EC2 terminates.
+    scale_down_before_end_minutes: int = 40
+    # The plan and the diff warn when a block ends within this many days.
+    warn_days_before_end: int = 3
+    window_source: str = ""
+
+
+class VcpuQuota(_Frozen):
+    code: str  # Service Quotas code (service ec2)
+    name: str
+    families: tuple[str, ...]  # instance family prefixes counted against it (p5.48xlarge -> "p")
+
+
+class OnDemandQuotas(_Frozen):
+    quotas: tuple[VcpuQuota, ...]
+    source: str
+
+    def for_type(self, instance_type: str) -> VcpuQuota | None:
+        """The On-Demand vCPU quota an instance type counts against (longest family prefix wins)."""
+        family = instance_type.split(".", 1)[0]
+        hits = [(len(f), q) for q in self.quotas for f in q.families if family.startswith(f)]
+        return max(hits, key=lambda hit: hit[0])[1] if hits else None
 
 
 class AwsWiring(_Frozen):
     service_linked_roles: dict[str, ServiceLinkedRole]
     kms: KmsFacts
+    trust_source_keys: TrustSourceKeys
     private_endpoints: PrivateEndpoints
     eks: EksFacts
     vpn_tunnel: VpnTunnel
     lustre: LustreFacts
     capacity_blocks: CapacityBlocks
+    on_demand_quotas: OnDemandQuotas
 
     def service_linked_role_arn(self, key: str, account: str, partition: str = "aws") -> str:
         return f"arn:{partition}:iam::{account}:role/{self.service_linked_roles[key].path}"

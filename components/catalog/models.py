@@ -236,11 +236,16 @@ class ServerModel(_Frozen):
     # names depend on the vendor's layout (the host then lists its own in site.hosts[].hcas).
     compute_hcas: tuple[str, ...] = ()
     fabric_source: str | None = None  # where nvswitch and compute_hcas come from
+    # nccl-tests all_reduce busbw of one node (its GPUs over NVLink), GB/s, where a figure is published.
+    nccl_busbw_reference_gbps: float | None = None
+    nccl_busbw_basis: str | None = None
     source: str
     secondary: bool = False
 
     @model_validator(mode="after")
     def _hcas_counted(self) -> ServerModel:
+        if (self.nccl_busbw_reference_gbps is None) != (self.nccl_busbw_basis is None):
+            raise ValueError("nccl_busbw_reference_gbps and nccl_busbw_basis go together")
         if self.compute_hcas and len(self.compute_hcas) != self.hca_count:
             raise ValueError(f"compute_hcas lists {len(self.compute_hcas)} HCAs but hca_count is {self.hca_count}")
         if (self.nvswitch or self.compute_hcas) and not self.fabric_source:

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from components.catalog import Catalog, CatalogError, InstanceType, load_catalog
 
+from .capacity_checks import check_group_capacity
 from .errors import SpecError, SpecIssue, issues_from_validation_error
 from .models import KUBERNETES_ORCHESTRATORS, ClusterSpec, FsxLustre, NodeGroup
 from .monitoring import check_monitoring
@@ -65,7 +66,9 @@ class ResolvedSpec:
 
     @property
     def training_gpus(self) -> int:
-        return sum(g.spec.count * g.gpus_per_node for g in self.node_groups.values() if g.spec.role == "training")
+        return sum(
+            g.spec.active_nodes * g.gpus_per_node for g in self.node_groups.values() if g.spec.role == "training"
+        )
 
     @property
     def kubernetes_node_groups(self) -> dict[str, ResolvedNodeGroup]:
@@ -234,7 +237,9 @@ def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
     lustre, lustre_az = None, None
     fs = spec.storage.parallel_fs
     if fs is not None and spec.network is not None:
-        training_gpus = sum(g.spec.count * g.gpus_per_node for g in groups.values() if g.spec.role == "training")
+        training_gpus = sum(
+            g.spec.active_nodes * g.gpus_per_node for g in groups.values() if g.spec.role == "training"
+        )
         lustre, fs_issues = size_lustre(fs, training_gpus, catalog)
         issues += fs_issues + _check_lustre(spec, fs, catalog)
         lustre_az = fs.availability_zone or _first_pinned_az(spec) or sorted(spec.network.availability_zones)[0]
@@ -441,6 +446,7 @@ def _resolve_group(
                 "remove placement; name the reservation's placement group in capacity.placement_group",
             )
         )
+    issues += check_group_capacity(path, group)
     if group.capacity.type in ("capacity_reservation", "capacity_block") and group.availability_zone is None:
         issues.append(
             SpecIssue(
@@ -705,7 +711,7 @@ def _check_kubernetes(
         model = resolved.instance.gpu_model if resolved else None
         if resolved is None or model is None or resolved.gpus_per_node == 0:
             continue
-        available[model] = available.get(model, 0) + resolved.spec.count * resolved.gpus_per_node
+        available[model] = available.get(model, 0) + resolved.spec.active_nodes * resolved.gpus_per_node
         per_node[model] = resolved.gpus_per_node
     asked: dict[str, int] = {}
     teams_path = "cluster.kubernetes.platform.teams"

@@ -8,12 +8,14 @@ JSON Schema teaches the YAML in an editor. Rules that need the hardware catalog 
 from __future__ import annotations
 
 import ipaddress
-import math
 import re
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from .base import SpecModel
+from .capacity import EffectiveUpdateStrategy, Scaling, UpdateStrategy
 from .errors import described_pattern
 
 NAME_PATTERN = described_pattern(
@@ -60,24 +62,6 @@ def parse_ipv4(value: str, what: str) -> str:
     if address.version != 4:
         raise ValueError(f"{value} is an IPv6 address and the {what} is IPv4; write an IPv4 address like 10.10.0.11")
     return value
-
-
-class SpecModel(BaseModel):
-    """Base of every model of the stack file.
-
-    strict: a value is the type the JSON Schema says (`count: "16"` and `spares: yes` are errors
-    in gpuforge, in editors and in check-jsonschema alike, not silently coerced); numbers are
-    finite; negative zero, which no field means, is refused.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
-
-    @field_validator("*", mode="after")
-    @classmethod
-    def _no_negative_zero(cls, value: Any) -> Any:
-        if isinstance(value, float) and value == 0 and math.copysign(1, value) < 0:
-            raise ValueError("got -0.0 (negative zero); write 0")
-        return value
 
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
@@ -287,6 +271,37 @@ class CapacityReservation(SpecModel):
 class CapacityBlock(SpecModel):
     type: Literal["capacity_block"] = Field(description="Launch into an EC2 Capacity Block for ML.")
     reservation_id: str = Field(pattern=RESERVATION_ID, description="The capacity block's reservation id.")
+    instance_type: str = Field(description="The block's instance type, as purchased; must be the group's.")
+    instance_count: int = Field(
+        ge=1, le=MAX_NODES_PER_GROUP, description="Instances in the block; the group's count + spares must fit."
+    )
+    # strict=False: a YAML timestamp is text (YAML 1.2, as Pulumi reads it) and is parsed here, the
+    # way the JSON Schema's `format: date-time` judges it.
+    start: datetime = Field(
+        strict=False,
+        description="When the block starts, with its zone (blocks start at 11:30 UTC), e.g. 2026-12-01T11:30:00Z.",
+    )
+    end: datetime = Field(
+        strict=False,
+        description="When the block ends, with its zone, e.g. 2026-12-15T11:30:00Z. Its instances are "
+        "terminated shortly before; the group scales to 0 ahead of that.",
+    )
+
+    @field_validator("start", "end", mode="before")
+    @classmethod
+    def _timestamp_text(cls, value: Any) -> Any:
+        if not isinstance(value, str | datetime):
+            raise ValueError(f"got {value!r}; expected a UTC time written like 2026-12-01T11:30:00Z")
+        return value
+
+    @field_validator("start", "end")
+    @classmethod
+    def _with_zone(cls, value: datetime) -> datetime:
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(
+                f"{value.isoformat()} has no time zone; write it in UTC with a Z, like 2026-12-01T11:30:00Z"
+            )
+        return value
 
 
 class Spot(SpecModel):
@@ -337,8 +352,25 @@ class Image(SpecModel):
 
 class NodeGroup(SpecModel):
     instance_type: str = Field(description="EC2 instance type (AWS) from the catalog, e.g. p5.48xlarge.")
-    count: int = Field(ge=0, le=MAX_NODES_PER_GROUP, description="Active nodes the workload uses.")
+    count: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_NODES_PER_GROUP,
+        description="A fixed group: active nodes the workload uses, always running. Set count or scaling.",
+    )
+    scaling: Scaling | None = Field(
+        default=None,
+        description="An elastic group instead of count: min to max nodes following the queue (AWS placement, "
+        "orchestrator slurm or eks; not in a reservation or Capacity Block).",
+    )
     spares: int = Field(default=0, ge=0, le=MAX_NODES_PER_GROUP, description="Hot spares kept running beside them.")
+    update_strategy: UpdateStrategy | None = Field(
+        default=None,
+        description="How a changed image or launch template replaces running nodes: drain (Slurm drains each "
+        "node, waits for its jobs, then replaces it; ParallelCluster's DRAIN) or instance_refresh (the Auto "
+        "Scaling group replaces instances). Default: drain for orchestrator slurm, instance_refresh for none; "
+        "EKS managed groups roll by themselves.",
+    )
     role: NodeRole = Field(default="training", description="training, login or services.")
     fabric: Fabric = Field(
         default="none", description="Node interconnect: efa (AWS), infiniband or roce (on-prem), none."
@@ -368,8 +400,22 @@ class NodeGroup(SpecModel):
     )
 
     @model_validator(mode="after")
+    def _count_or_scaling(self) -> NodeGroup:
+        if self.count is None and self.scaling is None:
+            raise ValueError(
+                "neither count nor scaling is set; set count: N for a fixed group, or scaling: {min: 0, max: N} "
+                "for an elastic one"
+            )
+        if self.count is not None and self.scaling is not None:
+            raise ValueError(
+                f"both count ({self.count}) and scaling are set; remove count for an elastic group, or scaling for "
+                "a fixed one"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _spares_fit(self) -> NodeGroup:
-        if self.spares > self.count and self.count > 0:
+        if self.count is not None and self.spares > self.count and self.count > 0:
             raise ValueError(f"spares ({self.spares}) exceed count ({self.count}); spares back up active nodes")
         return self
 
@@ -392,8 +438,44 @@ class NodeGroup(SpecModel):
         return self.capacity.placement_group if self.capacity.type == "capacity_reservation" else None
 
     @property
+    def is_elastic(self) -> bool:
+        return self.scaling is not None
+
+    @property
+    def active_nodes(self) -> int:
+        """Nodes the workload can use at most: count, or an elastic group's max (cost, power, GPUs and
+        quotas plan the worst case)."""
+        return self.scaling.max if self.scaling is not None else (self.count or 0)
+
+    @property
+    def min_nodes(self) -> int:
+        """The fewest nodes running: count + spares for a fixed group, scaling.min for an elastic one."""
+        return self.scaling.min if self.scaling is not None else self.total_nodes
+
+    @property
+    def max_nodes(self) -> int:
+        return self.total_nodes
+
+    @property
     def total_nodes(self) -> int:
-        return self.count + self.spares
+        """The most nodes the group can run (instances launched, spares included)."""
+        return self.active_nodes + self.spares
+
+    @property
+    def nodes_text(self) -> str:
+        """The size as the plan, summary and diff print it: 64+2, or 0-4 for an elastic group."""
+        if self.scaling is not None:
+            return f"{self.scaling.min}-{self.scaling.max}"
+        return f"{self.count}+{self.spares}"
+
+    @property
+    def effective_update_strategy(self) -> EffectiveUpdateStrategy:
+        """How a changed image or launch template reaches the nodes, once the default is applied."""
+        if self.orchestrator == "eks":
+            return "eks_managed"
+        if self.update_strategy is not None:
+            return self.update_strategy
+        return "drain" if self.orchestrator == "slurm" else "instance_refresh"
 
 
 # --- storage ---------------------------------------------------------------------------

@@ -202,7 +202,7 @@ def _without_scheduler(spec: ClusterSpec, site: ResolvedSite | None) -> list[Spe
 def _slurm_group(spec: ClusterSpec, name: str, pools: dict[str, list[ResolvedHost]]) -> SlurmGroup:
     if name in spec.node_groups:
         g = spec.node_groups[name]
-        return SlurmGroup(name, True, g.instance_type, (), g.count)
+        return SlurmGroup(name, True, g.instance_type, (), g.active_nodes)
     hosts = tuple(sorted((h for h in pools[name] if h.spec.orchestrator == "slurm"), key=lambda h: h.name))
     return SlurmGroup(name, False, None, hosts, len(hosts))
 
@@ -261,7 +261,8 @@ def _controllers(
         instance = catalog.instance_type(ctl.instance_type)
     except CatalogError as exc:
         return (), [*issues, SpecIssue(f"{path}.instance_type", str(exc), "use a type from the catalog")]
-    assert spec.network is not None
+    if spec.network is None:  # reported by the placement check (cluster.network: missing)
+        return (), issues
     azs = [az for az in sorted(spec.network.availability_zones) if az in instance.azs_offering(spec.region or "")]
     wanted = 2 if ctl.backup else 1
     if len(azs) < wanted:

@@ -559,7 +559,7 @@ def _check_burst(spec: ClusterSpec) -> list[SpecIssue]:
         it = catalog.instance_type(group.instance_type)
         if it.gpu_model and it.gpu_count:
             total, _ = available.get(it.gpu_model, (0, it.gpu_count))
-            available[it.gpu_model] = (total + group.count * it.gpu_count, it.gpu_count)
+            available[it.gpu_model] = (total + group.active_nodes * it.gpu_count, it.gpu_count)
     teams = set(kube.platform.teams)
     asked: dict[str, int] = {}
     for team, models in burst.team_gpus.items():

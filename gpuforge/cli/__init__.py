@@ -16,7 +16,7 @@ import typer
 from rich.markup import escape
 
 from components.spec import SpecError
-from gpuforge.cli import nodes, render, review
+from gpuforge.cli import nodes, preflight, render, review
 from gpuforge.console import err, out
 
 app = typer.Typer(
@@ -89,7 +89,10 @@ def validate(
         sys.stdout.write(json.dumps(_validation_json(str(stack_file.path), None)) + "\n")
         return
     resolved = checked.resolved
-    groups = ", ".join(f"{n} ({g.spec.count}x {g.spec.instance_type})" for n, g in resolved.node_groups.items())
+    groups = ", ".join(
+        f"{n} ({g.spec.nodes_text if g.spec.is_elastic else g.spec.count}x {g.spec.instance_type})"
+        for n, g in resolved.node_groups.items()
+    )
     hosts = f"{len(resolved.site.hosts)} site hosts" if resolved.site is not None else ""
     out.print(f"[green]valid[/]: {escape(str(stack_file.path))} — {escape(', '.join(p for p in (groups, hosts) if p))}")
 
@@ -209,5 +212,6 @@ def init(
 
 review.register(app)  # diff, preview, up, destroy, outputs
 nodes.register(app)  # inventory, bake, check
+preflight.register(app)  # preflight
 app.add_typer(render.app, name="render")  # render slurm, render monitoring
 

@@ -81,11 +81,24 @@ class PlaybookResult:
 
 
 def failure_message(res: Mapping[str, Any]) -> str:
+    """What a failed task said. A loop's own message is only "One or more items failed": each failed
+    item's label and message follow it."""
+    message = "failed"
     for key in ("msg", "stderr", "stdout", "reason"):
         value = res.get(key)
         if value:
-            return str(value).strip()
-    return "failed"
+            message = str(value).strip()
+            break
+    items = [item for item in res.get("results") or [] if isinstance(item, Mapping) and item.get("failed")]
+    if items:
+        details = "; ".join(f"{_item_label(item)}: {failure_message(item)}" for item in items)
+        message = f"{message}: {details}"
+    return message
+
+
+def _item_label(item: Mapping[str, Any]) -> str:
+    label = item.get("_ansible_item_label", item.get("item", "?"))
+    return label if isinstance(label, str) else str(label)
 
 
 def _summarise(stats: Mapping[str, Any] | None) -> dict[str, HostSummary]:

@@ -52,7 +52,10 @@ class CheckReport:
         if not self.nodes:
             return "no host was checked: the inventory matched no GPU node (gpu_nodes), so nothing is proven healthy"
         if self.failing:
-            return f"{len(self.failing)} of {len(self.nodes)} node(s) failing: {', '.join(self.failing)}"
+            why = "; ".join(
+                f"{node.host}: {', '.join(node.problems)}" for node in self.nodes if not node.healthy
+            )
+            return f"{len(self.failing)} of {len(self.nodes)} node(s) failing: {why}"
         if not self.playbook.ok:
             return f"healthcheck.yml failed ({self.playbook.status}, rc {self.playbook.rc})"
         if self.drain is not None and not self.drain.ok:

@@ -383,7 +383,7 @@ _FIELD = re.compile(r"(?:^|\s)([A-Z][A-Za-z/:]*)=")
 
 
 def parse_scontrol_nodes(text: str) -> dict[str, SlurmNode]:
-    """``scontrol show node --oneliner``: one node a line, Key=Value fields (Reason may hold spaces)."""
+    """``scontrol --oneliner show node``: one node a line, Key=Value fields (Reason may hold spaces)."""
     nodes = {}
     for line in text.splitlines():
         matches = list(_FIELD.finditer(line))
@@ -428,7 +428,7 @@ class Slurm:
     """The controller's Slurm, through its commands (run as root, or SlurmUser)."""
 
     def nodes(self) -> dict[str, SlurmNode]:
-        return parse_scontrol_nodes(_run(["scontrol", "show", "node", "--oneliner"]))
+        return parse_scontrol_nodes(_run(["scontrol", "--oneliner", "show", "node"]))
 
     def pending(self) -> list[PendingJob]:
         return parse_squeue_pending(_run(["squeue", "-h", "-t", "PD", "-o", "%i|%P|%D|%r"]))

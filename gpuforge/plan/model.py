@@ -31,6 +31,7 @@ class PlanResource:
     depends_on: list[str] = field(default_factory=list)  # every URN it waits for (depends_on and inputs)
     provider: str | None = None  # URN of the provider resource it is created through
     aliases: list[str] = field(default_factory=list)  # previous names (Pulumi aliases): the same resource
+    ignore_changes: list[str] = field(default_factory=list)  # inputs `pulumi up` leaves as they are
 
 
 @dataclass
@@ -77,6 +78,7 @@ class Plan:
                     "retainOnDelete": r.retain_on_delete,
                     "dependsOn": r.depends_on,
                     **({"aliases": r.aliases} if r.aliases else {}),
+                    **({"ignoreChanges": r.ignore_changes} if r.ignore_changes else {}),
                 }
                 for r in self.resources
             ],

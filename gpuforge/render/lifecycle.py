@@ -45,3 +45,50 @@ def gate_floors(instance_type: str, catalog: Any = None) -> GateFloors:
         single_node_gbps=floor(single["busbw_gbps"] if single else None),
         two_node_gbps=floor(pair_reference),
     )
+
+
+GATE_PARTITION = "gpuforge-gate"
+
+
+def lifecycle_config(resolved: Any, partitions: dict[str, list[str]]) -> dict[str, Any] | None:
+    """``slurm_config.lifecycle`` for the controller's gpuforge-lifecycle (docs/lifecycle.md): every cloud
+    node group of the Slurm cluster, fixed or elastic, with its partitions and the fabric gate's floors
+    for its instance type (GPU groups). None when no group runs in an Auto Scaling group.
+
+    partitions: node group -> the partitions that hold it.
+    """
+    sched = resolved.scheduler
+    cloud = {name: group for name, group in sched.groups.items() if group.cloud}
+    if not cloud:
+        return None
+    groups: dict[str, Any] = {}
+    for name, group in cloud.items():
+        node_group = resolved.spec.node_groups[name]
+        instance_type = group.instance_type or ""
+        gpus = resolved.catalog.instance_type(instance_type).gpu_count
+        floors = gate_floors(instance_type, resolved.catalog)
+        groups[name] = {
+            "partitions": partitions.get(name, []),
+            "instance_type": instance_type,
+            "elastic": node_group.is_elastic,
+            "min": node_group.min_nodes,
+            "max": node_group.max_nodes,
+            "scaledown_idle_minutes": node_group.scaling.scaledown_idle_minutes if node_group.scaling else 10,
+            "gate": {
+                "single_node_floor_gbps": floors.single_node_gbps,
+                "two_node_floor_gbps": floors.two_node_gbps,
+                "message_bytes": floors.message_bytes,
+                "nccl_tests": "/opt/nccl-tests/build/all_reduce_perf",
+                "gpus": gpus,
+            }
+            if gpus
+            else None,
+        }
+    return {
+        "cluster": resolved.spec.name,
+        "region": resolved.spec.placement.region,
+        "endpoint_url": None,
+        "rolling_batch": 1,
+        "gate_partition": GATE_PARTITION,
+        "groups": groups,
+    }

@@ -191,7 +191,7 @@ def rule_params(resolved: ResolvedSpec, monitoring: Monitoring | None = None) ->
     for name, group in resolved.node_groups.items():
         tdp = _gpu_tdp(resolved, group.instance.gpu_model) if group.gpus_per_node else 0.0
         groups[name] = GroupFacts(group.gpus_per_node, group.node_power_kw * 1000 - tdp * group.gpus_per_node)
-        loads.append(GroupLoad(name, group.spec.count, group.spec.spares, group.node_power_kw))
+        loads.append(GroupLoad(name, group.spec.active_nodes, group.spec.spares, group.node_power_kw))
     planned = facility_power_kw(loads, resolved.pue, spec.power.spare_draw_fraction)
     if resolved.site is not None:
         for pool, hosts in resolved.site.pools().items():

@@ -19,6 +19,7 @@ from typing import Any
 from components.spec import ResolvedSpec
 from components.spec.scheduler_checks import ResolvedScheduler, SlurmGroup, secret_names
 from components.templates import render
+from gpuforge.render.lifecycle import lifecycle_config
 
 TEMPLATES = {
     "slurm.conf": "slurm/slurm.conf.j2",
@@ -132,6 +133,8 @@ def slurm_config(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> dict
         for pname, p in sched.spec.partitions.items()
     ]
     controllers = [{"name": c.name, "address": c.address} for c in sched.controllers]
+    held_by = {g: [pname for pname, p in sched.spec.partitions.items() if g in p.node_groups] for g in groups}
+    lifecycle = lifecycle_config(resolved, held_by)
     return {
         "cluster_name": spec.name,
         "slurm_user": "slurm",
@@ -168,6 +171,8 @@ def slurm_config(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> dict
             for name, u in sched.spec.users.items()
         },
         "directory": sched.spec.directory.model_dump() if sched.spec.directory else {},
+        # gpuforge-lifecycle on the controller (slurm_scaler role), for groups in Auto Scaling groups.
+        **({"lifecycle": lifecycle} if lifecycle else {}),
         "versions": {
             "production": catalog.slurm.production.version,
             "production_source": catalog.slurm.production.source.strip(),

@@ -127,6 +127,9 @@ def _node_group_line(inputs: dict[str, Any], prices: PriceTable, keep: float) ->
     nodes = int(inputs.get("count", 0)) + int(inputs.get("spares", 0))
     name = str(inputs.get("nodeGroup", "?"))
     detail = f"{nodes} x {instance_type} ({inputs.get('count', 0)} + {inputs.get('spares', 0)} spare)"
+    scaling = inputs.get("scaling")
+    if isinstance(scaling, dict):  # elastic: priced as if it ran its max around the clock (the worst case)
+        detail = f"{scaling.get('min', 0)}-{nodes} x {instance_type} (elastic; priced at its max of {nodes})"
     price = prices.instance(instance_type)
     if price is None:
         return CostLine("node_group", name, detail, None, f"no on-demand price for {instance_type}", False)

@@ -23,8 +23,10 @@ from typing import Any
 
 import yaml
 
+from components.spec.capacity import MAINTENANCE_ON_DEMAND, MAINTENANCE_RESERVED
 from gpuforge.plan.stacks import find_project
 from gpuforge.review.cost import LUSTRE, NODE_GROUP, OBJECT_STORE, estimate_cost
+from gpuforge.review.windows import block_windows
 
 TRIGGERS_FILE = Path(__file__).resolve().parent / "replace_triggers.yaml"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -152,6 +154,45 @@ class GroupImpact:
     nodes_terminated: int = 0  # by this change: a group removed, or its Auto Scaling/EKS node group replaced
     gpus_terminated: int = 0
     renamed_from: str | None = None
+    size_base: str = ""  # as printed: the node count, or min-max of an elastic group
+    size_head: str = ""
+
+
+def how_nodes_roll(inputs: dict[str, Any], running: int) -> str:
+    """What replaces a group's running nodes after its launch template changes, by update strategy."""
+    strategy = inputs.get("updateStrategy", "instance_refresh")
+    if strategy == "drain":
+        return (
+            f"drain then replace: each of the {running} nodes is drained in Slurm, its running jobs finish, "
+            "then it is terminated and the Auto Scaling group launches its replacement from the new version "
+            "(ParallelCluster's DRAIN strategy; no job is killed)"
+        )
+    if strategy == "eks_managed":
+        text = (
+            f"EKS rolls the managed node group to the new version: the {running} nodes are cordoned, drained and "
+            "replaced, one unavailable at a time"
+        )
+        if inputs.get("capacity") == "capacity_block":
+            text += (
+                "; a full Capacity Block has no room for the extra node EKS launches first, so roll between "
+                "blocks (or scale the group down) rather than inside one"
+            )
+        return text
+    if inputs.get("capacity") in ("capacity_reservation", "capacity_block"):
+        low, high = MAINTENANCE_RESERVED
+        policy = f"terminate then launch (min healthy {low} %, max {high} %: the reservation has no room for more)"
+    else:
+        low, high = MAINTENANCE_ON_DEMAND
+        policy = f"launch then terminate (min healthy {low} %, max {high} %)"
+    return f"instance refresh: the Auto Scaling group replaces the {running} running nodes, {policy}"
+
+
+def group_size(inputs: dict[str, Any]) -> str:
+    """A group's size for the diff: count + spares, or "0-4" for an elastic group (scaling min-max)."""
+    scaling = inputs.get("scaling")
+    if isinstance(scaling, dict):
+        return f"{scaling.get('min', 0)}-{scaling.get('max', 0)}"
+    return str(int(inputs.get("count", 0)) + int(inputs.get("spares", 0))) if inputs else "0"
 
 
 @dataclass
@@ -191,6 +232,7 @@ class PlanDiff:
     notes: list[str]
     other_stack: str = ""  # a warning when the two plans are of different stacks
     configs: list[ConfigChange] = field(default_factory=list)  # rendered node configuration that changes
+    capacity_windows: list[str] = field(default_factory=list)  # the head's Capacity Blocks, with warnings
 
     def by_action(self, action: str) -> list[ResourceChange]:
         return [c for c in self.changes if c.action == action]
@@ -429,6 +471,12 @@ def diff_plans(
         notes=notes,
         other_stack=other_stack,
         configs=config_changes(base, head) if ("rendered" in base) == ("rendered" in head) else [],
+        capacity_windows=[
+            w.text()
+            for w in block_windows(
+                r.get("inputs", {}) for r in head.get("resources", []) if r.get("type") == NODE_GROUP
+            )
+        ],
     )
 
 
@@ -497,6 +545,8 @@ def _group_impact(
             gpu_model_base=o.get("gpuModel"),
             gpu_model_head=n.get("gpuModel"),
             renamed_from=n.get("renamedFrom") if o and n.get("renamedFrom") != name else None,
+            size_base=group_size(o),
+            size_head=group_size(n),
         )
         urn = (new_g.get(name) or old_g.get(name) or {}).get("urn", "")
         kids = by_parent.get(urn, [])
@@ -525,14 +575,10 @@ def _group_impact(
                 if g.instance_base != g.instance_head
                 else "launch template " + ", ".join(p for p in lt.properties[:4])
             )
-            g.roll = (
-                f"{what}: the launch template gets a new version in place and the Auto Scaling group "
-                f"launches new nodes from it ($Latest); the {running} running nodes keep the old "
-                f"configuration until an instance refresh replaces them "
-                f"(`aws autoscaling start-instance-refresh --auto-scaling-group-name <asg>`)"
-            )
+            g.roll = f"{what}: the launch template gets a new version; " + how_nodes_roll(n, running)
         if (
             g.nodes_base != g.nodes_head
+            or g.size_base != g.size_head
             or g.gpus_base != g.gpus_head
             or g.nodes_rolling
             or g.instance_base != g.instance_head
@@ -820,12 +866,14 @@ def render_markdown(d: PlanDiff) -> str:
             name = f"{g.name} (was {g.renamed_from})" if g.renamed_from else g.name
             lines.append(
                 f"| {name} | {_change(g.instance_base, g.instance_head)} | "
-                f"{_change(g.gpu_model_base, g.gpu_model_head)} | {g.nodes_base} → {g.nodes_head} | "
+                f"{_change(g.gpu_model_base, g.gpu_model_head)} | {g.size_base} → {g.size_head} | "
                 f"{g.gpus_base} → {g.gpus_head} | {g.nodes_rolling} | {g.nodes_terminated} |"
             )
         rolls = [g for g in d.groups if g.roll]
         if rolls:
             lines += ["", "How nodes roll:", ""] + [f"- **{g.name}**: {g.roll}" for g in rolls]
+    if d.capacity_windows:
+        lines += ["", "### Capacity Blocks", ""] + [f"- {w}" for w in d.capacity_windows]
     if d.storage:
         lines += ["", "### Storage", ""] + [f"- {s}" for s in d.storage]
     if d.policies_new or d.policies_fixed:

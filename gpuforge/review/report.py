@@ -13,6 +13,8 @@ from rich.tree import Tree
 
 from gpuforge.plan.model import Plan, PlanResource
 from gpuforge.plan.policy_check import console_policies, markdown_policies
+from gpuforge.plan.summary import NODE_GROUP
+from gpuforge.review.windows import block_windows
 
 
 def children_by_parent(resources: Iterable[PlanResource]) -> dict[str | None, list[PlanResource]]:
@@ -57,6 +59,7 @@ def summary_rows(plan: Plan) -> list[tuple[str, str]]:
         ("power (estimate, with PUE)", f"{s.power_kw:,.1f} kW{budget}"),
         ("monthly cost (on-demand)", _cost(plan)),
         *placement_rows(plan),
+        *[("Capacity Block", w.text()) for w in block_windows(r.inputs for r in plan.by_type(NODE_GROUP))],
     ]
 
 
@@ -174,8 +177,8 @@ def node_group_table(plan: Plan) -> Table:
             name,
             g.spec.role,
             g.spec.instance_type,
-            f"{g.spec.count}+{g.spec.spares}",
-            str(g.spec.count * g.gpus_per_node),
+            g.spec.nodes_text,
+            str(g.spec.active_nodes * g.gpus_per_node),
             f"efa x{g.efa_interfaces}" if g.efa_interfaces else g.spec.fabric,
             ",".join(g.azs),
             f"{g.node_power_kw:.2f}",
@@ -213,8 +216,8 @@ def markdown_plan(plan: Plan) -> str:
     for name, g in plan.resolved.node_groups.items():
         fabric = f"efa x{g.efa_interfaces}" if g.efa_interfaces else g.spec.fabric
         lines.append(
-            f"| {name} | {g.spec.role} | {g.spec.instance_type} | {g.spec.count}+{g.spec.spares} | "
-            f"{g.spec.count * g.gpus_per_node} | {fabric} | {', '.join(g.azs)} |"
+            f"| {name} | {g.spec.role} | {g.spec.instance_type} | {g.spec.nodes_text} | "
+            f"{g.spec.active_nodes * g.gpus_per_node} | {fabric} | {', '.join(g.azs)} |"
         )
     counts = Counter(r.type for r in plan.resources if r.custom)
     lines += ["", "### Resources by type", "", "| type | count |", "|---|---|"]

@@ -57,7 +57,8 @@ def _is_gpu_group(r: Resource) -> bool:
     },
 )
 def nodegroup_spares(r: Resource, ctx: RuleContext) -> Iterator[Violation]:
-    if not _is_gpu_group(r):
+    # An elastic group (scaling: min-max) launches a replacement when it needs one; it holds no spares.
+    if not _is_gpu_group(r) or r.get("scaling"):
         return
     count, spares = r.get("count") or 0, r.get("spares") or 0
     if is_unknown(count) or is_unknown(spares) or count == 0:

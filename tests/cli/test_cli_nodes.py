@@ -126,3 +126,40 @@ def test_offline_inventory_never_presents_mock_values_as_real() -> None:
     # efa comes from the spec (known offline): EFA nodes configure LNet over EFA.
     assert fs == {"dnsName": "<known after pulumi up>", "mountName": "<known after pulumi up>", "efa": True}
     assert "offline plan" in result.stderr and "lustre_client_filesystem" in result.stderr
+
+
+def test_a_failed_loop_says_which_items_failed_and_why() -> None:
+    """Ansible's own message for a loop is only 'One or more items failed': each item's reason follows."""
+    from gpuforge.nodes.bake import failure_message
+
+    res = {
+        "msg": "One or more items failed",
+        "results": [
+            {"item": {"key": "xid.log"}, "_ansible_item_label": "xid.log", "changed": False},
+            {
+                "_ansible_item_label": "nvidia-smi.csv",
+                "failed": True,
+                "msg": "Destination directory /var/lib/gpuforge/healthcheck does not exist",
+            },
+        ],
+    }
+    assert failure_message(res) == (
+        "One or more items failed: nvidia-smi.csv: Destination directory /var/lib/gpuforge/healthcheck does not exist"
+    )
+
+
+def test_check_reason_names_each_failing_node_and_its_problems() -> None:
+    from gpuforge.nodes.bake import PlaybookResult
+    from gpuforge.nodes.check import CheckReport
+    from gpuforge.nodes.health import NodeHealth
+
+    nodes = [
+        NodeHealth("gpu1", problems=["nvidia-smi failed (rc 9): NVIDIA-SMI has failed", "nccl-tests missing: ..."]),
+        NodeHealth("gpu2", problems=[]),
+    ]
+    report = CheckReport(nodes=nodes, playbook=PlaybookResult("healthcheck.yml", "failed", 2))
+    assert (
+        report.reason
+        == "1 of 2 node(s) failing: gpu1: nvidia-smi failed (rc 9): NVIDIA-SMI has failed, nccl-tests missing: ..."
+    )
+    assert report.to_json()["failing"] == ["gpu1"]

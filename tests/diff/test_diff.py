@@ -83,7 +83,8 @@ def test_instance_type_change_rolls_nodes_through_the_launch_template() -> None:
     train = next(g for g in result.groups if g.name == "train")
     assert (train.instance_base, train.instance_head) == ("g5.12xlarge", "g5.48xlarge")
     assert train.nodes_rolling == 2
-    assert "instance refresh" in train.roll and "$Latest" in train.roll
+    # dev's train group is a Slurm group: its nodes are drained, their jobs finish, then they are replaced.
+    assert "drain then replace" in train.roll and "no job is killed" in train.roll
     assert result.totals["gpus"]["delta"] == 8  # 2 nodes x (8 - 4) A10G
     # g5.48xlarge has no row in the price table: said, and no fake delta for the group
     assert any("no price for: train" in w for w in result.cost["head"]["warnings"])

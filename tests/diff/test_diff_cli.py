@@ -88,7 +88,7 @@ def _git(repo: Path, *args: str) -> None:
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 def test_diff_between_two_revisions_of_a_temporary_repo(tmp_path: Path) -> None:
     """Two commits of a copy of the project (its program, components, stacks): the second scales
-    dev's train group from 2 to 4 nodes. Each side is planned in its own temporary worktree."""
+    dev's elastic train group from a max of 2 to 4 nodes. Each side is planned in its own temporary worktree."""
     repo = tmp_path / "repo"
     ignore = shutil.ignore_patterns(
         ".venv", ".git", ".cache", "__pycache__", "*.egg-info", ".*_cache", "tests", "playbooks", "docs"
@@ -98,7 +98,7 @@ def test_diff_between_two_revisions_of_a_temporary_repo(tmp_path: Path) -> None:
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "add", "-A")
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "base")
     stack = repo / "stacks" / "Pulumi.dev.yaml"
-    stack.write_text(stack.read_text().replace("        count: 2\n", "        count: 4\n", 1))
+    stack.write_text(stack.read_text().replace("          max: 2\n", "          max: 4\n", 1))
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qam", "scale dev")
 
     base, base_label = load_side("HEAD~1", "dev", repo)

@@ -36,6 +36,7 @@ ADDRESS_PREFIX = "127.0.1."
 ADDRESS_HOSTS = range(2, 255)
 BOOT_TIMEOUT_S = 180
 STOP_TIMEOUT_S = 60
+AUTOFS_DEVICE = Path("/dev/autofs")
 
 
 class MachineError(RuntimeError):
@@ -242,12 +243,15 @@ class MachinePool:
         return machine
 
     def _start(self, machine: Machine) -> None:
+        # /dev/autofs: systemd's automount units (fstab's x-systemd.automount, as the site's mounts use)
+        # need the autofs control device, which nspawn's minimal /dev leaves out.
+        devices = [f"--bind={AUTOFS_DEVICE}"] if AUTOFS_DEVICE.exists() else []
         with machine.log_path.open("wb") as log:
             # --register=no and --keep-unit: this host has no systemd as PID 1 to register with.
             machine.process = subprocess.Popen(
                 [
                     "systemd-nspawn", "-D", str(machine.root), "-M", machine.name, "--hostname", machine.name,
-                    "--boot", "--register=no", "--keep-unit", "--console=read-only",
+                    "--boot", "--register=no", "--keep-unit", "--console=read-only", *devices,
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -41,6 +41,7 @@ MONITORING_IMAGE = SSH_IMAGE.derive(
 SCRAPE_S = 5
 WAIT_UP_S = 120
 WAIT_DELIVERY_S = 300
+MAIL_PASSWORD = 'p4ss"word: with quotes'
 
 
 class Webhook:
@@ -131,7 +132,19 @@ def site_spec(machines: Machines, webhook_url: str) -> ResolvedSpec:
                 "server": {"kind": "site_host", "host": mon1.name, "address": mon1.address},
                 "scrape_interval_s": SCRAPE_S,
                 "node_down_minutes": 1,
-                "receivers": {"test-hook": {"type": "webhook", "url": webhook_url}},
+                "receivers": {
+                    "test-hook": {"type": "webhook", "url": webhook_url},
+                    # The production release (0.23) reads the SMTP password only inline: the role fills it in.
+                    "test-mail": {
+                        "type": "email",
+                        "severities": ["warning"],
+                        "to": "oncall@example.com",
+                        "from_address": "alerts@example.com",
+                        "smarthost": "127.0.0.1:2525",
+                        "username": "alerts",
+                        "password_secret": "alertTestMailPassword",
+                    },
+                },
             },
         },
         source="booted monitoring test",
@@ -186,7 +199,7 @@ def configured(
         target = files_dir / name.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
-    extravars = role_vars(resolved, files_dir, paths)
+    extravars = {**role_vars(resolved, files_dir, paths), "alertmanager_secrets": {"test-mail-password": MAIL_PASSWORD}}
 
     # Machines share the host's network: each exporter listens on its own machine's address.
     def hosts(machine: Any) -> dict[str, Any]:
@@ -226,6 +239,22 @@ def test_prometheus_scrapes_the_real_node_exporters_of_both_machines(
     up = prometheus_api(mon1.address, "/api/v1/query?query=up%7Bjob%3D%22node%22%7D")["data"]["result"]
     labels = {(s["metric"].get("instance"), s["metric"].get("node_group")) for s in up}
     assert labels == {("mon1", "monitoring"), ("mon2", "train")}, up
+
+
+def test_alertmanager_loaded_the_inline_secret_the_role_filled_in(
+    monitoring_machines: Machines, configured: dict[str, Any]
+) -> None:
+    """What gpuforge rendered holds a placeholder for the SMTP password (the catalog's production release has
+    no auth_password_file); the role wrote the value JSON-quoted, root:prometheus 0640, and Alertmanager runs
+    that configuration (its status masks the secret)."""
+    mon1 = monitoring_machines[0]
+    stat = mon1.run("stat -c '%U:%G %a' /etc/prometheus/alertmanager.yml", root=True).stdout.split()
+    assert stat == ["root:prometheus", "640"]
+    written = mon1.run("cat /etc/prometheus/alertmanager.yml", root=True).stdout
+    assert f"auth_password: {json.dumps(MAIL_PASSWORD)}" in written
+    with urllib.request.urlopen(f"http://{mon1.address}:9093/api/v2/status", timeout=5) as response:
+        loaded = json.loads(response.read())["config"]["original"]
+    assert "auth_password: <secret>" in loaded and MAIL_PASSWORD not in loaded
 
 
 def test_a_stopped_exporter_pages_node_down_through_alertmanager(

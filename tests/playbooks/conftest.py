@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from gpuforge.nodes.bake import PlaybookResult, rootfs_inventory, run_playbook
+from tests.standins.repo import StandinSources
 from tests.support import skip_or_fail
 
 from . import rootfs
@@ -50,9 +51,11 @@ class Baked:
     second: PlaybookResult
 
 
-def _bake(tarball: Path, workdir: Path, profile: dict[str, Any], *, check_first: bool) -> Baked:
+def _bake(
+    tarball: Path, workdir: Path, profile: dict[str, Any], sources: StandinSources, *, check_first: bool
+) -> Baked:
     path = rootfs.extract(tarball, workdir / "rootfs")
-    host_vars = profile_vars(profile)
+    host_vars = profile_vars(profile, sources)
     inventory = rootfs_inventory(path, host_vars)
     check = run_playbook("bake-image.yml", inventory, check=True) if check_first else None
     start = time.monotonic()
@@ -65,15 +68,19 @@ def _bake(tarball: Path, workdir: Path, profile: dict[str, Any], *, check_first:
 
 
 @pytest.fixture(scope="module")
-def efa_rootfs(rootfs_tarball: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Baked]:
+def efa_rootfs(
+    rootfs_tarball: Path, standin_sources: StandinSources, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Baked]:
     workdir = tmp_path_factory.mktemp("efa")
-    yield _bake(rootfs_tarball, workdir, EFA_P5, check_first=False)
+    yield _bake(rootfs_tarball, workdir, EFA_P5, standin_sources, check_first=False)
     shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
-def ib_rootfs(rootfs_tarball: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Baked]:
+def ib_rootfs(
+    rootfs_tarball: Path, standin_sources: StandinSources, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Baked]:
     workdir = tmp_path_factory.mktemp("ib")
     # A check-mode run first, on the untouched root file system: it must pass and change nothing.
-    yield _bake(rootfs_tarball, workdir, IB_8RAIL, check_first=True)
+    yield _bake(rootfs_tarball, workdir, IB_8RAIL, standin_sources, check_first=True)
     shutil.rmtree(workdir, ignore_errors=True)

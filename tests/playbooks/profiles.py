@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tests.standins.repo import StandinSources
-
-HERE = Path(__file__).resolve().parent
-# The chroot bake tests still install Debian's packages in place of the production sources; the booted
-# site.yml test and the re-bake benchmark run every production task against the stand-ins instead.
-DEBIAN_TEST_SOURCES: dict[str, Any] = yaml.safe_load((HERE / "debian_test_sources.yml").read_text())
 
 # An EFA p5.48xlarge node group as `gpuforge inventory` writes it (versions from the spec).
 EFA_P5: dict[str, Any] = {
@@ -49,9 +41,6 @@ IB_8RAIL: dict[str, Any] = {
 }
 
 
-def profile_vars(profile: dict[str, Any], sources: StandinSources | None = None) -> dict[str, Any]:
-    """The group's variables with every production source pointed at the stand-ins (nothing switched
-    off), or without *sources* Debian's packages as debian_test_sources.yml says."""
-    if sources is None:
-        return {**profile, **DEBIAN_TEST_SOURCES}
+def profile_vars(profile: dict[str, Any], sources: StandinSources) -> dict[str, Any]:
+    """The group's variables with every production source pointed at the stand-ins (nothing switched off)."""
     return {**sources.variables(), **profile}

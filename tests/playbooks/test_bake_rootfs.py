@@ -1,6 +1,7 @@
 """bake-image.yml run for real into a Debian 12 root file system through the chroot connection, for an
-EFA p5.48xlarge node group and a rail-optimized InfiniBand node group: it converges, a second run
-changes nothing, and the root file system holds what a booted node needs."""
+EFA p5.48xlarge node group and a rail-optimized InfiniBand node group, every production package source
+pointed at the stand-ins of tests/standins (nothing switched off): it converges, a second run changes
+nothing, and the root file system holds what a booted node needs."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import subprocess
 import pytest
 
 from gpuforge.render.nccl import NcclInputs, parse_nccl_conf, render_nccl_env
+from tests.standins import packages as standin
 
 from .conftest import Baked
 from .profiles import IB_RAILS
@@ -17,7 +19,8 @@ from .rootfs import dpkg_status, enabled_units
 
 pytestmark = pytest.mark.slow
 
-DEBIAN_DRIVER = {"nvidia-smi", "libnvidia-ml1", "nvidia-persistenced"}
+# NVIDIA's CUDA repository (the stand-in): the branch metapackage and what it pulls in, at the branch's newest.
+DRIVER = {f"cuda-drivers-{standin.DRIVER_BRANCH}", "nvidia-driver-cuda", "nvidia-persistenced"}
 
 
 def _held(baked: Baked) -> set[str]:
@@ -59,7 +62,7 @@ def test_efa_nccl_conf_is_what_gpuforge_renders(efa_rootfs: Baked) -> None:
     conf = (efa_rootfs.path / "etc/nccl.conf").read_text()
     profile = (efa_rootfs.path / "etc/profile.d/nccl.sh").read_text()
     # The role read libfabric's version from the installed package; Python gets it from dpkg.
-    libfabric = dpkg_status(efa_rootfs.path)["libfabric1"]
+    libfabric = dpkg_status(efa_rootfs.path)["libfabric1-aws"]
     inputs = _nccl_inputs(efa_rootfs, libfabric)
     assert conf == render_nccl_env(inputs, "conf")
     assert profile == render_nccl_env(inputs, "profile")
@@ -71,24 +74,38 @@ def test_efa_nccl_conf_is_what_gpuforge_renders(efa_rootfs: Baked) -> None:
 
 def test_efa_packages_installed_and_held(efa_rootfs: Baked) -> None:
     installed = dpkg_status(efa_rootfs.path)
-    wanted = DEBIAN_DRIVER | {
-        "rdma-core",
-        "ibverbs-providers",
-        "libfabric1",
-        "libfabric-bin",
+    wanted = DRIVER | {
+        f"nvidia-fabricmanager-{standin.DRIVER_BRANCH}",
+        "libfabric1-aws",  # the EFA installer's
+        "libnccl-ofi",
+        "libnccl2",
+        "datacenter-gpu-manager-4-core",
+        "lustre-client-modules-aws",
+        f"cuda-nvcc-{standin.CUDA_VERSION.replace('.', '-')}",
         "prometheus-node-exporter",
         "numactl",
         "pciutils",
     }
     assert wanted <= set(installed), wanted - set(installed)
-    assert installed["libnvidia-ml1"].startswith("535.")
-    assert _held(efa_rootfs) >= DEBIAN_DRIVER
+    assert installed[f"cuda-drivers-{standin.DRIVER_BRANCH}"] == standin.DRIVER_VERSIONS[-1]
+    assert installed["libnccl2"] == standin.NCCL_PINNED
+    held = _held(efa_rootfs)
+    assert {f"cuda-drivers-{standin.DRIVER_BRANCH}", f"nvidia-fabricmanager-{standin.DRIVER_BRANCH}"} <= held
+    assert "libnccl2" in held
     assert "infiniband-diags" not in installed  # the rdma role is for IB/RoCE groups only
+    # nccl-tests, built in the image from the pinned commit.
+    assert (efa_rootfs.path / "opt/nccl-tests/build/all_reduce_perf").is_file()
 
 
 def test_efa_units_enabled_not_started(efa_rootfs: Baked) -> None:
     units = enabled_units(efa_rootfs.path)
-    assert {"prometheus-node-exporter.service", "nvidia-persistenced.service", "gpuforge-cpu-governor.service"} <= units
+    assert {
+        "prometheus-node-exporter.service",
+        "nvidia-persistenced.service",
+        "nvidia-fabricmanager.service",
+        "nvidia-dcgm.service",
+        "gpuforge-cpu-governor.service",
+    } <= units
     assert (efa_rootfs.path / "etc/systemd/system/gpuforge-cpu-governor.service").is_file()
     # The textfile collectors of an EFA node with an FSx mount: EFA hw_counters and the Lustre client's health.
     assert {"gpuforge-efa-metrics.timer", "gpuforge-lustre-metrics.timer"} <= units
@@ -148,7 +165,7 @@ def test_ib_nccl_conf_pins_rails(ib_rootfs: Baked) -> None:
 
 def test_ib_rdma_stack_installed(ib_rootfs: Baked) -> None:
     installed = dpkg_status(ib_rootfs.path)
-    assert {"rdma-core", "infiniband-diags", "ibverbs-utils", "perftest"} | DEBIAN_DRIVER <= set(installed)
+    assert {"rdma-core", "infiniband-diags", "ibverbs-utils", "perftest", "libnccl2"} | DRIVER <= set(installed)
     assert "libfabric-bin" not in installed  # the efa role is for EFA groups only
     modules = (ib_rootfs.path / "etc/modules-load.d/gpuforge-rdma.conf").read_text().split()
     assert {"ib_umad", "ib_uverbs", "rdma_ucm", "ib_ipoib"} <= set(modules)

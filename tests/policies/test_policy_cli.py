@@ -78,9 +78,10 @@ def test_broken_prod_json_to_stdout_also_exits_1() -> None:
 def test_dev_shows_only_advisories(tmp_path: Path) -> None:
     code, data = plan_json("dev", tmp_path)
     assert code == 0
-    assert data["policies"], "dev has known advisories (no spares, SCRATCH Lustre)"
+    assert data["policies"], "dev has a known advisory (SCRATCH Lustre)"
     assert {p["level"] for p in data["policies"]} == {"advisory"}
-    assert {p["rule"] for p in data["policies"]} == {"redundancy-nodegroup-spares", "security-lustre-kms"}
+    # dev's train group is elastic (0-2): it asks for no spares, so only the Lustre key advisory remains.
+    assert {p["rule"] for p in data["policies"]} == {"security-lustre-kms"}
 
 
 def test_waiver_shown_as_waived(tmp_path: Path) -> None:

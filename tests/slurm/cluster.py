@@ -131,6 +131,8 @@ def cluster_config(machines: Machines, cpus: int, real_memory: int) -> dict[str,
     versions) with the cluster's shape replaced by these machines: a controller with MariaDB on it, a
     static group of two computes (their real CPU count) and a cloud group that registers itself."""
     config = slurm_config(resolve(load_stack("dev").cluster, "dev"), stand_in_gpus=True)
+    # No Auto Scaling group behind these machines: no lifecycle program (test_slurm_lifecycle.py adds its own).
+    config.pop("lifecycle", None)
     ctl = machines[CONTROLLER]
     names = [machines[i].name for i in STATIC]
     config["controllers"] = [{"name": ctl.name, "address": ctl.address}]

@@ -8,6 +8,9 @@ it would the real one) and says in its first line that it is a stand-in.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
 
 # The driver the stand-in CUDA repository carries: two point releases of branch 580, so apt must pick
 # the newest of each package and Fabric Manager must match the driver's version exactly.
@@ -20,6 +23,30 @@ DCGM_VERSION = "1:4.2.3-1"
 EFA_INSTALLER_VERSION = "1.43.1"
 AWS_OFI_NCCL_VERSION = "1.16.3-1"
 LUSTRE_VERSION = "2.15.6-1fsx1"
+# The stand-in lnetctl (a script that keeps LNet's state in a file): tests/standins/lnetctl.py.
+LNETCTL = (HERE / "lnetctl.py").read_text()
+# Where tests lay out RDMA devices for a machine (its sysfs, the host's, has none); lnetctl.py reads it too.
+STANDIN_SYSFS = "/run/gpuforge-standin-sysfs"
+# The CUDA toolkit pieces nccl-tests builds against (CUDA 12.8 update 1 in NVIDIA's repository): the
+# compiler and the runtime's headers and library, under /usr/local/cuda-12.8 as the real packages lay them out.
+CUDA_VERSION = "12.8"
+CUDA_NVCC_VERSION = "12.8.93-1"
+CUDA_CUDART_VERSION = "12.8.90-1"
+CUDA_HOME = f"/usr/local/cuda-{CUDA_VERSION}"
+# nccl-tests: the release the nccl_tests role pins, and each collective's reduction and root column.
+NCCL_TESTS_VERSION = "v2.16.4"
+NCCL_TESTS_COLLECTIVES = {
+    "all_reduce": ("sum", -1),
+    "all_gather": ("none", -1),
+    "broadcast": ("none", 0),
+    "reduce_scatter": ("sum", -1),
+    "reduce": ("sum", 0),
+    "alltoall": ("none", -1),
+    "scatter": ("none", 0),
+    "gather": ("none", 0),
+    "sendrecv": ("sum", -1),
+    "hypercube": ("none", -1),
+}
 
 STANDIN_DAEMON = (
     "#!/bin/sh\n"
@@ -46,6 +73,7 @@ class Package:
     depends: tuple[str, ...] = ()
     files: dict[str, str] = field(default_factory=dict)  # path -> content
     executables: frozenset[str] = frozenset()  # paths installed mode 0755
+    symlinks: dict[str, str] = field(default_factory=dict)  # path -> target
     description: str = "gpuforge test stand-in (files only)"
 
 
@@ -97,15 +125,23 @@ def cuda_repository() -> list[Package]:
         ]
     for version in (NCCL_PINNED, NCCL_NEWER):
         upstream = version.split("-")[0]
+        lib = "/usr/lib/x86_64-linux-gnu"
         packages += [
-            Package("libnccl2", version, files={f"/usr/lib/x86_64-linux-gnu/libnccl.so.{upstream}": ""}),
+            Package(
+                "libnccl2",
+                version,
+                files={f"{lib}/libnccl.so.{upstream}": ""},
+                symlinks={f"{lib}/libnccl.so.2": f"libnccl.so.{upstream}"},
+            ),
             Package(
                 "libnccl-dev",
                 version,
                 depends=(f"libnccl2 (= {version})",),
                 files={"/usr/include/nccl.h": f"/* NCCL {upstream} stand-in header */\n"},
+                symlinks={f"{lib}/libnccl.so": "libnccl.so.2"},
             ),
         ]
+    packages += cuda_toolkit()
     dcgm_files, dcgm_exec = _daemon(
         "nv-hostengine", "/usr/bin/nv-hostengine", "nvidia-dcgm.service", "NVIDIA DCGM service"
     )
@@ -125,6 +161,45 @@ def cuda_repository() -> list[Package]:
         ),
     ]
     return packages
+
+
+def cuda_toolkit() -> list[Package]:
+    """The CUDA toolkit packages nccl-tests needs (nccl_tests role): nvcc and the runtime, laid out as the real
+    ones are (targets/x86_64-linux/{include,lib} with include/ and lib64/ links beside bin/)."""
+    dashed = CUDA_VERSION.replace(".", "-")
+    target = f"{CUDA_HOME}/targets/x86_64-linux"
+    runtime = CUDA_CUDART_VERSION.split("-")[0]
+    return [
+        Package(
+            f"cuda-cudart-{dashed}",
+            CUDA_CUDART_VERSION,
+            files={f"{target}/lib/libcudart.so.{runtime}": ""},
+            symlinks={
+                f"{target}/lib/libcudart.so.12": f"libcudart.so.{runtime}",
+                f"{CUDA_HOME}/include": "targets/x86_64-linux/include",
+                f"{CUDA_HOME}/lib64": "targets/x86_64-linux/lib",
+            },
+        ),
+        Package(
+            f"cuda-cudart-dev-{dashed}",
+            CUDA_CUDART_VERSION,
+            depends=(f"cuda-cudart-{dashed} (>= {CUDA_CUDART_VERSION})",),
+            files={f"{target}/include/cuda_runtime.h": f"/* CUDA {runtime} runtime stand-in header */\n"},
+            symlinks={f"{target}/lib/libcudart.so": "libcudart.so.12"},
+        ),
+        Package(
+            f"cuda-nvcc-{dashed}",
+            CUDA_NVCC_VERSION,
+            files={f"{CUDA_HOME}/bin/nvcc": nvcc_script()},
+            executables=frozenset({f"{CUDA_HOME}/bin/nvcc"}),
+        ),
+    ]
+
+
+def nvcc_script() -> str:
+    """nvcc as nccl-tests' Makefile uses it, without compiling GPU code (HERE/nvcc.sh)."""
+    release = CUDA_NVCC_VERSION.split("-")[0]
+    return (HERE / "nvcc.sh").read_text().replace("@RELEASE@", CUDA_VERSION).replace("@VERSION@", release)
 
 
 def efa_installer_packages() -> list[Package]:
@@ -156,13 +231,30 @@ def efa_installer_packages() -> list[Package]:
 
 
 def lustre_repository() -> list[Package]:
-    """The FSx for Lustre client repository (dists/<codename>/main): the client without its modules."""
+    """The FSx for Lustre client repository (dists/<codename>/main): the client's modules and utilities.
+
+    The modules package carries no lustre.ko/lnet.ko/kefalnd.ko: its modprobe.d rules make `modprobe lnet`
+    (kefalnd, ksocklnd) record the load in the stand-in lnetctl's state instead. lustre-client-utils puts
+    lnetctl where Lustre's packaging does (debian/lustre-client-utils.install.in: usr/sbin)."""
+    loads = "".join(
+        f"install {module} /usr/sbin/lnetctl --standin-load {module} $CMDLINE_OPTS\n"
+        for module in ("lnet", "kefalnd", "ksocklnd", "lustre")
+    )
     return [
+        Package(
+            "lustre-client-utils",
+            LUSTRE_VERSION,
+            files={"/usr/sbin/lnetctl": LNETCTL},
+            executables=frozenset({"/usr/sbin/lnetctl"}),
+        ),
         Package(
             "lustre-client-modules-aws",
             LUSTRE_VERSION,
-            files={"/usr/share/doc/lustre-client-modules-aws/STANDIN": "Lustre client stand-in: no lustre.ko\n"},
-        )
+            depends=(f"lustre-client-utils (= {LUSTRE_VERSION})",),
+            files={
+                "/etc/modprobe.d/lustre-standin.conf": "# gpuforge test stand-in: no Lustre kernel modules\n" + loads
+            },
+        ),
     ]
 
 

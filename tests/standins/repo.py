@@ -10,6 +10,10 @@ and stops by its process id:
     efa/aws-efa-installer-<version>.tar.gz   the EFA installer tarball (aws-efa-installer/efa_installer.sh,
                                              DEBS/DEBIAN12/x86_64/*.deb)
     dcgm-exporter/dcgm-exporter              the dcgm-exporter binary a site publishes
+    NVIDIA/nccl-tests.git                    nccl-tests' git repository (dumb HTTP), tag v2.16.4: a Makefile
+                                             like upstream's, built by the stand-in nvcc of the CUDA
+                                             repository into *_perf programs printing nccl-tests' output
+                                             (tests/standins/nccl-tests, docs/testing.md)
 
 The .deb files are made with dpkg-deb, indexed with apt-ftparchive and signed with a gpg key generated
 for the session, so apt verifies signatures, pins and holds exactly as against the real sources.
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -33,6 +38,8 @@ from . import packages as pkgs
 from .packages import Package
 
 CUDA_PATH = "compute/cuda/repos/debian12/x86_64"
+NCCL_TESTS_PATH = "NVIDIA/nccl-tests.git"
+NCCL_TESTS_SOURCE = Path(__file__).resolve().parent / "nccl-tests"
 LUSTRE_PATH = "fsx/ubuntu"
 LUSTRE_SUITE = "bookworm"
 ARCH = "amd64"
@@ -45,6 +52,7 @@ class StandinSources:
     root: Path
     efa_installer_sha256: str
     dcgm_exporter_sha256: str
+    nccl_tests_commit: str
     url: str = ""
     process: subprocess.Popen[bytes] | None = None
 
@@ -63,6 +71,9 @@ class StandinSources:
             "lustre_client_repo_url": f"{self.url}/{LUSTRE_PATH}",
             "lustre_client_repo_key_url": f"{self.url}/fsx/fsx-ubuntu-public-key.asc",
             "lustre_client_packages": ["lustre-client-modules-aws"],
+            "nccl_tests_repo": f"{self.url}/{NCCL_TESTS_PATH}",
+            "nccl_tests_version": pkgs.NCCL_TESTS_VERSION,
+            "nccl_tests_commit": self.nccl_tests_commit,
         }
 
     def serve(self) -> None:
@@ -96,7 +107,15 @@ def build(root: Path) -> StandinSources:
     """Build every stand-in source under *root*."""
     gnupg = root.parent / f"{root.name}-gnupg"
     gnupg.mkdir(mode=0o700, parents=True, exist_ok=True)
-    key = _signing_key(gnupg)
+    try:
+        return _build(root, gnupg, _signing_key(gnupg))
+    finally:
+        # gpg started an agent for this home directory: stop it (by its socket), the keys are no longer needed.
+        subprocess.run(["gpgconf", "--kill", "gpg-agent"], env={**os.environ, "GNUPGHOME": str(gnupg)},
+                       capture_output=True, check=False)  # fmt: skip
+
+
+def _build(root: Path, gnupg: Path, key: str) -> StandinSources:
     debs = root.parent / f"{root.name}-debs"
 
     cuda = root / CUDA_PATH
@@ -130,7 +149,35 @@ def build(root: Path) -> StandinSources:
     exporter = root / "dcgm-exporter" / "dcgm-exporter"
     exporter.parent.mkdir()
     exporter.write_text(pkgs.dcgm_exporter_binary())
-    return StandinSources(root=root, efa_installer_sha256=_sha256(tarball), dcgm_exporter_sha256=_sha256(exporter))
+    return StandinSources(
+        root=root,
+        efa_installer_sha256=_sha256(tarball),
+        dcgm_exporter_sha256=_sha256(exporter),
+        nccl_tests_commit=_nccl_tests_repository(root / NCCL_TESTS_PATH, debs / "nccl-tests"),
+    )
+
+
+def _nccl_tests_repository(bare: Path, work: Path) -> str:
+    """nccl-tests' repository: the stand-in sources committed and tagged as the release the role pins,
+    cloned bare and prepared for dumb HTTP (what `git clone http://...` reads from a plain web server).
+    Returns the tagged commit."""
+    shutil.copytree(NCCL_TESTS_SOURCE, work)
+    for collective, (redop, root) in pkgs.NCCL_TESTS_COLLECTIVES.items():
+        (work / "src" / f"{collective}.cu").write_text(
+            f'#include "common.h"\nCOLLECTIVE={collective} REDOP={redop} ROOT={root}\n'
+        )
+    identity = {"GIT_AUTHOR_NAME": "gpuforge tests", "GIT_AUTHOR_EMAIL": "tests@gpuforge.invalid",
+                "GIT_COMMITTER_NAME": "gpuforge tests", "GIT_COMMITTER_EMAIL": "tests@gpuforge.invalid"}  # fmt: skip
+    for command in (
+        ["git", "init", "--quiet", "--initial-branch=master", "."],
+        ["git", "add", "."],
+        ["git", "commit", "--quiet", "-m", f"nccl-tests {pkgs.NCCL_TESTS_VERSION} (gpuforge test stand-in)"],
+        ["git", "tag", pkgs.NCCL_TESTS_VERSION],
+    ):
+        _run(command, cwd=work, env=identity)
+    _run(["git", "clone", "--quiet", "--bare", str(work), str(bare)])
+    _run(["git", "update-server-info"], cwd=bare)
+    return _run(["git", "rev-parse", f"{pkgs.NCCL_TESTS_VERSION}^{{commit}}"], cwd=bare).strip()
 
 
 def _deb(package: Package, dest: Path) -> Path:
@@ -154,6 +201,10 @@ def _deb(package: Package, dest: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content)
         target.chmod(0o755 if path in package.executables else 0o644)
+    for path, link_target in package.symlinks.items():
+        link = staging / path.lstrip("/")
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(link_target)
     version = package.version.split(":")[-1]
     deb = dest / f"{package.name}_{version}_{ARCH}.deb"
     _run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(staging), str(deb)])
@@ -219,8 +270,10 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _run(cmd: list[str], cwd: Path | None = None) -> str:
-    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"})
+def _run(cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
+    result = subprocess.run(
+        cmd, cwd=cwd, capture_output=True, text=True, env={**os.environ, "LC_ALL": "C", **(env or {})}
+    )
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
     return result.stdout

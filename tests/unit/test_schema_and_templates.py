@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 
 from components.assets import SOURCE_ROOT as PROJECT_ROOT
+from components.spec.loader import parse_yaml
 from components.spec.schema import render_schema
 from gpuforge.plan.model import Plan
 
@@ -29,7 +30,8 @@ def test_every_stack_points_at_the_schema_and_validates() -> None:
     for stack in stacks:
         text = stack.read_text()
         assert text.startswith("# yaml-language-server: $schema=../schemas/cluster.schema.json"), stack.name
-        jsonschema.validate(yaml.safe_load(text), schema)
+        # Read as Pulumi and editors read it (YAML 1.2: a timestamp such as a Capacity Block's end is text).
+        jsonschema.validate(parse_yaml(text, stack.name), schema)
 
 
 def test_node_user_data_matches_golden(dev_plan: Plan) -> None:

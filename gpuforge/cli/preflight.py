@@ -1,0 +1,74 @@
+"""`gpuforge preflight STACK`: ask AWS, before `pulumi up`, what would make the deploy fail
+(gpuforge/preflight.py does the asking)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from components.spec import SpecError
+from gpuforge.console import err, out
+
+
+def preflight(
+    stack: Annotated[str, typer.Argument(help="A stack name in stacks/ or a path to a stack file.")],
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print {ok, problems, unchecked, checked} on stdout.")
+    ] = False,
+) -> None:
+    """Check the stack against AWS with your credentials: reservations and Capacity Blocks (type, AZ,
+    size, state, window), the On-Demand vCPU quota per instance family, and each group's AMI in the
+    region. Exit 0 when nothing would fail, 1 on a finding, 2 for a spec error."""
+    from gpuforge.preflight import preflight_stack
+
+    try:
+        report = preflight_stack(stack)
+    except SpecError as error:
+        err.print(escape(error.report()))
+        raise typer.Exit(2) from None
+    if json_out:
+        sys.stdout.write(json.dumps(report.to_json()) + "\n")
+    else:
+        for finding in report.problems:
+            out.print(f"[red]problem[/] {escape(str(finding))}", highlight=False)
+        for finding in report.unchecked:
+            out.print(f"[yellow]unchecked[/] {escape(str(finding))}", highlight=False)
+        for line in report.checked:
+            out.print(f"[green]checked[/] {escape(line)}", highlight=False)
+        verdict = "[green]ok[/]" if not report.problems else f"[red]{len(report.problems)} problem(s)[/]"
+        out.print(f"preflight {escape(report.stack)} ({escape(report.region or 'no region')}): {verdict}")
+    if report.problems:
+        raise typer.Exit(1)
+
+
+def pin_images(
+    stack: Annotated[str, typer.Argument(help="A stack name in stacks/ or a path to a stack file.")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the AMIs; leave the stack file as it is.")] = False,
+) -> None:
+    """Resolve each group's image parameter (the Deep Learning AMI's, or the image pipeline's) to its AMI
+    id now, and write it into the stack file as image.ami_id, so every launch, spare and replacement boots
+    the same image and a newer one arrives only as a reviewed change. Needs AWS credentials.
+    Exit 0 when written, 1 when a parameter or AMI cannot be resolved (nothing written), 2 for a spec error."""
+    from gpuforge.pin import PinError, pin_stack
+
+    try:
+        pins = pin_stack(stack, dry_run=dry_run)
+    except SpecError as error:
+        err.print(escape(error.report()))
+        raise typer.Exit(2) from None
+    except PinError as error:
+        err.print(f"[red]nothing pinned[/]\n{escape(str(error))}", highlight=False)
+        raise typer.Exit(1) from None
+    for pin in pins:
+        out.print(f"{escape(pin.group)}: {escape(pin.parameter)} -> {pin.ami_id}", highlight=False)
+    verb = "would pin" if dry_run else "pinned"
+    out.print(f"{verb} {len(pins)} group(s)" + ("" if pins else ": every image is pinned already"))
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(preflight)
+    app.command("pin-images")(pin_images)

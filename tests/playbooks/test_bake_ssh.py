@@ -1,0 +1,137 @@
+"""`gpuforge bake` as a user runs it: over SSH, on two booted Debian 12 machines
+(systemd, sshd on loopback, a non-root admin with sudo), with the stack's inventory merged with a hosts
+file given by -i, the SSH user and key given by --user and --private-key, and the package sources given
+by -e @FILE: a site's mirror, here the stand-ins of tests/standins. Every production task runs with its
+production default (nothing switched off). The machines are the booted site.yml test's (gpu1, gpu2):
+this module bakes them from nothing first, that one re-runs site.yml on them after.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from gpuforge.cli import app
+from tests.machines import SSH_IMAGE, MachinePool, Machines
+from tests.standins import packages as standin
+from tests.standins.repo import StandinSources
+
+pytestmark = pytest.mark.slow
+
+STACK = str(Path(__file__).resolve().parent.parent / "fixtures" / "stacks" / "Pulumi.booted-lab.yaml")
+runner = CliRunner()
+
+Run = tuple[int, dict[str, Any], str]
+
+
+@pytest.fixture(scope="module")
+def lab(machine_pool: MachinePool) -> Machines:
+    """gpu1 and gpu2: the booted-lab stack's two hosts (writable /proc/sys: site.yml applies sysctls live)."""
+    machines = machine_pool.group("gpu", 2, SSH_IMAGE, writable_proc_sys=True)
+    # The site's Lustre client is the vendor's (Whamcloud/DDN; none for Debian 12), in the site's own image:
+    # its mount helper, whose presence the site_mounts role checks. No kernel module: the automount unit
+    # waits for a first access that would need one.
+    for machine in machines:
+        machine.run("install -m 0755 /bin/true /sbin/mount.lustre", root=True)
+    return machines
+
+
+def _hosts_file(lab: Machines, directory: Path) -> Path:
+    """What a user writes for -i: the stack's hosts with the addresses Ansible reaches them on. The SSH user
+    and key are left to --user and --private-key."""
+    hosts: dict[str, Any] = {}
+    for machine in lab:
+        hosts[machine.name] = {
+            "ansible_host": machine.address,
+            "ansible_port": machine.ssh_port,
+            "ansible_ssh_common_args": f"-o UserKnownHostsFile={machine.known_hosts} -o StrictHostKeyChecking=yes",
+            "ansible_python_interpreter": "/usr/bin/python3",
+            # The machines share one network namespace: each exporter binds its own machine's address.
+            "node_exporter_listen": f"{machine.address}:9100",
+        }
+    path = directory / "hosts.yml"
+    path.write_text(yaml.safe_dump({"all": {"children": {"ng_train": {"hosts": hosts}}}}))
+    return path
+
+
+def _cli(lab: Machines, tmp: Path, command: str, *extra: str) -> Run:
+    args = [
+        command,
+        STACK,
+        "-i",
+        str(_hosts_file(lab, tmp)),
+        "--user",
+        lab[0].user,
+        "--private-key",
+        str(lab[0].key_path),
+        "--forks",
+        "2",
+        "--json",
+        *extra,
+    ]
+    result = runner.invoke(app, args)
+    try:
+        report = json.loads(result.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"gpuforge {command} printed no JSON (exit {result.exit_code}):\n{result.output[-4000:]}")
+    return result.exit_code, report, result.output
+
+
+@pytest.fixture(scope="module")
+def baked(lab: Machines, standin_sources: StandinSources, tmp_path_factory: pytest.TempPathFactory) -> list[Run]:
+    """Two `gpuforge bake` runs over SSH: the converge and the idempotence run."""
+    tmp = tmp_path_factory.mktemp("bake-ssh")
+    sources = tmp / "sources.yml"  # the site's package mirrors, as a user passes them
+    sources.write_text(yaml.safe_dump(standin_sources.variables()))
+    return [_cli(lab, tmp, "bake", "-e", f"@{sources}") for _ in range(2)]
+
+
+def _failures(run: Run) -> Any:
+    _, report, output = run
+    return report.get("failures") or output[-4000:]
+
+
+def test_bake_over_ssh_converges_both_machines(baked: list[Run]) -> None:
+    code, report, _ = baked[0]
+    assert code == 0, _failures(baked[0])
+    assert report["ok"] is True and sorted(report["hosts"]) == ["gpu1", "gpu2"]
+    assert all(host["changed"] > 0 and host["failed"] == 0 for host in report["hosts"].values())
+
+
+def test_second_bake_over_ssh_changes_nothing(baked: list[Run]) -> None:
+    code, report, _ = baked[1]
+    assert code == 0, _failures(baked[1])
+    assert {name: host["changed"] for name, host in report["hosts"].items()} == {"gpu1": 0, "gpu2": 0}
+
+
+def test_baked_machines_carry_the_catalog_facts_and_the_site_mounts(lab: Machines, baked: list[Run]) -> None:
+    """The DGX H100 rail-order HCAs reached NCCL; the site's NFS and Lustre mounts are in fstab and
+    systemd's automount units for them are active (the file systems mount on first access)."""
+    for machine in lab:
+        conf = machine.run("cat /etc/nccl.conf").stdout
+        assert "NCCL_IB_HCA==mlx5_0,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_9,mlx5_10,mlx5_11" in conf
+        fstab = machine.run("cat /etc/fstab").stdout
+        assert "10.64.8.20:/export/home /shared/home nfs vers=4.2,_netdev,x-systemd.automount" in fstab
+        assert "10.64.8.10@o2ib:10.64.8.11@o2ib:/lab01 /lustre lustre _netdev,x-systemd.automount" in fstab
+        units = ["shared-home.automount", "lustre.automount"]
+        states = machine.run(f"systemctl is-active {' '.join(units)}", check=False).stdout.split()
+        assert states == ["active", "active"], machine.run("systemctl status --no-pager " + " ".join(units),
+                                                           root=True, check=False).stdout  # fmt: skip
+        assert machine.run("dpkg-query -W -f '${Status}' nfs-common").stdout == "install ok installed"
+
+
+def test_nccl_tests_built_from_the_pinned_commit_against_cuda_and_nccl(
+    lab: Machines, standin_sources: StandinSources, baked: list[Run]
+) -> None:
+    for machine in lab:
+        head = machine.run("git -C /opt/nccl-tests rev-parse HEAD", root=True).stdout.strip()
+        assert head == standin_sources.nccl_tests_commit
+        nvcc = machine.run(f"{standin.CUDA_HOME}/bin/nvcc --version").stdout
+        assert f"release {standin.CUDA_VERSION}, V{standin.CUDA_NVCC_VERSION.split('-')[0]}" in nvcc
+        for collective in standin.NCCL_TESTS_COLLECTIVES:
+            machine.run(f"test -x /opt/nccl-tests/build/{collective}_perf")
