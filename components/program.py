@@ -19,6 +19,10 @@ def main() -> None:
         # A bad spec declares nothing: stop before any resource is registered.
         raise pulumi.RunError(error.report()) from None
 
-    cluster = TrainingCluster(resolved.spec.name, resolved)
+    try:
+        cluster = TrainingCluster(resolved.spec.name, resolved)
+    except SpecError as error:
+        # What only the deploy reveals (the identity running it): the same report, no traceback.
+        raise pulumi.RunError(error.report()) from None
     for key, value in cluster.outputs.items():
         pulumi.export(key, value)

@@ -30,6 +30,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.catalog.aws_wiring import load_aws_wiring
+from components.spec.errors import SpecError, SpecIssue
 from components.spec.models import KubernetesSpec
 
 from .iam import STS_AUDIENCE, assume_role_policy
@@ -43,6 +44,32 @@ DEPLOYER_POLICY = "AmazonEKSClusterAdminPolicy"
 # needs nodes to run on and comes after them.
 BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 AFTER_NODES = ("coredns",)
+
+
+def deployer_needs_entry(spec: KubernetesSpec, deployer_arn: str) -> bool:
+    """Whether the identity running `up` needs an access entry of its own. EKS keeps one access entry per
+    principal (CreateAccessEntry: ResourceInUseException), so where access_entries already names it, that
+    entry is its entry: it must then be a cluster-scope AmazonEKSClusterAdminPolicy, which installing the
+    platform needs; anything else is a SpecError naming the entry and the fix."""
+    key = next((k for k, e in spec.access_entries.items() if e.principal_arn == deployer_arn), None)
+    if key is None:
+        return True
+    entry = spec.access_entries[key]
+    if entry.policy != DEPLOYER_POLICY or entry.namespaces:
+        scope = f"namespaces {', '.join(entry.namespaces)}" if entry.namespaces else "the cluster"
+        raise SpecError(
+            [
+                SpecIssue(
+                    f"cluster.kubernetes.access_entries[{key}]",
+                    f"{deployer_arn} is the identity running `up`, which needs {DEPLOYER_POLICY} on the "
+                    f"whole cluster to install the platform; this entry gives it {entry.policy} on {scope}, "
+                    "and EKS keeps one access entry per principal",
+                    f"give access_entries[{key}] policy {DEPLOYER_POLICY} and no namespaces, or run `up` as "
+                    "another identity (a deployment role) and keep this entry for people",
+                )
+            ]
+        )
+    return False
 
 
 @dataclass(frozen=True)
@@ -82,6 +109,14 @@ class EksCluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         spec = args.spec
 
+        # Whoever runs `up` installs the platform through the Kubernetes API: an admin entry for the
+        # IAM identity behind the caller's session (the role, for an assumed-role session). Read now,
+        # while the program runs (preview included), so a clash with a declared entry stops it before
+        # the cluster is declared.
+        invoke = pulumi.InvokeOptions(parent=self)
+        caller = aws.get_caller_identity(opts=invoke).arn
+        deployer = aws.iam.get_session_context(arn=caller, opts=invoke).issuer_arn
+        deployer_entry = deployer_needs_entry(spec, deployer)
         account = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self))
         role = aws.iam.Role(
             f"{name}-role",
@@ -170,13 +205,8 @@ class EksCluster(pulumi.ComponentResource):
         )
 
         self.access = []
-        # Whoever runs `up` installs the platform through the Kubernetes API: an admin entry for the
-        # IAM identity behind the caller's session (the role, for an assumed-role session).
-        deployer = aws.iam.get_session_context_output(
-            arn=account.arn, opts=pulumi.InvokeOutputOptions(parent=self)
-        ).issuer_arn
         entries: list[tuple[str, pulumi.Input[str], str, tuple[str, ...]]] = [
-            ("deployer", deployer, DEPLOYER_POLICY, ()),
+            *([("deployer", deployer, DEPLOYER_POLICY, ())] if deployer_entry else []),
             *((k, e.principal_arn, e.policy, tuple(e.namespaces)) for k, e in spec.access_entries.items()),
         ]
         for key, principal, policy, namespaces in entries:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from components.catalog.aws_wiring import load_aws_wiring
+
 STS_AUDIENCE = "sts.amazonaws.com"
 
 
@@ -25,6 +27,9 @@ def assume_role_policy(
         "Principal": {"Service": service},
         "Action": actions[0] if len(actions) == 1 else list(actions),
     }
+    if (source_account or source_arn) and service in load_aws_wiring().trust_source_keys.without_source_keys:
+        # The service never sends the keys: the condition would keep it from ever assuming the role.
+        raise ValueError(f"{service} assumes roles without aws:SourceAccount/SourceArn; trust it unconditioned")
     condition: dict[str, Any] = {}
     if source_account:
         condition["StringEquals"] = {"aws:SourceAccount": source_account}

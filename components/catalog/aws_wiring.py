@@ -35,6 +35,12 @@ class KmsFacts(_Frozen):
     source: str
 
 
+class TrustSourceKeys(_Frozen):
+    services: tuple[str, ...]  # service principals whose AssumeRole carries aws:SourceAccount/SourceArn
+    without_source_keys: tuple[str, ...]  # service principals that never send them (EC2 instance profiles)
+    source: str
+
+
 class PrivateEndpoints(_Frozen):
     services: tuple[str, ...]
     source: str
@@ -79,7 +85,18 @@ class VpnTunnel(_Frozen):
 class LustreFacts(_Frozen):
     ports: tuple[tuple[int, int], ...]
     root_squash: str
+    efa_client_interfaces: dict[str, int]  # instance type -> EFA devices on LNet's efa network
+    efa_client_interfaces_multi_card: int
+    efa_client_interfaces_single_card: int
+    efa_client_peer_credits: int
+    efa_connection_limit: int  # EFA connections per file system, all clients together
     source: str
+
+    def efa_interfaces_for(self, instance_type: str | None, network_cards: int) -> int:
+        """EFA devices an FSx client of this instance type configures (FSx's per-type default)."""
+        if instance_type in self.efa_client_interfaces:
+            return self.efa_client_interfaces[instance_type]
+        return self.efa_client_interfaces_multi_card if network_cards > 1 else self.efa_client_interfaces_single_card
 
 
 class CapacityBlocks(_Frozen):
@@ -114,6 +131,7 @@ class OnDemandQuotas(_Frozen):
 class AwsWiring(_Frozen):
     service_linked_roles: dict[str, ServiceLinkedRole]
     kms: KmsFacts
+    trust_source_keys: TrustSourceKeys
     private_endpoints: PrivateEndpoints
     eks: EksFacts
     vpn_tunnel: VpnTunnel

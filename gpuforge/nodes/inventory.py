@@ -184,6 +184,9 @@ def _group_vars(
             # EFA-enabled file system: nodes with EFA devices configure LNet over EFA (lustre_client).
             "efa": bool(fs.get("efa", False)),
         }
+        if fs.get("efa") and fabric == "efa":
+            vars_["lustre_client_efa_interfaces"] = lustre_efa_interfaces(instance_type)
+            vars_["lustre_client_efa_peer_credits"] = _aws_wiring().lustre.efa_client_peer_credits
     mounts = site_mounts(outputs)
     if mounts:
         vars_["site_mounts_mounts"] = mounts
@@ -212,6 +215,19 @@ def _hardware_facts(group: Mapping[str, Any]) -> dict[str, Any]:
         if it
         else (server.nccl_busbw_reference_gbps if server else None),
     }
+
+
+def lustre_efa_interfaces(instance_type: str | None) -> int:
+    """EFA devices an FSx for Lustre client puts on LNet (FSx's default per instance type, data/aws_wiring.yaml)."""
+    catalog = _catalog()
+    it = catalog.instance_type(instance_type) if instance_type and catalog.has_instance_type(instance_type) else None
+    return _aws_wiring().lustre.efa_interfaces_for(instance_type, it.max_network_cards if it else 1)
+
+
+def _aws_wiring() -> Any:
+    from components.catalog.aws_wiring import load_aws_wiring
+
+    return load_aws_wiring()
 
 
 def site_mounts(outputs: Mapping[str, Any]) -> list[dict[str, Any]]:

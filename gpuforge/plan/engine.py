@@ -24,6 +24,7 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from components.assets import BUNDLED, SOURCE_ROOT
+from components.spec.errors import SpecError
 from components.spec.monitoring import declared_secrets
 from components.spec.secrets import NAMESPACE, SECRET_KEYS
 from gpuforge.plan.model import COMPUTED, SECRET, Plan, PlanResource
@@ -209,7 +210,14 @@ def run_program(stack_file: StackFile, program: Path) -> tuple[list[PlanResource
         outputs = getattr(root, "outputs", {})
         exported.update(await _redacted(dict(outputs)))
 
-    _sync_await(run_pulumi_func(evaluate))
+    try:
+        _sync_await(run_pulumi_func(evaluate))
+    except pulumi.RunError as error:
+        # The program reports a spec problem only the deploy reveals (components/program.py) as a
+        # RunError for the Pulumi CLI; offline, hand back the SpecError it came from (every issue, exit 2).
+        if isinstance(error.__context__, SpecError):
+            raise error.__context__ from None
+        raise
     # Registrations complete in whatever order the RPCs finish: sort so the same stack always
     # gives the same plan (stable JSON, reviewable diffs, golden files).
     return sorted(monitor.recorded.values(), key=lambda r: r.urn), _plain(exported)

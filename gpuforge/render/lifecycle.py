@@ -48,6 +48,8 @@ def gate_floors(instance_type: str, catalog: Any = None) -> GateFloors:
 
 
 GATE_PARTITION = "gpuforge-gate"
+# The fabric gate in rendered stacks: see lifecycle_config.
+GATE_ENABLED = False
 
 
 def lifecycle_config(resolved: Any, partitions: dict[str, list[str]]) -> dict[str, Any] | None:
@@ -74,7 +76,11 @@ def lifecycle_config(resolved: Any, partitions: dict[str, list[str]]) -> dict[st
             "min": node_group.min_nodes,
             "max": node_group.max_nodes,
             "scaledown_idle_minutes": node_group.scaling.scaledown_idle_minutes if node_group.scaling else 10,
-            "gate": {
+            # Off until cloud nodes register as <group>-<instance id> (docs/lifecycle.md): a gated node
+            # registers drained and only a node the program can map to its instance is ever admitted.
+            "gate": None
+            if not GATE_ENABLED
+            else {
                 "single_node_floor_gbps": floors.single_node_gbps,
                 "two_node_floor_gbps": floors.two_node_gbps,
                 "message_bytes": floors.message_bytes,

@@ -28,15 +28,9 @@ LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
 VPN_CONNECTION = "aws:ec2/vpnConnection:VpnConnection"
 ROLE = "aws:iam/role:Role"
 # Services that put aws:SourceAccount / aws:SourceArn on the AssumeRole call, so a trust policy can
-# bind the role to this account's own resources (IAM User Guide, "The confused deputy problem";
-# VPC User Guide, flow logs role; DataSync User Guide, "Cross-service confused deputy prevention";
-# S3 User Guide, replication role; EKS User Guide, cluster IAM role).
-SOURCE_KEY_SERVICES = (
-    "vpc-flow-logs.amazonaws.com",
-    "datasync.amazonaws.com",
-    "s3.amazonaws.com",
-    "eks.amazonaws.com",
-)
+# bind the role to this account's own resources: components/catalog/data/aws_wiring.yaml
+# trust_source_keys (EC2 is not one of them).
+SOURCE_KEY_SERVICES = load_aws_wiring().trust_source_keys.services
 
 
 def _denies_insecure_transport(doc: Mapping[str, Any]) -> bool:

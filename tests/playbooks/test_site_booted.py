@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from gpuforge.nodes.bake import PlaybookResult, run_playbook
+from gpuforge.nodes.inventory import lustre_efa_interfaces
 from tests.machines import SSH_IMAGE, Machine, MachinePool, Machines
 from tests.standins import packages as standin
 from tests.standins.repo import StandinSources
@@ -23,6 +24,12 @@ pytestmark = pytest.mark.slow
 # machine's and not one the host (whose kernel the machines share) already had.
 PROBE_SYSCTL = ("kernel.msgmax", "65536")
 LIMITS_DIR = "/etc/security/limits.d"
+# The RDMA devices each machine's stand-in sysfs lists (this host has none): gpu1 a p5's 32 EFA devices
+# and a ConnectX port, gpu2 only the ConnectX port (no EFA: LNet stays on tcp).
+EFA_DEVICES = [f"rdmap{bus}s0" for bus in range(10, 42)]
+MLX_DEVICE = "mlx5_0"
+# FSx's setup puts 8 of a p5's EFA devices on LNet (every fourth), the inventory's value for p5.
+EFA_LNET_DEVICES = EFA_DEVICES[::4]
 
 
 @dataclass
@@ -48,6 +55,10 @@ def site_runs(machine_pool: MachinePool, standin_sources: StandinSources) -> Sit
         "os_tuning_sysctls": {**defaults_sysctls, PROBE_SYSCTL[0]: PROBE_SYSCTL[1]},
         # Mounting Lustre needs lustre.ko and a file system server: the fstab entry is written, not mounted.
         "lustre_client_mount_state": "present",
+        # An EFA-enabled file system: LNet gets a tcp network, and an efa network where there are EFA devices.
+        "lustre_client_filesystem": {**EFA_P5["lustre_client_filesystem"], "efa": True},
+        "lustre_client_sysfs": standin.STANDIN_SYSFS,
+        "lustre_client_efa_interfaces": lustre_efa_interfaces(EFA_P5["gpuforge_instance_type"]),
     }
     if not Path("/proc/sys/kernel/yama").is_dir():
         # This host's kernel (shared by the machines) has no Yama LSM, so kernel.yama.ptrace_scope does
@@ -55,6 +66,8 @@ def site_runs(machine_pool: MachinePool, standin_sources: StandinSources) -> Sit
         # kernel has Yama, and there the task applies the value live.
         host_vars["efa_apply_runtime"] = False
     inventory = machines.inventory(host_vars=host_vars, per_host=_per_host)
+    _rdma_devices(machines[0], [*EFA_DEVICES, MLX_DEVICE])
+    _rdma_devices(machines[1], [MLX_DEVICE])
     # Make the run fail right after the sysctl task: the next task writes into limits.d, now a file.
     for machine in machines:
         machine.run(f"rm -rf {LIMITS_DIR} && touch {LIMITS_DIR}", root=True)
@@ -64,6 +77,24 @@ def site_runs(machine_pool: MachinePool, standin_sources: StandinSources) -> Sit
     converged = run_playbook("site.yml", inventory)
     again = run_playbook("site.yml", inventory)
     return SiteRuns(machines, inventory, failed, converged, again)
+
+
+def _rdma_devices(machine: Machine, devices: list[str]) -> None:
+    """RDMA devices in the machine's stand-in sysfs, linked as the kernel links them: class/infiniband/<dev>
+    -> the PCI function's infiniband/<dev>, whose device/driver -> bus/pci/drivers/<efa|mlx5_core>."""
+    root = standin.STANDIN_SYSFS
+    lines = [f"mkdir -p {root}/class/infiniband {root}/bus/pci/drivers/efa {root}/bus/pci/drivers/mlx5_core"]
+    for slot, device in enumerate(devices):
+        function = f"pci0000:00/0000:00:{slot:02x}.0"
+        pci = f"{root}/devices/{function}"
+        driver = "mlx5_core" if device.startswith("mlx5") else "efa"
+        lines += [
+            f"mkdir -p {pci}/infiniband/{device}",
+            f"ln -sfn ../../../bus/pci/drivers/{driver} {pci}/driver",
+            f"ln -sfn ../../../0000:00:{slot:02x}.0 {pci}/infiniband/{device}/device",
+            f"ln -sfn ../../devices/{function}/infiniband/{device} {root}/class/infiniband/{device}",
+        ]
+    machine.run(" && ".join(lines), root=True)
 
 
 def _role_default(role: str, name: str) -> Any:
@@ -152,3 +183,31 @@ def test_daemons_run_under_systemd(site_runs: SiteRuns) -> None:
             f"python3 -c 'import urllib.request; print(urllib.request.urlopen(\"{url}\").read().decode())'"
         ).stdout
         assert "node_textfile_scrape_error" in metrics
+
+
+def _lnet_nets(machine: Machine) -> dict[str, list[str]]:
+    """`lnetctl net show` on the machine: each LNet network and the interfaces of its NIs."""
+    import yaml
+
+    shown = yaml.safe_load(machine.run("lnetctl net show", root=True).stdout)
+    return {
+        net["net type"]: [iface for ni in net["local NI(s)"] for iface in (ni.get("interfaces") or {}).values()]
+        for net in shown["net"]
+    }
+
+
+def test_lnet_runs_efa_on_efa_devices_and_tcp_where_there_are_none(site_runs: SiteRuns) -> None:
+    efa_node, tcp_node = site_runs.machines
+    route = efa_node.run("ip -4 -o route show default").stdout.split()
+    default_if = route[route.index("dev") + 1]
+    # The EFA node: the tcp network on the default route's interface, 8 of its 32 EFA devices on efa
+    # (the ConnectX port is not an EFA device), kefalnd loaded on the default route's interface.
+    assert _lnet_nets(efa_node) == {"lo": [], "tcp": [default_if], "efa": EFA_LNET_DEVICES}
+    # No EFA device: LNet falls back to tcp alone, and the EFA driver is never loaded.
+    assert _lnet_nets(tcp_node) == {"lo": [], "tcp": [default_if]}
+    assert f"kefalnd ipif_name={default_if}" in efa_node.run("cat /run/lustre-standin/modules", root=True).stdout
+    assert "kefalnd" not in tcp_node.run("cat /run/lustre-standin/modules", root=True).stdout
+    for machine in site_runs.machines:
+        # The mount still names the servers' tcp NID: the management service answers on tcp.
+        fstab = machine.run("cat /etc/fstab").stdout
+        assert "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh /fsx lustre" in fstab

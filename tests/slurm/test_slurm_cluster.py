@@ -115,13 +115,6 @@ def test_cloud_node_registers_itself_with_its_gres(slurm_cluster: SlurmCluster) 
     assert slurm_cluster.as_user("sinfo --noheader -p cloud -o %N").split() == [name]
 
 
-@pytest.mark.xfail(
-    reason="issue 11: diagnosed (a batch launch reaching slurmd after the failed prolog revoked the job's "
-    "credential made slurmctld kill the job as non-startable, FAILED, before slurmd's requeue arrived; "
-    "a race that load decides) and fixed in the prolog, which now requeues the job itself; this marker "
-    "goes once a booted run under load confirms the fix.",
-    strict=False,
-)
 def test_failing_prolog_drains_the_node_and_the_job_runs_elsewhere(slurm_cluster: SlurmCluster) -> None:
     first, second = slurm_cluster.computes
     wait_for("both computes idle", lambda: _idle(slurm_cluster, first.name) and _idle(slurm_cluster, second.name))

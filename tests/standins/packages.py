@@ -23,6 +23,10 @@ DCGM_VERSION = "1:4.2.3-1"
 EFA_INSTALLER_VERSION = "1.43.1"
 AWS_OFI_NCCL_VERSION = "1.16.3-1"
 LUSTRE_VERSION = "2.15.6-1fsx1"
+# The stand-in lnetctl (a script that keeps LNet's state in a file): tests/standins/lnetctl.py.
+LNETCTL = (HERE / "lnetctl.py").read_text()
+# Where tests lay out RDMA devices for a machine (its sysfs, the host's, has none); lnetctl.py reads it too.
+STANDIN_SYSFS = "/run/gpuforge-standin-sysfs"
 # The CUDA toolkit pieces nccl-tests builds against (CUDA 12.8 update 1 in NVIDIA's repository): the
 # compiler and the runtime's headers and library, under /usr/local/cuda-12.8 as the real packages lay them out.
 CUDA_VERSION = "12.8"
@@ -227,13 +231,30 @@ def efa_installer_packages() -> list[Package]:
 
 
 def lustre_repository() -> list[Package]:
-    """The FSx for Lustre client repository (dists/<codename>/main): the client without its modules."""
+    """The FSx for Lustre client repository (dists/<codename>/main): the client's modules and utilities.
+
+    The modules package carries no lustre.ko/lnet.ko/kefalnd.ko: its modprobe.d rules make `modprobe lnet`
+    (kefalnd, ksocklnd) record the load in the stand-in lnetctl's state instead. lustre-client-utils puts
+    lnetctl where Lustre's packaging does (debian/lustre-client-utils.install.in: usr/sbin)."""
+    loads = "".join(
+        f"install {module} /usr/sbin/lnetctl --standin-load {module} $CMDLINE_OPTS\n"
+        for module in ("lnet", "kefalnd", "ksocklnd", "lustre")
+    )
     return [
+        Package(
+            "lustre-client-utils",
+            LUSTRE_VERSION,
+            files={"/usr/sbin/lnetctl": LNETCTL},
+            executables=frozenset({"/usr/sbin/lnetctl"}),
+        ),
         Package(
             "lustre-client-modules-aws",
             LUSTRE_VERSION,
-            files={"/usr/share/doc/lustre-client-modules-aws/STANDIN": "Lustre client stand-in: no lustre.ko\n"},
-        )
+            depends=(f"lustre-client-utils (= {LUSTRE_VERSION})",),
+            files={
+                "/etc/modprobe.d/lustre-standin.conf": "# gpuforge test stand-in: no Lustre kernel modules\n" + loads
+            },
+        ),
     ]
 
 

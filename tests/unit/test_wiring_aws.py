@@ -159,3 +159,38 @@ def test_capacity_block_with_a_placement_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as caught:
         plan_stack(variant(tmp_path, "staging", placed))
     assert "node_groups.train.placement" in str(caught.value).replace("[", ".").replace("]", "")
+
+
+# The identity the offline engine's getSessionContext returns for the caller (gpuforge/plan/engine.py).
+DEPLOYER_ARN = "arn:aws:iam::123456789012:role/mock-deployer"
+
+
+def _declare_deployer(policy: str, namespaces: list[str] | None = None) -> Any:
+    def edit(cluster: dict[str, Any]) -> None:
+        entries = cluster["kubernetes"].setdefault("access_entries", {})
+        entries["ci"] = {"principal_arn": DEPLOYER_ARN, "policy": policy, "namespaces": namespaces or []}
+
+    return edit
+
+
+def test_a_declared_entry_for_the_deployer_is_its_only_entry(tmp_path: Path) -> None:
+    # EKS keeps one access entry per principal: the declared cluster-admin entry serves the deployer.
+    plan = plan_stack(variant(tmp_path, "staging", _declare_deployer("AmazonEKSClusterAdminPolicy")))
+    principals = [r.inputs["principalArn"] for r in plan.by_type("aws:eks/accessEntry:AccessEntry")]
+    assert principals.count(DEPLOYER_ARN) == 1
+    assert len(principals) == len(set(principals))
+    assert not [r for r in plan.by_type("aws:eks/accessEntry:AccessEntry") if r.name.endswith("-access-deployer")]
+    assert run_rules(plan, ["wiring-eks-platform-order"]) == {}
+
+
+def test_a_declared_entry_that_would_lock_the_deployer_out_is_refused_with_the_fix(tmp_path: Path) -> None:
+    path = variant(tmp_path, "staging", _declare_deployer("AmazonEKSViewPolicy", ["research"]))
+    with pytest.raises(SpecError) as caught:
+        plan_stack(path)
+    (issue,) = caught.value.issues
+    assert issue.path == "cluster.kubernetes.access_entries[ci]"
+    assert DEPLOYER_ARN in issue.message and "one access entry per principal" in issue.message
+    assert "policy AmazonEKSClusterAdminPolicy and no namespaces" in issue.fix
+    result = CliRunner().invoke(app, ["plan", str(path), "--no-tree"])
+    assert result.exit_code == 2, result.output
+    assert "access_entries[ci]" in result.output and "Traceback" not in result.output
