@@ -19,6 +19,14 @@ from gpuforge.plan.model import Plan
 CRDS = Path(__file__).resolve().parent / "fixtures" / "k8s" / "crds"
 
 
+class CrdLoader(yaml.SafeLoader):
+    """YAML 1.1 reads a bare `=` (the AlertmanagerConfig CRD's matchType enum) as the `value` tag, which
+    PyYAML has no constructor for; Kubernetes' YAML 1.2 parser reads a string."""
+
+
+CrdLoader.add_constructor("tag:yaml.org,2002:value", CrdLoader.construct_yaml_str)
+
+
 @cache
 def crd_schemas() -> dict[str, dict[str, Any]]:
     """'group/version/Kind' -> the served version's openAPIV3Schema, strict: unknown fields rejected
@@ -26,7 +34,7 @@ def crd_schemas() -> dict[str, dict[str, Any]]:
     preserves unknown fields."""
     out: dict[str, dict[str, Any]] = {}
     for path in sorted(CRDS.glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
+        crd = yaml.load(path.read_text(), CrdLoader)
         group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
         for version in crd["spec"]["versions"]:
             if version.get("served"):
@@ -41,9 +49,10 @@ def _strict(schema: Any) -> Any:
         return schema
     out = {k: _strict(v) for k, v in schema.items()}
     pattern = out.get("pattern")
-    if isinstance(pattern, str) and pattern.startswith("^(?i)"):
-        # RE2 (the API server's) takes inline flags anywhere; Python's re only at the start.
-        out["pattern"] = "(?i)^" + pattern[len("^(?i)") :]
+    if isinstance(pattern, str) and "(?i)" in pattern:
+        # RE2 (the API server's) takes inline flags anywhere; Python's re only at the start. Every such
+        # pattern upstream is case-insensitive as a whole (`^(?i)(abort|warn)?$`, month and weekday names).
+        out["pattern"] = "(?i)" + pattern.replace("(?i)", "")
     if (
         "properties" in out
         and "additionalProperties" not in out

@@ -12,6 +12,7 @@ import pulumi_kubernetes as k8s
 
 from components.catalog.aws_wiring import load_aws_wiring
 from components.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsClass
+from components.k8s.alerting import declare_alert_routing
 from components.spec import ResolvedSpec
 from components.spec.models import Tier
 from components.spec.monitoring import NodeGroupServer, receiver_secret_names
@@ -268,6 +269,13 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
             opts=child,
         )
         monitoring_outputs["monitoring"] = {"server": spec.monitoring.server.kind, "alertSecretArns": secrets.arns}
+        if kube_provider is not None:
+            declare_alert_routing(
+                f"{name}-alert-routing",
+                spec.name,
+                spec.monitoring,
+                pulumi.ResourceOptions(parent=parent, providers={"kubernetes": kube_provider}),
+            )
     outputs = {
         **kubernetes_outputs,
         **pipeline_outputs,

@@ -10,6 +10,7 @@ from typing import Any
 
 import pulumi
 
+from components.k8s.alerting import declare_alert_routing
 from components.spec import ResolvedSpec
 from components.spec.site_checks import ResolvedSite
 
@@ -76,6 +77,14 @@ def build_onprem_site(name: str, resolved: ResolvedSpec, parent: pulumi.Resource
         "site": site_props_output(site),
         "nodeGroups": pool_outputs(site),
     }
+    if spec.monitoring is not None and component.provider is not None:
+        # The site cluster's operator Alertmanager (monitoring.server.kind kubernetes; else nothing).
+        declare_alert_routing(
+            f"{name}-{site.spec.name}-alert-routing",
+            spec.name,
+            spec.monitoring,
+            pulumi.ResourceOptions(parent=parent, providers={"kubernetes": component.provider}),
+        )
     if component.platform is not None and site.spec.kubernetes is not None:
         outputs["kubernetes"] = {
             "apiServer": site.spec.kubernetes.api_server,

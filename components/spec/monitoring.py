@@ -62,11 +62,22 @@ class KubernetesServer(SpecModel):
     kind: Literal["kubernetes"] = Field(
         description="The Prometheus operator in the cluster's Kubernetes (kubernetes.platform.prometheus_operator)."
     )
-    namespace: Name = Field(default="monitoring", description="Namespace of the PrometheusRule objects.")
+    namespace: Name = Field(
+        default="monitoring",
+        description="Namespace of kube-prometheus-stack's Alertmanager: the PrometheusRule, the AlertmanagerConfig "
+        "and the Secret of the receivers' secrets go there (the chart's Alertmanager reads AlertmanagerConfigs of "
+        "its own namespace by default).",
+    )
     rule_labels: dict[str, str] = Field(
         default_factory=lambda: {"release": "kube-prometheus-stack"},
         description="Labels on PrometheusRule, ServiceMonitor and PodMonitor objects so the operator's selectors "
         "pick them up. kube-prometheus-stack selects release: <its Helm release name> by default.",
+    )
+    alertmanager_config_labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="Labels on the AlertmanagerConfig so the Alertmanager's alertmanagerConfigSelector picks it "
+        "up. kube-prometheus-stack's default selector is empty (every AlertmanagerConfig in its namespace); set "
+        "the labels your alertmanagerSpec.alertmanagerConfigSelector matches.",
     )
 
 

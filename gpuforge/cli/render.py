@@ -65,7 +65,7 @@ def monitoring(
     sys.stdout.write("# --- Grafana dashboards and provisioning (written with --output)\n")
     sys.stdout.writelines(f"# {name}\n" for name in grafana)
     if bundle.secret_keys:
-        sys.stdout.write("# --- secrets (written by the alertmanager role; values never printed)\n")
+        sys.stdout.write("# --- secrets (the alertmanager role's files or a Kubernetes Secret's keys; never values)\n")
         for path, key in bundle.secret_keys.items():
             sys.stdout.write(f"# {path} <- pulumi config gpuforge:{key}\n")
 

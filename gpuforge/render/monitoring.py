@@ -299,7 +299,15 @@ def rule_file(params: RuleParams) -> dict[str, Any]:
 
 
 def prometheus_rule(params: RuleParams, name: str, namespace: str, labels: Mapping[str, str]) -> dict[str, Any]:
-    """The same groups as a PrometheusRule object for the Prometheus operator."""
+    """The same groups as a PrometheusRule object for the Prometheus operator. Each alert carries
+    namespace=<the rule's namespace>: the operator's default alertmanagerConfigMatcherStrategy (OnNamespace,
+    pkg/alertmanager/amcfg.go getEnforcer) routes an AlertmanagerConfig only alerts of its own namespace, and a
+    GPU's series carry the exporter's namespace (gpu-operator), a recorded power series none."""
+    groups = [
+        {**g, "rules": [{**r, "labels": {**r.get("labels", {}), "namespace": namespace}} if "alert" in r else r
+                        for r in g["rules"]]}
+        for g in rule_groups(params)
+    ]  # fmt: skip
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
@@ -308,7 +316,7 @@ def prometheus_rule(params: RuleParams, name: str, namespace: str, labels: Mappi
             "namespace": namespace,
             "labels": {"app.kubernetes.io/managed-by": "gpuforge", **labels},
         },
-        "spec": {"groups": rule_groups(params)},
+        "spec": {"groups": groups},
     }
 
 
@@ -616,6 +624,80 @@ def alertmanager_yaml(
     return text
 
 
+# --- Alertmanager on Kubernetes: the same routes and receivers as an AlertmanagerConfig ------------
+
+ALERTMANAGER_CONFIG_API = "monitoring.coreos.com/v1alpha1"
+# alertmanager.yml's field names -> the AlertmanagerConfig CRD's (v1alpha1). A field the file renderer
+# gains without a name here fails the render, so the two never drift apart silently.
+_CRD_FIELDS = {
+    "receiver": "receiver", "group_by": "groupBy", "group_wait": "groupWait", "group_interval": "groupInterval",
+    "repeat_interval": "repeatInterval", "routes": "routes", "matchers": "matchers", "continue": "continue",
+    "source_matchers": "sourceMatch", "target_matchers": "targetMatch", "equal": "equal", "name": "name",
+    "webhook_configs": "webhookConfigs", "email_configs": "emailConfigs", "slack_configs": "slackConfigs",
+    "pagerduty_configs": "pagerdutyConfigs", "url": "url", "send_resolved": "sendResolved",
+    "http_config": "httpConfig", "authorization": "authorization", "credentials_file": "credentials",
+    "to": "to", "from": "from", "smarthost": "smarthost", "require_tls": "requireTLS",
+    "auth_username": "authUsername", "auth_password_file": "authPassword", "api_url_file": "apiURL",
+    "channel": "channel", "title": "title", "text": "text", "routing_key_file": "routingKey",
+}  # fmt: skip
+_MATCHER = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)(=~|!~|!=|=)"(.*)"$')
+
+
+def _crd_matcher(text: str) -> dict[str, str]:
+    match = _MATCHER.match(text)
+    if match is None:
+        raise ValueError(f'matcher {text!r} is not name<op>"value"')
+    name, op, value = match.groups()
+    return {"name": name, "matchType": op, "value": value}
+
+
+def _crd_value(key: str, value: Any, secret_name: str) -> Any:
+    if key.endswith("_file"):
+        # The file alertmanager.yml names is the Secret's key: <receiver>-<token|password|url|routing-key>.
+        return {"name": secret_name, "key": value.rsplit("/", 1)[-1]}
+    if key.endswith("matchers"):
+        return [_crd_matcher(m) for m in value]
+    if isinstance(value, dict):
+        return _crd_fields(value, secret_name)
+    if isinstance(value, list):
+        return [_crd_fields(v, secret_name) if isinstance(v, dict) else v for v in value]
+    return value
+
+
+def _crd_fields(obj: Mapping[str, Any], secret_name: str) -> dict[str, Any]:
+    unknown = sorted(set(obj) - set(_CRD_FIELDS))
+    if unknown:
+        raise ValueError(f"alertmanager.yml field(s) {', '.join(unknown)} have no AlertmanagerConfig name")
+    return {_CRD_FIELDS[k]: _crd_value(k, v, secret_name) for k, v in obj.items()}
+
+
+def alertmanager_secret_name(cluster: str) -> str:
+    """The Secret (in the monitoring namespace) holding every receiver secret, keyed by its file name."""
+    return f"gpuforge-{cluster}-alert-receivers"
+
+
+def alertmanager_config_object(
+    monitoring: Monitoring, server: KubernetesServer, cluster: str, timing: RouteTiming | None = None
+) -> dict[str, Any]:
+    """alertmanager_config's routes, inhibitions and receivers as an AlertmanagerConfig for the operator's
+    Alertmanager: each secret file becomes a secretKeySelector on alertmanager_secret_name's Secret."""
+    config, secret = alertmanager_config(monitoring, timing), alertmanager_secret_name(cluster)
+    return {
+        "apiVersion": ALERTMANAGER_CONFIG_API,
+        "kind": "AlertmanagerConfig",
+        "metadata": {
+            "name": f"gpuforge-{cluster}",
+            "namespace": server.namespace,
+            "labels": {"app.kubernetes.io/managed-by": "gpuforge", **server.alertmanager_config_labels},
+        },
+        "spec": {
+            "route": _crd_fields(config["route"], secret),
+            "inhibitRules": [_crd_fields(r, secret) for r in config["inhibit_rules"]],
+            "receivers": [_crd_fields(r, secret) for r in config["receivers"]],
+        },
+    }
+
+
 # --- a stack's whole monitoring, as files ------------------------------------------------------
 
 
@@ -647,8 +729,13 @@ def render_monitoring(
         objects += kubernetes_monitors(resolved, srv)
         bundle.files["kubernetes/prometheusrule.yaml"] = dump(objects[0])
         bundle.files["kubernetes/servicemonitors.yaml"] = "---\n".join(dump(o) for o in objects[1:])
-        # The operator runs kube-prometheus-stack's current Alertmanager: every secret from a file.
-        bundle.files["kubernetes/alertmanager.yaml"] = alertmanager_yaml(mon, timing, paths)
+        # The routes and receivers as the program declares them (components/k8s/alerting.py), each secret a
+        # key of one Secret beside them.
+        bundle.files["kubernetes/alertmanagerconfig.yaml"] = dump(
+            alertmanager_config_object(mon, srv, resolved.spec.name, timing)
+        )
+        secret = f"secret/{srv.namespace}/{alertmanager_secret_name(resolved.spec.name)}"
+        bundle.secret_keys = {f"{secret}[{file}]": key for file, key in receiver_secret_names(mon).items()}
         bundle.files["kubernetes/dashboards.yaml"] = "---\n".join(dump(m) for m in dashboard_configmaps(srv.namespace))
         return bundle
     bundle.files[paths.config] = dump(prometheus_config(resolved, paths))

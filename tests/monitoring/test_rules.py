@@ -27,6 +27,7 @@ from gpuforge.render.monitoring import (
     RuleParams,
     alert_groups,
     alert_names,
+    alertmanager_yaml,
     critical_xids,
     render_monitoring,
     role_vars,
@@ -184,7 +185,10 @@ def test_every_stack_renders_what_promtool_and_amtool_accept(stack: str, tmp_pat
     if bundle.placement == "kubernetes":
         rule = yaml.safe_load(bundle.files["kubernetes/prometheusrule.yaml"])
         (tmp_path / "rules.yml").write_text(yaml.safe_dump(rule["spec"]))
-        rules, alertmanager = tmp_path / "rules.yml", tmp_path / "kubernetes" / "alertmanager.yaml"
+        # The routes the AlertmanagerConfig carries, in their file form (tests/monitoring/test_k8s_alerting.py
+        # checks that the object says the same and passes the CRD).
+        rules, alertmanager = tmp_path / "rules.yml", tmp_path / "alertmanager.yml"
+        alertmanager.write_text(alertmanager_yaml(resolved.spec.monitoring, paths=paths))
     else:
         rules, alertmanager = Path(paths.rules), Path(paths.alertmanager)
         # Inline secrets (the production release reads some only inline) as the alertmanager role fills them.
@@ -327,7 +331,7 @@ def test_gpu_missing_works_on_kubernetes_with_the_node_group_the_service_monitor
                         "exp_alerts": [
                             {
                                 "exp_labels": {"severity": "critical", "instance": node["instance"],
-                                               "node_group": group},
+                                               "node_group": group, "namespace": "monitoring"},
                                 "exp_annotations": {
                                     **annotations,
                                     "summary": f"{node['instance']} shows 1 fewer GPUs than its node group's "
