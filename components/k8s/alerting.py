@@ -33,35 +33,38 @@ class AlertRoutingArgs:
 
 
 class AlertRouting(pulumi.ComponentResource):
+    secret: k8s.core.v1.Secret | None  # None when no receiver names a secret
+    config: k8s.apiextensions.CustomResource
+
     def __init__(self, name: str, args: AlertRoutingArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuforge:k8s:AlertRouting", name, {"namespace": args.namespace}, opts)
         config = pulumi.Config(CONFIG_NAMESPACE)
         child = pulumi.ResourceOptions(parent=self)
-        depends: list[pulumi.Resource] = []
+        self.secret = None
         if args.secrets:
-            depends.append(
-                k8s.core.v1.Secret(
-                    f"{name}-secrets",
-                    metadata=k8s.meta.v1.ObjectMetaArgs(
-                        name=args.secret_name,
-                        namespace=args.namespace,
-                        labels={"app.kubernetes.io/managed-by": "gpuforge"},
-                    ),
-                    type="Opaque",
-                    # `pulumi up` fails when the stack lacks a key (pulumi config set --secret gpuforge:<key>).
-                    string_data={file: config.require_secret(key) for file, key in sorted(args.secrets.items())},
-                    opts=child,
-                )
+            self.secret = k8s.core.v1.Secret(
+                f"{name}-secrets",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=args.secret_name,
+                    namespace=args.namespace,
+                    labels={"app.kubernetes.io/managed-by": "gpuforge"},
+                ),
+                type="Opaque",
+                # `pulumi up` fails when the stack lacks a key (pulumi config set --secret gpuforge:<key>).
+                string_data={file: config.require_secret(key) for file, key in sorted(args.secrets.items())},
+                opts=child,
             )
         manifest = args.alertmanager_config
-        k8s.apiextensions.CustomResource(
+        self.config = k8s.apiextensions.CustomResource(
             f"{name}-config",
             api_version=manifest["apiVersion"],
             kind=manifest["kind"],
             metadata=k8s.meta.v1.ObjectMetaArgs(**manifest["metadata"]),
             spec=manifest["spec"],
             # The operator skips a config whose Secret is missing: the Secret first.
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=depends)),
+            opts=pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions(depends_on=[self.secret] if self.secret else [])
+            ),
         )
         self.register_outputs({})
 

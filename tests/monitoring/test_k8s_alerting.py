@@ -9,9 +9,12 @@ from dataclasses import replace
 from typing import Any
 
 import jsonschema
+import pulumi
 import pytest
 import yaml
+from pulumi.runtime import rpc
 
+from components.k8s.alerting import declare_alert_routing
 from components.spec import resolve
 from components.spec.monitoring import receiver_secret_names
 from gpuforge.plan import engine
@@ -26,6 +29,7 @@ from tests.support import planned
 CONFIG = "kubernetes:monitoring.coreos.com/v1alpha1:AlertmanagerConfig"
 SECRET_TYPE = "kubernetes:core/v1:Secret"
 TOKEN = "s3cr3t-w3bh00k-t0ken"
+SIG_KEY, SECRET_SIG = rpc._special_sig_key, rpc._special_secret_sig  # pulumi/runtime/rpc.py
 
 
 def _one(plan: Plan, type_: str) -> PlanResource:
@@ -162,3 +166,44 @@ def test_alertmanager_config_labels_are_configurable() -> None:
     config = yaml.safe_load(render_monitoring(resolve(data)).files["kubernetes/alertmanagerconfig.yaml"])
     labels = {"app.kubernetes.io/managed-by": "gpuforge", "alertmanagerConfig": "gpuforge"}
     assert config["metadata"]["labels"] == labels
+
+
+class _Mocks(pulumi.runtime.Mocks):
+    def __init__(self) -> None:
+        self.created: dict[str, dict[str, Any]] = {}
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        self.created[args.name] = args.inputs
+        return f"{args.name}-id", args.inputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], None]:
+        return {}, None
+
+
+@pytest.fixture
+def token_mocks() -> _Mocks:
+    mocks = _Mocks()
+    pulumi.runtime.set_mocks(mocks, project="gpuforge", stack="unit", preview=False)
+    pulumi.runtime.set_all_config({"gpuforge:alertWebhookToken": TOKEN}, secret_keys=["gpuforge:alertWebhookToken"])
+    return mocks
+
+
+@pulumi.runtime.test
+def test_the_secret_holds_the_configured_token_under_the_key_the_config_selects(token_mocks: _Mocks) -> Any:
+    """Under Pulumi's mocks: the value `pulumi config set --secret` stored is what the Secret holds, under the
+    key the AlertmanagerConfig's credentials select; the Secret comes first."""
+    mon = resolve(load_stack("staging").cluster).spec.monitoring
+    assert mon is not None
+    routing = declare_alert_routing("unit-alerts", "forge-staging", mon, pulumi.ResourceOptions())
+    assert routing is not None and routing.secret is not None
+
+    def check(_: Any) -> None:
+        secret = token_mocks.created["unit-alerts-secrets"]
+        # The engine receives it as a secret (Pulumi's wire encoding: signature key -> secret signature).
+        assert secret["stringData"] == {SIG_KEY: SECRET_SIG, "value": {"staging-hook-token": TOKEN}}
+        config = token_mocks.created["unit-alerts-config"]
+        (hook,) = [r for r in config["spec"]["receivers"] if r["name"] == "staging-hook"]
+        credentials = hook["webhookConfigs"][0]["httpConfig"]["authorization"]["credentials"]
+        assert credentials == {"name": secret["metadata"]["name"], "key": "staging-hook-token"}
+
+    return pulumi.Output.all(routing.secret.id, routing.config.id).apply(check)
