@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 
 from components.catalog.aws_wiring import load_aws_wiring
 from components.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsClass
-from components.k8s.alerting import declare_alert_routing
+from components.k8s.alerting import declare_alert_routing, operator_monitoring
 from components.spec import ResolvedSpec
 from components.spec.models import Tier
 from components.spec.monitoring import NodeGroupServer, receiver_secret_names
@@ -233,6 +233,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 service_account_annotations=(
                     {team: {ROLE_ARN_ANNOTATION: arn} for team, arn in roles.role_arns.items()} if roles else {}
                 ),
+                dcgm_service_monitor=not operator_monitoring(resolved),
             ),
             opts=pulumi.ResourceOptions(parent=parent, providers={"kubernetes": kube_provider}),
         )
@@ -272,8 +273,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
         if kube_provider is not None:
             declare_alert_routing(
                 f"{name}-alert-routing",
-                spec.name,
-                spec.monitoring,
+                resolved,
                 pulumi.ResourceOptions(parent=parent, providers={"kubernetes": kube_provider}),
             )
     outputs = {

@@ -1,7 +1,9 @@
-"""AlertRouting: the spec's alert receivers and routes for the Prometheus operator's Alertmanager.
+"""AlertRouting: the spec's monitoring for the Prometheus operator (monitoring.server.kind kubernetes).
 
-Two objects in the monitoring namespace (kube-prometheus-stack's Alertmanager reads AlertmanagerConfigs
-of its own namespace by default):
+The objects `gpuforge render monitoring` prints, declared in the monitoring namespace
+(kube-prometheus-stack reads them from its own namespace by default):
+- the PrometheusRule (every alert and recording rule), the dcgm-exporter ServiceMonitor and the
+  dashboards' ConfigMaps (gpuforge/render/monitoring.py operator_objects);
 - a Secret holding each receiver secret (webhook token, SMTP password, Slack URL, PagerDuty routing
   key), read from the stack's config with `require_secret`: the value stays a Pulumi secret, so the
   plan, its report and the outputs only ever show [secret];
@@ -18,8 +20,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.spec.monitoring import KubernetesServer, Monitoring, receiver_secret_names
-from gpuforge.render.monitoring import alertmanager_config_object, alertmanager_secret_name
+from components.spec.checks import ResolvedSpec
+from components.spec.monitoring import KubernetesServer, receiver_secret_names
+from gpuforge.render.monitoring import alertmanager_config_object, alertmanager_secret_name, operator_objects
 
 CONFIG_NAMESPACE = "gpuforge"
 
@@ -30,6 +33,7 @@ class AlertRoutingArgs:
     secret_name: str
     secrets: dict[str, str]  # Secret key (staging-hook-token) -> Pulumi config key (alertWebhookToken)
     alertmanager_config: dict[str, Any]  # the rendered AlertmanagerConfig object
+    objects: list[dict[str, Any]]  # the rules, ServiceMonitors and dashboard ConfigMaps, rendered
 
 
 class AlertRouting(pulumi.ComponentResource):
@@ -66,17 +70,34 @@ class AlertRouting(pulumi.ComponentResource):
                 child, pulumi.ResourceOptions(depends_on=[self.secret] if self.secret else [])
             ),
         )
+        for obj in args.objects:
+            declare_object(f"{name}-{obj['kind'].lower()}-{obj['metadata']['name']}", obj, child)
         self.register_outputs({})
 
 
-def declare_alert_routing(
-    name: str, cluster: str, monitoring: Monitoring, opts: pulumi.ResourceOptions
-) -> AlertRouting | None:
+def declare_object(name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.Resource:
+    """A rendered manifest as a Pulumi resource: a ConfigMap, or a custom resource of the operator."""
+    metadata = k8s.meta.v1.ObjectMetaArgs(**obj["metadata"])
+    if obj["kind"] == "ConfigMap":
+        return k8s.core.v1.ConfigMap(name, metadata=metadata, data=obj["data"], opts=opts)
+    return k8s.apiextensions.CustomResource(
+        name, api_version=obj["apiVersion"], kind=obj["kind"], metadata=metadata, spec=obj["spec"], opts=opts
+    )
+
+
+def operator_monitoring(resolved: ResolvedSpec) -> bool:
+    """The stack's monitoring runs under the Prometheus operator (this module declares its objects)."""
+    monitoring = resolved.spec.monitoring
+    return monitoring is not None and isinstance(monitoring.server, KubernetesServer)
+
+
+def declare_alert_routing(name: str, resolved: ResolvedSpec, opts: pulumi.ResourceOptions) -> AlertRouting | None:
     """AlertRouting for a stack whose Alertmanager is the operator's (monitoring.server.kind kubernetes);
     None for any other server. *opts* carry the cluster's Kubernetes provider."""
-    server = monitoring.server
-    if not isinstance(server, KubernetesServer):
+    monitoring, cluster = resolved.spec.monitoring, resolved.spec.name
+    if monitoring is None or not isinstance(monitoring.server, KubernetesServer):
         return None
+    server = monitoring.server
     return AlertRouting(
         name,
         AlertRoutingArgs(
@@ -84,6 +105,7 @@ def declare_alert_routing(
             secret_name=alertmanager_secret_name(cluster),
             secrets=receiver_secret_names(monitoring),
             alertmanager_config=alertmanager_config_object(monitoring, server, cluster),
+            objects=operator_objects(resolved, server),
         ),
         opts=opts,
     )

@@ -112,6 +112,9 @@ class GpuPlatformArgs:
     # CIDR -> port. The public-egress policy excludes private ranges, so each needs its own rule.
     private_https_endpoints: dict[str, int] = field(default_factory=dict)
     charts: Charts = field(default_factory=load_charts)
+    # The platform's own dcgm-exporter ServiceMonitor under the Prometheus operator; off when the stack's
+    # monitoring section declares its labelled one (components/k8s/alerting.py), so GPUs are scraped once.
+    dcgm_service_monitor: bool = True
 
 
 def flavor_name(gpu_model: str) -> str:
@@ -370,7 +373,7 @@ class GpuPlatform(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[network_operator])),
             )
 
-        if platform.prometheus_operator:
+        if platform.prometheus_operator and args.dcgm_service_monitor:
             gpu_ns = charts.chart("gpu_operator").namespace
             k8s.apiextensions.CustomResource(
                 f"{name}-dcgm-exporter-monitor",

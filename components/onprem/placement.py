@@ -10,7 +10,7 @@ from typing import Any
 
 import pulumi
 
-from components.k8s.alerting import declare_alert_routing
+from components.k8s.alerting import declare_alert_routing, operator_monitoring
 from components.spec import ResolvedSpec
 from components.spec.site_checks import ResolvedSite
 
@@ -69,6 +69,7 @@ def build_onprem_site(name: str, resolved: ResolvedSpec, parent: pulumi.Resource
             cluster=name,
             platform=spec.kubernetes.platform if spec.kubernetes else None,
             kubeconfig=site_kubeconfig(site),
+            dcgm_service_monitor=not operator_monitoring(resolved),
         ),
         opts=pulumi.ResourceOptions(parent=parent),
     )
@@ -81,8 +82,7 @@ def build_onprem_site(name: str, resolved: ResolvedSpec, parent: pulumi.Resource
         # The site cluster's operator Alertmanager (monitoring.server.kind kubernetes; else nothing).
         declare_alert_routing(
             f"{name}-{site.spec.name}-alert-routing",
-            spec.name,
-            spec.monitoring,
+            resolved,
             pulumi.ResourceOptions(parent=parent, providers={"kubernetes": component.provider}),
         )
     if component.platform is not None and site.spec.kubernetes is not None:

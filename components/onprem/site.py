@@ -106,6 +106,7 @@ class OnPremSiteArgs:
     cluster: str
     platform: Platform | None  # the cluster's kubernetes.platform; None: no platform on the site
     kubeconfig: pulumi.Input[str] | None  # None: hosts are not on Kubernetes
+    dcgm_service_monitor: bool = True  # GpuPlatformArgs.dcgm_service_monitor
 
 
 class OnPremSite(pulumi.ComponentResource):
@@ -137,6 +138,7 @@ class OnPremSite(pulumi.ComponentResource):
                     fabric=fabric,
                     pools=pools,
                     private_https_endpoints=site_https_endpoints(site),
+                    dcgm_service_monitor=args.dcgm_service_monitor,
                 ),
                 opts=child,
             )

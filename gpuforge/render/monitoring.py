@@ -721,14 +721,12 @@ def render_monitoring(
     if mon is None:
         raise ValueError(f"{resolved.spec.name} declares no monitoring section")
     paths = paths or Paths()
-    params = rule_params(resolved)
     bundle = MonitoringBundle(placement=mon.server.kind, secret_keys=receiver_secret_files(mon, paths))
     if isinstance(mon.server, KubernetesServer):
         srv = mon.server
-        objects = [prometheus_rule(params, f"gpuforge-{resolved.spec.name}", srv.namespace, srv.rule_labels)]
-        objects += kubernetes_monitors(resolved, srv)
-        bundle.files["kubernetes/prometheusrule.yaml"] = dump(objects[0])
-        bundle.files["kubernetes/servicemonitors.yaml"] = "---\n".join(dump(o) for o in objects[1:])
+        objects = operator_objects(resolved, srv)
+        for kind, file in (("PrometheusRule", "prometheusrule"), ("ServiceMonitor", "servicemonitors")):
+            bundle.files[f"kubernetes/{file}.yaml"] = "---\n".join(dump(o) for o in objects if o["kind"] == kind)
         # The routes and receivers as the program declares them (components/k8s/alerting.py), each secret a
         # key of one Secret beside them.
         bundle.files["kubernetes/alertmanagerconfig.yaml"] = dump(
@@ -736,10 +734,10 @@ def render_monitoring(
         )
         secret = f"secret/{srv.namespace}/{alertmanager_secret_name(resolved.spec.name)}"
         bundle.secret_keys = {f"{secret}[{file}]": key for file, key in receiver_secret_names(mon).items()}
-        bundle.files["kubernetes/dashboards.yaml"] = "---\n".join(dump(m) for m in dashboard_configmaps(srv.namespace))
+        bundle.files["kubernetes/dashboards.yaml"] = "---\n".join(dump(o) for o in objects if o["kind"] == "ConfigMap")
         return bundle
     bundle.files[paths.config] = dump(prometheus_config(resolved, paths))
-    bundle.files[paths.rules] = dump(rule_file(params))
+    bundle.files[paths.rules] = dump(rule_file(rule_params(resolved)))
     for job, groups in file_sd_targets(resolved).items():
         if groups:
             bundle.files[paths.file_sd(job)] = json.dumps(groups, indent=2) + "\n"
@@ -751,6 +749,15 @@ def render_monitoring(
     for name, text in provisioning(GRAFANA_DASHBOARDS_DIR, f"http://{paths.prometheus}").items():
         bundle.files[f"{GRAFANA_PROVISIONING_DIR}/{name}"] = text
     return bundle
+
+
+def operator_objects(resolved: ResolvedSpec, server: KubernetesServer) -> list[dict[str, Any]]:
+    """What the Prometheus operator and Grafana read, as the program declares them
+    (components/k8s/alerting.py) and `gpuforge render monitoring` prints them: the rules, the
+    ServiceMonitors and the dashboards' ConfigMaps."""
+    name = f"gpuforge-{resolved.spec.name}"
+    rule = prometheus_rule(rule_params(resolved), name, server.namespace, server.rule_labels)
+    return [rule, *kubernetes_monitors(resolved, server), *dashboard_configmaps(server.namespace)]
 
 
 def dashboard_configmaps(namespace: str) -> list[dict[str, Any]]:

@@ -113,9 +113,11 @@ def test_helm_releases_pinned_and_driver_switch(staging: Plan) -> None:
     assert efa["namespace"] == "kube-system" and "nodeSelector" not in efa["values"]
     assert efa["version"] == "v0.5.30" and load_charts().chart("aws_efa_device_plugin").app_version == "v0.5.20"
     assert efa["values"]["tolerations"] == []  # the staging GPU groups register without taints
-    monitor = by_name(staging, "kubernetes:monitoring.coreos.com/v1:ServiceMonitor")[
-        "nvidia-dcgm-exporter@gpu-operator"
-    ]
+    # Staging's monitoring declares the labelled dcgm ServiceMonitor (components/k8s/alerting.py), so the
+    # platform's own is off: one scrape of the GPU Operator's exporter.
+    monitors = by_name(staging, "kubernetes:monitoring.coreos.com/v1:ServiceMonitor")
+    assert list(monitors) == ["gpuforge-dcgm-exporter@monitoring"]
+    monitor = monitors["gpuforge-dcgm-exporter@monitoring"]
     assert monitor["spec"]["selector"] == {"matchLabels": {"app": "nvidia-dcgm-exporter"}}
     assert monitor["spec"]["endpoints"][0]["port"] == "gpu-metrics"
     sc = by_name(staging, "kubernetes:storage.k8s.io/v1:StorageClass")["fsx-lustre@"]

@@ -23,8 +23,10 @@ def test_every_builtin_object_passes_the_kubernetes_schema(staging: Plan) -> Non
     version = staging.resolved.spec.kubernetes.version if staging.resolved.spec.kubernetes else ""
     builtin = [m for m in manifests(staging) if not is_crd(m)]
     kinds = {m["kind"] for m in builtin}
-    # Secret: the alert receivers' secrets beside the AlertmanagerConfig (its stringData is [secret] in a plan)
-    assert kinds == {"Namespace", "NetworkPolicy", "StorageClass", "PriorityClass", "ServiceAccount", "Secret"}
+    # Secret: the alert receivers' secrets beside the AlertmanagerConfig (its stringData is [secret] in a plan);
+    # ConfigMap: the Grafana dashboards
+    kinds_expected = {"Namespace", "NetworkPolicy", "StorageClass", "PriorityClass", "ServiceAccount", "Secret"}
+    assert kinds == kinds_expected | {"ConfigMap"}
     for obj in builtin:
         kubernetes_validate.validate(obj, f"{version}.0", strict=True)
 
@@ -37,8 +39,9 @@ def test_every_crd_object_passes_its_upstream_crd(staging: Plan) -> None:
         assert is_crd(obj), f"no upstream CRD in tests/fixtures/k8s/crds for {obj['apiVersion']}/{obj['kind']}"
         validate(obj)
         checked += 1
-    # 2 ClusterQueues, 2 LocalQueues, 1 ResourceFlavor, 1 ServiceMonitor, 1 AlertmanagerConfig
-    assert checked == 2 + 2 + 1 + 1 + 1
+    # 2 ClusterQueues, 2 LocalQueues, 1 ResourceFlavor, 1 ServiceMonitor (monitoring's; the platform's is off),
+    # 1 AlertmanagerConfig, 1 PrometheusRule
+    assert checked == 2 + 2 + 1 + 1 + 1 + 1
 
 
 def test_the_crds_are_the_pinned_charts_versions() -> None:
@@ -55,6 +58,7 @@ def test_the_crds_are_the_pinned_charts_versions() -> None:
     ):
         assert f"{api}/{kind}" in schemas
     assert "monitoring.coreos.com/v1/ServiceMonitor" in schemas
+    assert "monitoring.coreos.com/v1/PrometheusRule" in schemas
     assert "monitoring.coreos.com/v1alpha1/AlertmanagerConfig" in schemas
     assert "mellanox.com/v1alpha1/NicClusterPolicy" in schemas
 

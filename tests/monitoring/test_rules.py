@@ -39,7 +39,7 @@ from tests.support import skip_or_fail
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "monitoring" / "tests"
 CASES = sorted(p for p in TESTS.glob("*.yaml") if p.name != "params.yaml")
-FIXTURES = ROOT / "tests" / "fixtures" / "monitoring"
+CRDS = ROOT / "tests" / "fixtures" / "k8s" / "crds"  # verbatim upstream CRDs (tests/fixtures/k8s/SOURCES.md)
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
 
 
@@ -260,7 +260,7 @@ def test_secrets_are_files_or_placeholders_never_values() -> None:
 def crd_validator(name: str) -> jsonschema.Draft7Validator:
     """The CRD's v1 openAPIV3Schema. Not meta-checked: its Go patterns (`^(?i)(abort|warn)?$`) are not
     Python regexes; they only matter for fields gpuforge does not set."""
-    crd = yaml.safe_load((FIXTURES / f"monitoring.coreos.com_{name}.yaml").read_text())
+    crd = yaml.safe_load((CRDS / f"monitoring.coreos.com_{name}.yaml").read_text())
     (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
     return jsonschema.Draft7Validator(version["schema"]["openAPIV3Schema"])
 

@@ -159,23 +159,9 @@ def test_check_over_ssh_names_failing_machines_and_their_reasons(
     for name in ("gpu1", "gpu2"):
         assert any(p.startswith("nvidia-smi failed (rc 9)") for p in problems[name]), problems
     # The floor: the catalog's single-node DGX H100 figure (450 GB/s) x the default 0.8.
-    assert "all_reduce_perf busbw 120.5 GB/s at 8589934592 B is below the floor 360.0 GB/s" in problems["gpu1"]
+    assert "all_reduce_perf busbw 120.5 GB/s at 8589934592 B is below the floor 360 GB/s" in problems["gpu1"]
     assert report["nodes"]["gpu1"]["busbw_gbps"] == 120.5
     assert any(p.startswith(f"nccl-tests missing: no {ALL_REDUCE}") for p in problems["gpu2"]), problems
     # The one-line reason names each failing machine with its problems.
     assert report["reason"].startswith("2 of 2 node(s) failing: gpu1: nvidia-smi failed")
     assert "gpu2: nvidia-smi failed" in report["reason"] and "nccl-tests missing" in report["reason"]
-
-
-def test_check_over_ssh_passes_the_machine_above_the_floor(lab: Machines, baked: list[Run], tmp_path: Path) -> None:
-    """nccl only: gpu2 at a healthy bus bandwidth passes, gpu1 below the floor is the one named."""
-    gpu1, gpu2 = lab
-    gpu1.run(f"mkdir -p {Path(BUSBW_FILE).parent} && echo 120.5 > {BUSBW_FILE}", root=True)
-    gpu2.run(f"mkdir -p {Path(BUSBW_FILE).parent} && echo 452.3 > {BUSBW_FILE}", root=True)
-    code, report, output = _cli(lab, tmp_path, "check", "--checks", "nccl")
-    assert code == 1, output[-4000:]
-    assert report["failing"] == ["gpu1"]
-    assert report["nodes"]["gpu2"] == {"healthy": True, "problems": [], "busbw_gbps": 452.3}
-    # The verdict also reached node_exporter's textfile directory on the healthy node.
-    prom = gpu2.run("cat /var/lib/prometheus/node-exporter/gpuforge_healthcheck.prom").stdout
-    assert "gpuforge_healthcheck_ok 1" in prom and "gpuforge_nccl_allreduce_busbw_gbps 452.3" in prom
