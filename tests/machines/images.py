@@ -172,5 +172,9 @@ SSH_IMAGE = Image(
         # The machine id is made at first boot, so machines booted from one image differ.
         "rm -f /etc/machine-id /var/lib/dbus/machine-id",
         ": > /etc/machine-id",
+        # No /run/nologin at boot: systemd-tmpfiles writes it and systemd-user-sessions removes it, and on
+        # this loaded host that unit once failed to start, which left the admin user locked out of SSH
+        # (CI: "no SSH after 180s", Permit User Sessions FAILED). Test machines gate nothing on it.
+        "ln -sf /dev/null /etc/tmpfiles.d/systemd-nologin.conf",
     ),
 )
