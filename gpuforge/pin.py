@@ -12,6 +12,7 @@ The stack file is edited in place with ruamel.yaml's round trip, so its comments
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from components.spec import ResolvedSpec
+from components.spec.models import AMI_ID
 from gpuforge.preflight import AwsClients, call_aws
 
 
@@ -47,6 +49,9 @@ def resolve_pins(resolved: ResolvedSpec, clients: AwsClients) -> list[Pin]:
             failures.append(f"cluster.node_groups[{name}].image: cannot read {parameter}: {failure}")
             continue
         ami_id = str(answer["Parameter"]["Value"])
+        if not re.fullmatch(AMI_ID, ami_id):  # what is written must load again as image.ami_id
+            failures.append(f"cluster.node_groups[{name}].image: {parameter} holds {ami_id!r}, not an AMI id")
+            continue
         images, failure = call_aws(partial(clients.ec2.describe_images, ImageIds=[ami_id]))
         if failure is not None or not (images or {}).get("Images"):
             failures.append(

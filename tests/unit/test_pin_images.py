@@ -75,6 +75,9 @@ def test_an_unresolvable_parameter_pins_nothing(aws: AwsClients, prod: Path) -> 
     aws.ssm.put_parameter(Name=PARAMETER, Value="ami-0123456789abcdef0", Type="String")
     with pytest.raises(PinError, match="ami-0123456789abcdef0, which cannot be found"):
         pin_stack(str(prod), aws)
+    aws.ssm.put_parameter(Name=PARAMETER, Value="latest", Type="String", Overwrite=True)
+    with pytest.raises(PinError, match="holds 'latest', not an AMI id"):
+        pin_stack(str(prod), aws)
     assert prod.read_bytes() == original
 
 
