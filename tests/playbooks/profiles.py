@@ -27,11 +27,13 @@ EFA_P5: dict[str, Any] = {
     },
 }
 
-# An on-premises 8-rail rail-optimized InfiniBand node group.
+# An on-premises 8-rail rail-optimized InfiniBand node group on NVIDIA DOCA-OFED (ConnectX-7 fleets), as a
+# site's group variables select it (rdma_source; the booted-lab stack keeps the distribution's rdma-core).
 IB_RAILS = [f"mlx5_{i}" for i in range(8)]
 IB_8RAIL: dict[str, Any] = {
     "gpuforge_fabric": "infiniband",
     "rdma_fabric": "infiniband",
+    "rdma_source": "doca",
     "nccl_tuning_fabric": "infiniband",
     "nccl_tuning_nccl_version": "2.26.2",
     "nccl_tuning_ib_hcas": IB_RAILS,

@@ -163,9 +163,15 @@ def test_ib_nccl_conf_pins_rails(ib_rootfs: Baked) -> None:
     assert not any(key.startswith("FI_") for key in env)
 
 
-def test_ib_rdma_stack_installed(ib_rootfs: Baked) -> None:
+def test_ib_rdma_stack_installed_from_doca(ib_rootfs: Baked) -> None:
     installed = dpkg_status(ib_rootfs.path)
     assert {"rdma-core", "infiniband-diags", "ibverbs-utils", "perftest", "libnccl2"} | DRIVER <= set(installed)
+    # DOCA-OFED from NVIDIA's DOCA repository (the stand-in), trusted through the key the role installed.
+    assert installed["doca-ofed"] == standin.DOCA_VERSION
+    assert installed["mlnx-ofed-kernel-utils"] == standin.DOCA_OFED_VERSION
+    sources = (ib_rootfs.path / "etc/apt/sources.list.d/nvidia-doca.sources").read_text()
+    assert f"/doca/{standin.DOCA_VERSION.split('-')[0]}/debian12.5/x86_64/" in sources
+    assert "Signed-By: /etc/apt/keyrings/nvidia-doca.asc" in sources and "trusted" not in sources.lower()
     assert "libfabric-bin" not in installed  # the efa role is for EFA groups only
     modules = (ib_rootfs.path / "etc/modules-load.d/gpuforge-rdma.conf").read_text().split()
     assert {"ib_umad", "ib_uverbs", "rdma_ucm", "ib_ipoib"} <= set(modules)
