@@ -28,9 +28,9 @@ ELSEWHERE = {
 # Entries of a task list that Ansible reports no result for: static imports (what they import is listed
 # where it is) and meta tasks. Dynamic includes are tasks: they run, or are skipped on a condition.
 _NOT_TASKS = {"meta", "import_role", "import_tasks", "import_playbook"}
-# The argument validation Ansible prepends to a role that has meta/argument_specs.yml: recorded at the
-# role's place in the play, not a task of any file.
-_IMPLICIT_ACTIONS = {"validate_argument_spec"}
+# Tasks Ansible adds itself, recorded at the play's or the role's place, not tasks of any file: the argument
+# validation of a role with meta/argument_specs.yml, and a play's fact gathering.
+_IMPLICIT_ACTIONS = {"validate_argument_spec", "gather_facts", "setup"}
 _BLOCK_KEYS = ("block", "rescue", "always")
 _PLAY_KEYS = ("pre_tasks", "tasks", "post_tasks", "handlers")
 

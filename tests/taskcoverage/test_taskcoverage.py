@@ -32,7 +32,7 @@ def _why(report: Coverage) -> dict[str, str]:
 def test_the_lister_finds_tasks_in_plays_roles_blocks_handlers_and_includes() -> None:
     listed = {(task.path, task.line, task.name) for task in production_tasks(DEMO)}
     assert listed == {
-        ("playbooks/site.yml", 11, "Task of the play"),
+        ("playbooks/site.yml", 12, "Task of the play"),
         ("playbooks/roles/demo/tasks/main.yml", 2, "Runs and notifies"),
         ("playbooks/roles/demo/tasks/main.yml", 7, "Skipped by its condition"),
         ("playbooks/roles/demo/tasks/main.yml", 14, "Inside the block"),
