@@ -21,6 +21,7 @@ EFA_P5: dict[str, Any] = {
     "gpu_healthcheck_fabric": "efa",
     "gpu_healthcheck_expected_gpus": 8,
     "gpu_healthcheck_expected_efa": 32,
+    "gpu_healthcheck_nvlinks_per_gpu": 18,  # the catalog's H100 NVLinks on an NVSwitch type
     "lustre_client_filesystem": {
         "dnsName": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
         "mountName": "abcdefgh",
