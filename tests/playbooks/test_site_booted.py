@@ -289,10 +289,35 @@ def test_site_file_systems_are_in_fstab_and_mount_on_first_access(site_runs: Sit
         assert "Signed-By: /etc/apt/keyrings/site-storage-clients.asc" in sources
 
 
+LNET_UNIT = "/etc/systemd/system/gpuforge-lnet.service"
+LNET_PROGRAM = "/usr/local/sbin/gpuforge-lnet"
+
+
 @pytest.fixture(scope="module")
-def rebooted(site_runs: SiteRuns, machine_pool: MachinePool) -> Machines:
-    """Both machines rebooted after the runs: LNet's configuration (the stand-in's state under /run, as the
-    kernel's) is gone; the disk, with the stand-in sysfs, stays."""
+def image_baked(site_runs: SiteRuns) -> PlaybookResult:
+    """The image path on the converged machines: the LNet unit and its program are removed, then bake-image.yml
+    (as an image build runs the roles: units enabled, not started) runs with the same variables."""
+    for machine in site_runs.machines:
+        machine.run(f"systemctl disable --now gpuforge-lnet.service && rm {LNET_UNIT} {LNET_PROGRAM} "
+                    "&& systemctl daemon-reload", root=True)  # fmt: skip
+    return run_playbook("bake-image.yml", site_runs.inventory)
+
+
+def test_the_image_path_installs_and_enables_the_lnet_unit_without_starting_it(
+    site_runs: SiteRuns, image_baked: PlaybookResult
+) -> None:
+    assert image_baked.ok, [f"{f.host} {f.task}: {f.message}" for f in image_baked.failures]
+    for machine in site_runs.machines:
+        machine.run(f"test -x {LNET_PROGRAM} && test -f {LNET_UNIT}")
+        assert machine.run("systemctl is-enabled gpuforge-lnet.service").stdout.strip() == "enabled"
+        assert machine.run("systemctl is-active gpuforge-lnet.service", check=False).stdout.strip() == "inactive"
+
+
+@pytest.fixture(scope="module")
+def rebooted(site_runs: SiteRuns, image_baked: PlaybookResult, machine_pool: MachinePool) -> Machines:
+    """Both machines rebooted after the image path: LNet's configuration (the stand-in's state under /run, as the
+    kernel's) is gone; the disk, with the stand-in sysfs, stays. What configures LNet now is the unit the image
+    path enabled."""
     machine_pool.reboot(site_runs.machines)
     return site_runs.machines
 
