@@ -24,7 +24,7 @@ option() { printf '%s\n' "$opts" | tr ',' '\n' | sed -n "s/^$1=//p" | head -n 1;
 case $fstype in
   lustre)
     # MGS NIDs (failover ones joined with ':'), then :/fsname (mount.lustre(8)).
-    printf '%s\n' "$source" | grep -Eq '^[^:/@]+@[a-z]+[0-9]*(:[^:/@]+@[a-z]+[0-9]*)*:/[A-Za-z0-9_]+$' \
+    printf '%s\n' "$source" | grep -Eq '^[^:/@]+@[a-z][a-z0-9]*(:[^:/@]+@[a-z][a-z0-9]*)*:/[A-Za-z0-9_]+$' \
       || fail "$source: not <mgsnid>[:<mgsnid>]:/<fsname>"
     # Loading lustre.ko brings LNet up with its default network (tcp on the first interface) when nothing
     # configured it before: the mount then works, over tcp. Record the LNet networks the mount found.
