@@ -112,6 +112,14 @@ def test_efa_units_enabled_not_started(efa_rootfs: Baked) -> None:
     lustre = (efa_rootfs.path / "etc/systemd/system/gpuforge-lustre-metrics.service").read_text()
     assert "ExecStart=/usr/local/libexec/gpuforge/lustre-client /var/lib/prometheus/node-exporter /fsx\n" in lustre
     assert os.access(efa_rootfs.path / "usr/local/libexec/gpuforge/lustre-client", os.X_OK)
+    # LNet for the EFA-enabled FSx: the unit is enabled for the first boot, with FSx's number of EFA devices
+    # for p5, its peer credits, discovery and the efa preference (the inventory's values); it never ran here.
+    assert "gpuforge-lnet.service" in units
+    lnet = (efa_rootfs.path / "etc/systemd/system/gpuforge-lnet.service").read_text()
+    assert "Before=remote-fs-pre.target\n" in lnet and "After=network-online.target\n" in lnet
+    assert "--efa-interfaces 8 --peer-credits 32 --udsp-priority 0 --discovery 1 --sysfs /sys\n" in lnet
+    assert os.access(efa_rootfs.path / "usr/local/sbin/gpuforge-lnet", os.X_OK)
+    assert not (efa_rootfs.path / "run/lustre-standin").exists()
     # Nothing ran inside the image: no PID files, no sockets of started services.
     assert not (efa_rootfs.path / "run/nvidia-persistenced").exists()
 
@@ -129,9 +137,11 @@ def test_efa_limits_sysctls_modules_and_mount(efa_rootfs: Baked) -> None:
     assert "kernel.yama.ptrace_scope=0" in (root / "etc/sysctl.d/91-gpuforge-efa.conf").read_text().replace(" ", "")
     assert not (root / "etc/modules-load.d/gpuforge-rdma.conf").exists()
     fstab = (root / "etc/fstab").read_text()
+    # An EFA-enabled file system: the entry requires the unit that configures LNet at boot (FSx's fstab line).
     assert (
         "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh /fsx lustre "
-        "relatime,flock,_netdev,x-systemd.automount,x-systemd.requires=network.service 0 0"
+        "relatime,flock,_netdev,x-systemd.automount,x-systemd.requires=network-online.target,"
+        "x-systemd.requires=gpuforge-lnet.service,x-systemd.after=gpuforge-lnet.service 0 0"
     ) in fstab
     held = (root / "etc/apt/apt.conf.d/51gpuforge-hold").read_text()
     assert '"^linux-image-";' in held and '"^nvidia-";' in held

@@ -34,7 +34,15 @@ LUSTRE_VERSION = "2.15.6-1fsx1"
 # The stand-in lnetctl (a script that keeps LNet's state in a file): tests/standins/lnetctl.py.
 LNETCTL = (HERE / "lnetctl.py").read_text()
 # Where tests lay out RDMA devices for a machine (its sysfs, the host's, has none); lnetctl.py reads it too.
-STANDIN_SYSFS = "/run/gpuforge-standin-sysfs"
+# On the machine's disk, not under /run: the devices are there again after a reboot, as the kernel's are.
+STANDIN_SYSFS = "/var/lib/gpuforge-standin/sysfs"
+# The mount helper the stand-in clients install as /sbin/mount.<fstype> (tests/standins/mount-helper.sh).
+MOUNT_HELPER = (HERE / "mount-helper.sh").read_text()
+# The site's vendor clients (BeeGFS 7.4, WEKA's agent) in the stand-in site mirror.
+BEEGFS_VERSION = "7.4.5"
+WEKA_VERSION = "4.4.2"
+# The keys of BeeGFS's client configuration the role and the helper read, laid out as BeeGFS's own file is.
+BEEGFS_CLIENT_CONF = "sysMgmtdHost                  =\nconnClientPortUDP             = 8004\n"
 # The CUDA toolkit pieces nccl-tests builds against (CUDA 12.8 update 1 in NVIDIA's repository): the
 # compiler and the runtime's headers and library, under /usr/local/cuda-12.8 as the real packages lay them out.
 CUDA_VERSION = "12.8"
@@ -257,8 +265,9 @@ def lustre_repository() -> list[Package]:
         Package(
             "lustre-client-utils",
             LUSTRE_VERSION,
-            files={"/usr/sbin/lnetctl": LNETCTL},
-            executables=frozenset({"/usr/sbin/lnetctl"}),
+            # mount.lustre where Lustre's packaging puts it (debian/lustre-client-utils.install.in: sbin).
+            files={"/usr/sbin/lnetctl": LNETCTL, "/sbin/mount.lustre": mount_helper("lustre", "lustre-client-utils")},
+            executables=frozenset({"/usr/sbin/lnetctl", "/sbin/mount.lustre"}),
         ),
         Package(
             "lustre-client-modules-aws",
@@ -267,6 +276,40 @@ def lustre_repository() -> list[Package]:
             files={
                 "/etc/modprobe.d/lustre-standin.conf": "# gpuforge test stand-in: no Lustre kernel modules\n" + loads
             },
+        ),
+    ]
+
+
+def mount_helper(fstype: str, package: str) -> str:
+    return MOUNT_HELPER.replace("@FSTYPE@", fstype).replace("@PACKAGE@", package)
+
+
+def site_mirror() -> list[Package]:
+    """A site's mirror of its storage vendors' clients (suite bookworm, main), as site_mounts_repositories
+    names it. BeeGFS publishes beegfs-client and beegfs-helperd (BeeGFS 7); WEKA's agent comes from the
+    cluster's own installer (`curl http://<backend>:14000/dist/v1/install | sh`), here as a package named
+    weka-agent. Each carries a stand-in mount helper in place of the kernel module."""
+    helperd_files, helperd_exec = _daemon(
+        "beegfs-helperd", "/opt/beegfs/sbin/beegfs-helperd", "beegfs-helperd.service", "BeeGFS Helperd"
+    )
+    agent_files, agent_exec = _daemon("weka-agent", "/usr/bin/weka-agent", "weka-agent.service", "WEKA agent")
+    return [
+        Package("beegfs-helperd", BEEGFS_VERSION, files=helperd_files, executables=helperd_exec),
+        Package(
+            "beegfs-client",
+            BEEGFS_VERSION,
+            depends=(f"beegfs-helperd (= {BEEGFS_VERSION})",),
+            files={
+                "/etc/beegfs/beegfs-client.conf": BEEGFS_CLIENT_CONF,
+                "/sbin/mount.beegfs": mount_helper("beegfs", "beegfs-client"),
+            },
+            executables=frozenset({"/sbin/mount.beegfs"}),
+        ),
+        Package(
+            "weka-agent",
+            WEKA_VERSION,
+            files={**agent_files, "/sbin/mount.wekafs": mount_helper("wekafs", "weka-agent")},
+            executables=agent_exec | {"/sbin/mount.wekafs"},
         ),
     ]
 

@@ -9,6 +9,8 @@ and stops by its process id:
                                              doca/GPG-KEY-Mellanox.pub
     fsx/ubuntu/dists/bookworm/main/...       the FSx for Lustre client repository (suite bookworm, main)
     fsx/fsx-ubuntu-public-key.asc            its signing key
+    site/debian/dists/bookworm/main/...      a site's mirror of its storage vendors' clients (BeeGFS, WEKA's
+    site/site-mirror-key.asc                 agent), with its key; named by site_mirror_variables()
     efa/aws-efa-installer-<version>.tar.gz   the EFA installer tarball (aws-efa-installer/efa_installer.sh,
                                              DEBS/DEBIAN12/x86_64/*.deb)
     dcgm-exporter/dcgm-exporter              the dcgm-exporter binary a site publishes
@@ -46,6 +48,7 @@ NCCL_TESTS_PATH = "NVIDIA/nccl-tests.git"
 NCCL_TESTS_SOURCE = Path(__file__).resolve().parent / "nccl-tests"
 LUSTRE_PATH = "fsx/ubuntu"
 LUSTRE_SUITE = "bookworm"
+SITE_MIRROR_PATH = "site/debian"
 ARCH = "amd64"
 
 
@@ -80,6 +83,29 @@ class StandinSources:
             "nccl_tests_repo": f"{self.url}/{NCCL_TESTS_PATH}",
             "nccl_tests_version": pkgs.NCCL_TESTS_VERSION,
             "nccl_tests_commit": self.nccl_tests_commit,
+        }
+
+    def site_mirror_variables(self) -> dict[str, Any]:
+        """site_mounts variables for a site whose image does not carry its storage clients: the site's mirror
+        (the stand-in, signed) and the vendor clients' packages, which carry the stand-in mount helpers.
+        Lustre's is lustre_client's (lustre-client-utils, from the FSx stand-in)."""
+        assert self.url, "serve() first"
+        return {
+            "site_mounts_repositories": [
+                {
+                    "name": "site-storage-clients",
+                    "uris": f"{self.url}/{SITE_MIRROR_PATH}",
+                    "suites": [LUSTRE_SUITE],
+                    "components": ["main"],
+                    "signed_by": f"{self.url}/site/site-mirror-key.asc",
+                }
+            ],
+            "site_mounts_packages": {
+                "nfs": ["nfs-common"],
+                "lustre": ["lustre-client-utils"],
+                "beegfs": ["beegfs-client"],
+                "weka": ["weka-agent"],
+            },
         }
 
     def serve(self) -> None:
@@ -145,6 +171,13 @@ def _build(root: Path, gnupg: Path, key: str) -> StandinSources:
         _deb(package, pool)
     _suite_index(lustre, LUSTRE_SUITE, gnupg, key)
     (root / "fsx/fsx-ubuntu-public-key.asc").write_bytes(_export_key(gnupg, key))
+
+    site = root / SITE_MIRROR_PATH
+    (site / "pool/main").mkdir(parents=True)
+    for package in pkgs.site_mirror():
+        _deb(package, site / "pool/main")
+    _suite_index(site, LUSTRE_SUITE, gnupg, key)
+    (root / "site/site-mirror-key.asc").write_bytes(_export_key(gnupg, key))
 
     installer = debs / "aws-efa-installer"
     deb_dir = installer / "DEBS/DEBIAN12/x86_64"
