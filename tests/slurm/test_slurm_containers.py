@@ -8,8 +8,6 @@ of starting a container, and enroot's programs are scripts."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from components.catalog import load_catalog
@@ -96,11 +94,10 @@ def test_srun_container_image_reaches_pyxis_in_the_job_step(slurm_cluster: Slurm
 
 def test_sbatch_container_image_reaches_pyxis_in_the_batch_step(slurm_cluster: SlurmCluster) -> None:
     """sbatch_support=1: `#SBATCH --container-image` applies to the batch script's own step."""
-    script = "echo image=$PYXIS_STANDIN_IMAGE"
+    # Single quotes: the variable is the batch step's, not the submitting shell's.
+    script = "'echo image=$PYXIS_STANDIN_IMAGE'"
     job = (
-        slurm_cluster.as_user(
-            f"sbatch --parsable -p gpu -N1 --container-image={IMAGE} -o pyxis-%j.out --wrap {json.dumps(script)}"
-        )
+        slurm_cluster.as_user(f"sbatch --parsable -p gpu -N1 --container-image={IMAGE} -o pyxis-%j.out --wrap {script}")
         .strip()
         .split(";")[0]
     )
