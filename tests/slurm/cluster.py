@@ -114,6 +114,41 @@ class SlurmCluster:
     def scontrol(self, *args: str) -> str:
         return self.controller.run("scontrol " + " ".join(args), root=True).stdout
 
+    def diagnostics(self, lines: int = 60) -> str:
+        """What a failed test needs to be diagnosed after the machines are gone: the tail of each daemon's
+        log (read through the host's view of the machine), the job outputs, and what the controller and
+        each node say now. Never raises; secrets are not in these files."""
+        sections = []
+        for machine in self.machines:
+            for log in (*DAEMON_LOGS, *sorted(_job_outputs(machine))):
+                path = machine.root / log.lstrip("/")
+                if path.is_file():
+                    text = path.read_text(errors="replace").splitlines()[-lines:]
+                    sections.append(f"--- {machine.name}:{log} (last {len(text)} lines)\n" + "\n".join(text))
+        probes = [(self.controller, command) for command in CONTROLLER_PROBES]
+        probes += [(machine, command) for machine in (*self.computes, self.cloud) for command in NODE_PROBES]
+        for machine, command in probes:
+            try:
+                result = machine.run(command, root=True, check=False, timeout=20)
+                out = (result.stdout + result.stderr).rstrip()
+            except (OSError, subprocess.SubprocessError) as exc:
+                out = f"({type(exc).__name__}: {exc})"
+            sections.append(f"--- {machine.name}$ {command}\n{out}")
+        return "\n".join(sections)
+
+
+# Where the daemons log (slurm.conf's SlurmctldLogFile/SlurmdLogFile, slurmdbd.conf's LogFile).
+DAEMON_LOGS = ("/var/log/slurm/slurmctld.log", "/var/log/slurm/slurmdbd.log", "/var/log/slurm/slurmd.log")
+CONTROLLER_PROBES = ("sinfo -N -l", "sinfo -R", "squeue -a -l", "scontrol show jobs")
+# The job container's mounts (job_container/tmpfs) and slurmd's own view of the node.
+NODE_PROBES = ("journalctl -u slurmd --no-pager -n 30", "findmnt -o TARGET,SOURCE,FSTYPE,PROPAGATION -R /")
+
+
+def _job_outputs(machine: Machine) -> list[str]:
+    """Batch outputs (slurm-<job>.out) in the user's home on *machine*: where sbatch ran the script."""
+    home = machine.root / "home" / USER
+    return [f"/home/{USER}/{p.name}" for p in home.glob("slurm-*.out")] if home.is_dir() else []
+
 
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\"'\"'") + "'"

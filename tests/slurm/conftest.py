@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import pytest
 
@@ -27,3 +27,16 @@ def slurm_cluster(machine_pool: MachinePool, container_sources: ContainerSources
     cluster = build_cluster(machines, container_sources)
     assert cluster.first.ok, [f"{f.host} {f.task}: {f.message}" for f in cluster.first.failures]
     yield cluster
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failing test on the booted cluster reports the daemons' logs and the cluster's state with its
+    failure (in CI the machines are gone by the time anyone looks)."""
+    report = yield
+    cluster = getattr(item, "funcargs", {}).get("slurm_cluster")
+    if report.failed and isinstance(cluster, SlurmCluster):
+        report.sections.append(("slurm cluster diagnostics", cluster.diagnostics()))
+    return report
