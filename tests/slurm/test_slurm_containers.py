@@ -80,9 +80,10 @@ def test_srun_on_the_login_machine_offers_pyxis_options(slurm_cluster: SlurmClus
 
 
 def test_srun_container_image_reaches_pyxis_in_the_job_step(slurm_cluster: SlurmCluster) -> None:
+    # printenv, not a shell line: sudo -i would let the login shell expand $VARIABLES before srun runs.
     out = slurm_cluster.as_user(
-        f"srun -p gpu -N1 --container-image={IMAGE} "
-        "sh -c 'echo $SLURM_JOB_ID $SLURM_STEP_ID $(hostname) $PYXIS_STANDIN_IMAGE'",
+        f"srun -p gpu -N1 --container-image={IMAGE} printenv SLURM_JOB_ID SLURM_STEP_ID SLURMD_NODENAME "
+        "PYXIS_STANDIN_IMAGE",
         timeout=JOB_TIMEOUT_S,
     )
     job, step, host, image = out.split()
@@ -94,8 +95,7 @@ def test_srun_container_image_reaches_pyxis_in_the_job_step(slurm_cluster: Slurm
 
 def test_sbatch_container_image_reaches_pyxis_in_the_batch_step(slurm_cluster: SlurmCluster) -> None:
     """sbatch_support=1: `#SBATCH --container-image` applies to the batch script's own step."""
-    # Single quotes: the variable is the batch step's, not the submitting shell's.
-    script = "'echo image=$PYXIS_STANDIN_IMAGE'"
+    script = "'printenv PYXIS_STANDIN_IMAGE'"
     job = (
         slurm_cluster.as_user(f"sbatch --parsable -p gpu -N1 --container-image={IMAGE} -o pyxis-%j.out --wrap {script}")
         .strip()
@@ -110,5 +110,5 @@ def test_sbatch_container_image_reaches_pyxis_in_the_batch_step(slurm_cluster: S
     assert state == "COMPLETED", state
     # The batch script ran in the home directory it was submitted from, on the compute that ran it.
     compute = next(m for m in slurm_cluster.computes if m.name == node)
-    assert compute.run(f"cat ~{USER}/pyxis-{job}.out", root=True).stdout.strip() == f"image={IMAGE}"
+    assert compute.run(f"cat ~{USER}/pyxis-{job}.out", root=True).stdout.strip() == IMAGE
     assert compute.run(f"cat /run/pyxis/standin-{job}.{BATCH_STEP}", root=True).stdout.strip() == IMAGE
