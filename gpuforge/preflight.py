@@ -6,7 +6,8 @@ With the deployer's AWS credentials, for every node group of the stack:
   group's instance type, in its availability zone, active (a block may still be scheduled), and
   holding count + spares; a block's window as AWS has it against the spec's, and not over;
 - the On-Demand vCPU quota of its instance family (Service Quotas, service ec2, codes in
-  data/aws_wiring.yaml on_demand_quotas) against the vCPUs the plan launches plus those running;
+  data/aws_wiring.yaml on_demand_quotas) against the vCPUs the plan launches plus those running
+  outside the stack's node groups (after a deploy the plan's own instances run: counted once, as planned);
 - its image: a fixed AMI id or the AMI an SSM parameter names exists in the region (EC2
   DescribeImages, SSM GetParameter).
 
@@ -34,6 +35,7 @@ from botocore.exceptions import (  # type: ignore[import-not-found,import-untype
 
 from components.catalog.aws_wiring import load_aws_wiring
 from components.spec import ResolvedNodeGroup, ResolvedSpec
+from gpuforge.nodes.inventory import CLUSTER_TAG, NODE_GROUP_TAG
 
 Kind = Literal["problem", "unchecked"]
 # What an AWS call may answer instead of data: a refusal (ClientError), no credentials or endpoint
@@ -112,7 +114,7 @@ def preflight(
     for name, group in groups.items():
         report.findings += check_reservation(name, group, clients.ec2, now, report.checked)
         report.findings += check_image(name, group, clients, report.checked)
-    report.findings += check_quotas(groups, clients, report.checked)
+    report.findings += check_quotas(groups, clients, report.checked, resolved.spec.name)
     return report
 
 
@@ -213,9 +215,13 @@ def _block_window(path: str, block: Any, cr: dict[str, Any], now: datetime) -> l
 # --- quotas ------------------------------------------------------------------------------------------------
 
 
-def check_quotas(groups: dict[str, ResolvedNodeGroup], clients: AwsClients, checked: list[str]) -> list[Finding]:
+def check_quotas(
+    groups: dict[str, ResolvedNodeGroup], clients: AwsClients, checked: list[str], cluster: str
+) -> list[Finding]:
     """On-Demand vCPUs per quota: what the plan launches at most + what already runs vs the quota.
 
+    What runs already leaves out the stack's own node groups (instances tagged with *cluster* and one of
+    its groups): the plan counts them at their most, so a redeploy does not count them twice.
     Reservations count against On-Demand quotas (their instances are On-Demand instances); spot and
     Capacity Block instances do not (they have their own limits)."""
     quotas = load_aws_wiring().on_demand_quotas
@@ -242,7 +248,7 @@ def check_quotas(groups: dict[str, ResolvedNodeGroup], clients: AwsClients, chec
                                     "grant servicequotas:GetServiceQuota to the deployer, then rerun", "unchecked"))
             continue
         limit = int(float(answer["Quota"]["Value"]))
-        running, failure = _running_vcpus(clients.ec2, code, groups)
+        running, failure = _running_vcpus(clients.ec2, code, groups, cluster)
         if failure is not None:
             findings.append(Finding(first, f"could not count running instances: {failure}",
                                     "grant ec2:DescribeInstances to the deployer, then rerun", "unchecked"))
@@ -259,9 +265,12 @@ def check_quotas(groups: dict[str, ResolvedNodeGroup], clients: AwsClients, chec
     return findings
 
 
-def _running_vcpus(ec2: Any, code: str, groups: dict[str, ResolvedNodeGroup]) -> tuple[int, str | None]:
-    """vCPUs of pending or running instances counted against quota `code` in the region (from the
-    instance's CpuOptions, else the catalog, else the instance type's EC2 description)."""
+def _running_vcpus(
+    ec2: Any, code: str, groups: dict[str, ResolvedNodeGroup], cluster: str
+) -> tuple[int, str | None]:
+    """vCPUs of pending or running instances counted against quota `code` in the region, other than the
+    stack's own node groups' (from the instance's CpuOptions, else the catalog, else the instance type's
+    EC2 description)."""
     quotas = load_aws_wiring().on_demand_quotas
     known = {g.spec.instance_type: g.instance.vcpus for g in groups.values()}
     total = 0
@@ -276,6 +285,9 @@ def _running_vcpus(ec2: Any, code: str, groups: dict[str, ResolvedNodeGroup]) ->
                     quota = quotas.for_type(kind)
                     if quota is None or quota.code != code or instance.get("InstanceLifecycle") == "spot":
                         continue
+                    tags = {t.get("Key"): t.get("Value") for t in instance.get("Tags", [])}
+                    if tags.get(CLUSTER_TAG) == cluster and tags.get(NODE_GROUP_TAG) in groups:
+                        continue  # the plan's own: counted in what it launches
                     total += _vcpus(instance, kind, known, ec2)
     except AWS_REFUSALS as exc:  # reported as unchecked, not raised
         return 0, _reason(exc)

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import os
 from functools import cache
+from pathlib import Path
 
 import pytest
 
 from gpuforge.plan.engine import plan_stack
 from gpuforge.plan.model import Plan
+
+# The onprem-lab site run as the site's Kubernetes cluster (stacks/Pulumi.onprem-lab.yaml is Slurm):
+# the tests of the site-Kubernetes path plan this one.
+ONPREM_K8S = str(Path(__file__).resolve().parent / "fixtures" / "stacks" / "Pulumi.onprem-k8s.yaml")
 
 
 @cache

@@ -22,7 +22,12 @@ import pulumi_aws as aws
 from components.catalog.aws_wiring import load_aws_wiring
 from components.k8s.labels import NODE_LABEL_GPU_MODEL, NODE_LABEL_GROUP
 from components.spec import ResolvedNodeGroup
-from components.spec.capacity import MAINTENANCE_ON_DEMAND, MAINTENANCE_RESERVED
+from components.spec.capacity import (
+    EKS_UPDATE_ON_DEMAND,
+    EKS_UPDATE_RESERVED,
+    MAINTENANCE_ON_DEMAND,
+    MAINTENANCE_RESERVED,
+)
 from components.templates import render
 
 from .efa import efa_layout
@@ -440,7 +445,10 @@ class GpuNodeGroup(pulumi.ComponentResource):
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
                 id=template.id, version=template.latest_version.apply(str)
             ),
-            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            # In a reservation or block, terminate before launching: a full one has no room for EKS's extra node.
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(
+                max_unavailable=1, update_strategy=EKS_UPDATE_RESERVED if _reserved(group) else EKS_UPDATE_ON_DEMAND
+            ),
             labels=node_labels(group),
             tags={**args.tags, NODE_GROUP_TAG: group.name},
             opts=pulumi.ResourceOptions.merge(
@@ -482,9 +490,13 @@ def _desired_owned_elsewhere(group: ResolvedNodeGroup) -> pulumi.ResourceOptions
     return pulumi.ResourceOptions(ignore_changes=["desiredCapacity"] if _desired_scheduled(group) else None)
 
 
+def _reserved(group: ResolvedNodeGroup) -> bool:
+    """Launches into a reservation or Capacity Block, sized to count + spares: no room for one more."""
+    return group.spec.capacity.type in ("capacity_reservation", "capacity_block")
+
+
 def _maintenance(group: ResolvedNodeGroup) -> tuple[int, int]:
-    reserved = group.spec.capacity.type in ("capacity_reservation", "capacity_block")
-    return MAINTENANCE_RESERVED if reserved else MAINTENANCE_ON_DEMAND
+    return MAINTENANCE_RESERVED if _reserved(group) else MAINTENANCE_ON_DEMAND
 
 
 def _capacity_block_schedules(

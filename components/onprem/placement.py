@@ -16,6 +16,7 @@ from components.spec.site_checks import ResolvedSite
 
 from .host import host_props
 from .site import OnPremSite, OnPremSiteArgs
+from .slurm import SlurmControlPlane
 
 CONFIG_NAMESPACE = "gpuforge"
 
@@ -78,6 +79,11 @@ def build_onprem_site(name: str, resolved: ResolvedSpec, parent: pulumi.Resource
         "site": site_props_output(site),
         "nodeGroups": pool_outputs(site),
     }
+    if resolved.scheduler is not None:
+        slurm = SlurmControlPlane(
+            f"{name}-{site.spec.name}-slurm", resolved, resolved.scheduler, pulumi.ResourceOptions(parent=parent)
+        )
+        outputs["slurm"] = slurm.props
     if spec.monitoring is not None and component.provider is not None:
         # The site cluster's operator Alertmanager (monitoring.server.kind kubernetes; else nothing).
         declare_alert_routing(

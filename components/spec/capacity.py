@@ -32,6 +32,12 @@ MAX_NODES_PER_GROUP = 4096  # same bound as NodeGroup.count (models.MAX_NODES_PE
 # terminate first and keep at least 90 % serving (the spares cover the gap).
 MAINTENANCE_ON_DEMAND = (100, 110)  # (min healthy %, max healthy %)
 MAINTENANCE_RESERVED = (90, 100)
+# The same for an EKS managed node group (EKS API NodegroupUpdateConfig.updateStrategy): DEFAULT launches
+# new instances before it terminates old ones, so inside a full reservation or Capacity Block its roll
+# stalls on a node that cannot launch; MINIMAL terminates first ("useful where you are constrained to
+# resources ... for example, with hardware accelerators such as GPUs"). One node unavailable at a time.
+EKS_UPDATE_ON_DEMAND = "DEFAULT"
+EKS_UPDATE_RESERVED = "MINIMAL"
 
 UpdateStrategy = Literal["drain", "instance_refresh"]
 # What rolls a group's nodes once the default is applied: an EKS managed group rolls by itself.

@@ -29,6 +29,15 @@ def _slurm_time(value: str | None) -> str | None:
     return value
 
 
+def _host_addresses(value: dict[str, str]) -> dict[str, str]:
+    for host, address in value.items():
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            raise ValueError(f"{host}: {address!r} is not an IP address; write it like 10.64.1.5") from None
+    return value
+
+
 class SlurmController(SpecModel):
     instance_type: str | None = Field(
         default=None,
@@ -52,16 +61,10 @@ class SlurmController(SpecModel):
         "holds the shared state directory.",
     )
 
-
     @field_validator("hosts")
     @classmethod
     def _addresses(cls, value: dict[str, str]) -> dict[str, str]:
-        for host, address in value.items():
-            try:
-                ipaddress.ip_address(address)
-            except ValueError:
-                raise ValueError(f"{host}: {address!r} is not an IP address; write it like 10.64.1.5") from None
-        return value
+        return _host_addresses(value)
 
 
 class Accounting(SpecModel):
@@ -106,11 +109,26 @@ class SlurmLogin(SpecModel):
     node_groups: list[Name] = Field(
         default_factory=list, description="Node groups (AWS, role login) or site host pools users log in to."
     )
+    hosts: dict[HostRef, str] = Field(
+        default_factory=dict,
+        description="On a site (onprem, hybrid): service hosts users log in to, with their management addresses, "
+        "e.g. {login-01: 10.64.1.7}: small servers outside the GPU racks, like the controller's.",
+    )
     bastion: bool = Field(
         default=False,
-        description="AWS: an SSH bastion in the ingress tier, open only to network.allowed_ingress. Default: "
-        "reach login nodes through SSM Session Manager (no open port).",
+        description="AWS: an SSH bastion in the ingress tier: port 22 open only to the network.allowed_ingress "
+        "rules that list 22, SSH onward to the login nodes only. Default: reach login nodes through SSM Session "
+        "Manager (no open port).",
     )
+    bastion_instance_type: str = Field(
+        default="t3.micro",
+        description="Instance type of the bastion (it only forwards SSH connections).",
+    )
+
+    @field_validator("hosts")
+    @classmethod
+    def _addresses(cls, value: dict[str, str]) -> dict[str, str]:
+        return _host_addresses(value)
 
 
 class LocalUser(SpecModel):

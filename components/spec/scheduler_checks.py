@@ -51,6 +51,7 @@ class ResolvedScheduler:
     controllers: tuple[SlurmController, ...]  # the first is the primary
     groups: dict[str, SlurmGroup]  # compute groups that sit in a partition
     login_groups: tuple[str, ...]
+    login_hosts: dict[str, str]  # site service hosts users log in to: name -> management address
     database: str  # managed | controller
     home: str  # efs (AWS), or the key of the site's /home mount
     state_shared: bool  # StateSaveLocation on shared storage (a backup controller reads it)
@@ -152,9 +153,7 @@ def check_scheduler(
         where = f"cluster.node_groups[{gname}]" if gname in spec.node_groups else f"cluster.site (pool {gname})"
         issues.append(SpecIssue(where, f"{gname} runs Slurm but sits in no partition and is no login group",
                                 "add it to a partition's node_groups or to scheduler.login.node_groups"))
-    if sched.login.bastion and (spec.network is None or not spec.network.allowed_ingress):
-        issues.append(SpecIssue(f"{PATH}.login.bastion", "a bastion needs network.allowed_ingress (who may reach it)",
-                                "list the office/VPN ranges in network.allowed_ingress, or keep SSM (bastion: false)"))
+    issues += _bastion(spec, catalog)
 
     for uname, user in sched.users.items():
         if user.account not in sched.accounts:
@@ -162,6 +161,7 @@ def check_scheduler(
                                     f"use one of {', '.join(sched.accounts) or '(none)'}, or declare it in accounts"))
     controllers, ctl_issues = _controllers(spec, catalog, subnets, site)
     issues += ctl_issues
+    issues += _login_hosts(spec, site, {c.name for c in controllers})
     database, db_issues = _database(spec)
     issues += db_issues
     home, home_issues = _home(spec)
@@ -174,6 +174,7 @@ def check_scheduler(
             controllers=controllers,
             groups=groups,
             login_groups=tuple(login),
+            login_hosts=dict(sched.login.hosts),
             database=database,
             home=home,
             state_shared=len(controllers) > 1,
@@ -236,13 +237,8 @@ def _controllers(
                                     "(a second host is the backup)"))
         if not ctl.hosts:
             return (), [*issues, SpecIssue(f"{path}.hosts", "no controller host", "name a site host (site.hosts)")]
-        site_hosts = site.hosts if site is not None else {}
-        found: list[SlurmController] = []
-        for host, address in ctl.hosts.items():
-            if host in site_hosts:
-                issues.append(SpecIssue(f"{path}.hosts[{host}]", f"{host} is a compute host in site.hosts",
-                                        "run the controller on a service host, not on a node jobs run on"))
-            found.append(SlurmController(host, address))
+        issues += _service_hosts(f"{path}.hosts", ctl.hosts, spec, site, "the controller")
+        found = [SlurmController(host, address) for host, address in ctl.hosts.items()]
         if len(ctl.hosts) == 2:
             mounts = spec.site.storage.mounts if spec.site is not None else {}
             if ctl.state_mount is None:
@@ -278,6 +274,65 @@ def _controllers(
         address = str(ipaddress.IPv4Network(subnet)[CONTROLLER_HOST_NUMBER])
         found.append(SlurmController(f"{spec.name}-ctl-{i}", address, az, str(subnet)))
     return tuple(found), issues
+
+
+def _service_hosts(
+    path: str, hosts: dict[str, str], spec: ClusterSpec, site: ResolvedSite | None, what: str
+) -> list[SpecIssue]:
+    """Site service hosts (controller, login): not a compute host, and on the site's management network:
+    the address is inside site.cidrs (what the site routes, and a hybrid link carries to the VPC)."""
+    issues = []
+    site_hosts = site.hosts if site is not None else {}
+    cidrs = [ipaddress.ip_network(c) for c in spec.site.cidrs] if spec.site is not None else []
+    for host, address in hosts.items():
+        if host in site_hosts:
+            issues.append(SpecIssue(f"{path}[{host}]", f"{host} is a compute host in site.hosts",
+                                    f"run {what} on a service host, not on a node jobs run on"))
+        if cidrs and not any(ipaddress.ip_address(address) in cidr for cidr in cidrs):
+            issues.append(SpecIssue(f"{path}[{host}]", f"{address} is outside the site's cidrs "
+                                    f"({', '.join(map(str, cidrs))})",
+                                    "give the host its management address in site.cidrs, or add its range there"))
+    return issues
+
+
+def _login_hosts(spec: ClusterSpec, site: ResolvedSite | None, controllers: set[str]) -> list[SpecIssue]:
+    assert spec.scheduler is not None
+    hosts = spec.scheduler.login.hosts
+    path = f"{PATH}.login.hosts"
+    if not hosts:
+        return []
+    if spec.placement.kind == "aws":
+        return [SpecIssue(path, "login hosts are site service hosts; this is an AWS cluster",
+                          "declare a node group with role: login and list it in login.node_groups")]
+    issues = _service_hosts(path, hosts, spec, site, "the login service")
+    for host in sorted(set(hosts) & controllers):
+        issues.append(SpecIssue(f"{path}[{host}]", f"{host} is also the controller",
+                                "log users in on their own host: a user's load must not starve slurmctld"))
+    return issues
+
+
+def _bastion(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]:
+    assert spec.scheduler is not None
+    login = spec.scheduler.login
+    path = f"{PATH}.login"
+    if not login.bastion:
+        return []
+    if spec.placement.kind != "aws":
+        return [SpecIssue(f"{path}.bastion", "a bastion is an AWS instance; this cluster's login hosts are on the "
+                          "site", "reach the site's login hosts through the site's network (bastion: false)")]
+    if spec.network is None or not any(22 in rule.ports for rule in spec.network.allowed_ingress):
+        return [SpecIssue(f"{path}.bastion", "a bastion needs a network.allowed_ingress rule with port 22 (who may "
+                          "reach it)", "list the office/VPN ranges with ports: [22] in network.allowed_ingress, or "
+                          "keep SSM (bastion: false)")]
+    try:
+        instance = catalog.instance_type(login.bastion_instance_type)
+    except CatalogError as exc:
+        return [SpecIssue(f"{path}.bastion_instance_type", str(exc), "use a type from the catalog, e.g. t3.micro")]
+    first_az = sorted(spec.network.availability_zones)[0]
+    if first_az not in instance.azs_offering(spec.region or ""):
+        return [SpecIssue(f"{path}.bastion_instance_type", f"{login.bastion_instance_type} is not offered in "
+                          f"{first_az}, where the bastion runs", "pick a type offered there, e.g. t3.micro")]
+    return []
 
 
 def _database(spec: ClusterSpec) -> tuple[str, list[SpecIssue]]:

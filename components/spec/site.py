@@ -161,8 +161,8 @@ class SiteFabric(SpecModel):
     spine_ports: int = Field(default=64, ge=8, le=1024, description="Ports per spine switch.")
     partitions: dict[Name, str] = Field(
         default_factory=dict,
-        description="InfiniBand partition key per tenant (team), hex 0x0001-0x7ffe; full membership is set "
-        "by the subnet manager.",
+        description="InfiniBand partition key per tenant (a Kubernetes team, or a Slurm account on a Slurm site), hex "
+        "0x0001-0x7ffe; full membership is set by the subnet manager.",
     )
     subnet_managers: dict[HostName, str] = Field(
         default_factory=dict,

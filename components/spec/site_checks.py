@@ -167,15 +167,20 @@ def check_site(spec: ClusterSpec, catalog: Catalog) -> tuple[ResolvedSite | None
                 "list the addresses the endpoint resolves to, e.g. cidrs: [10.64.8.30/32]",
             )
         )
-    if site.fabric is not None and spec.kubernetes is not None:
-        teams = set(spec.kubernetes.platform.teams)
+    # Fabric partitions are per tenant: a Kubernetes team, or a Slurm account on a Slurm site.
+    tenants, what = set(), "team"
+    if spec.kubernetes is not None:
+        tenants = set(spec.kubernetes.platform.teams)
+    elif spec.scheduler is not None:
+        tenants, what = set(spec.scheduler.accounts), "Slurm account"
+    if site.fabric is not None:
         for tenant in site.fabric.partitions:
-            if teams and tenant not in teams:
+            if tenants and tenant not in tenants:
                 issues.append(
                     SpecIssue(
                         f"{SITE}.fabric.partitions[{tenant}]",
-                        f"{tenant} is not a team",
-                        f"key partitions by team: {', '.join(sorted(teams))}",
+                        f"{tenant} is not a {what}",
+                        f"key partitions by {what}: {', '.join(sorted(tenants))}",
                     )
                 )
     return resolved, issues  # partial on problems: later checks (quotas) still see the hosts that resolved

@@ -17,7 +17,8 @@ from gpuforge.render.slurm import slurm_config
 
 def slurm_inventory(stack: str, outputs: Mapping[str, Any], group_name: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """(all-vars, children) for a stack with a scheduler; ({}, {}) without one. Children:
-    slurm_controller (and slurmdbd: the same hosts), slurm_compute, slurm_login."""
+    slurm_controller (and slurmdbd: the same hosts), slurm_compute, slurm_login (login groups and site
+    login hosts)."""
     try:
         find_stack(stack)
     except SpecError:
@@ -37,6 +38,10 @@ def slurm_inventory(stack: str, outputs: Mapping[str, Any], group_name: Any) -> 
         "slurm_controller": {"hosts": controllers},
         "slurmdbd": {"hosts": {name: {} for name in controllers}},
         "slurm_compute": {"children": {group_name("ng", g): {} for g in config["groups"]}},
-        "slurm_login": {"children": {group_name("ng", g): {} for g in config["login_groups"]}},
+        "slurm_login": {
+            "children": {group_name("ng", g): {} for g in config["login_groups"]},
+            # Site login hosts (scheduler.login.hosts): service hosts outside every node group.
+            "hosts": {h["name"]: {"ansible_host": h["address"]} for h in config["login_hosts"]},
+        },
     }
     return {"slurm_config": config}, children

@@ -158,6 +158,7 @@ def slurm_config(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> dict
         "partitions": partitions,
         "groups": groups,
         "login_groups": list(sched.login_groups),
+        "login_hosts": [{"name": name, "address": address} for name, address in sched.login_hosts.items()],
         "gres": {
             "types": ["gpu"],
             "autodetect": "" if stand_in_gpus else "nvml",
@@ -257,10 +258,17 @@ def _topology(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any
     by_su: dict[str, list[str]] = {}
     for host in static_hosts:
         by_su.setdefault(host.scalable_unit, []).append(host.name)
-    leaves = [{"name": f"{su}-leaves", "switches": "", "nodes": hostlist(names)} for su, names in sorted(by_su.items())]
+    # Slurm's tree holds a node under one switch; a rail-optimized host has an HCA on every rail leaf of
+    # its SU, so the SU's rail leaves together are that switch.
+    leaves = [
+        {"name": f"{su}-leaves", "switches": "", "nodes": hostlist(names),
+         "comment": f"{su}: {fabric.rails} rail leaves (one per rail), every host cabled to each"}
+        for su, names in sorted(by_su.items())
+    ]
     switches = list(leaves)
     if len(leaves) > 1 or fabric.spines:
-        switches.append({"name": "spines", "switches": ",".join(leaf["name"] for leaf in leaves), "nodes": ""})
+        switches.append({"name": "spines", "switches": ",".join(leaf["name"] for leaf in leaves), "nodes": "",
+                         "comment": f"{fabric.spines} spines joining the scalable units' leaves"})
     return {"kind": "site", "source": f"the site fabric ({fabric.kind}, {fabric.rails} rails, {fabric.spines} spines)",
             "switches": switches}
 

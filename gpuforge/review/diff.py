@@ -172,11 +172,14 @@ def how_nodes_roll(inputs: dict[str, Any], running: int) -> str:
             f"EKS rolls the managed node group to the new version: the {running} nodes are cordoned, drained and "
             "replaced, one unavailable at a time"
         )
-        if inputs.get("capacity") == "capacity_block":
+        if inputs.get("capacity") in ("capacity_reservation", "capacity_block"):
             text += (
-                "; a full Capacity Block has no room for the extra node EKS launches first, so roll between "
-                "blocks (or scale the group down) rather than inside one"
+                ", terminate then launch (update strategy MINIMAL: a full reservation or Capacity Block has no "
+                "room for the extra node EKS's default launches first); the group runs one node short while each "
+                "is replaced, so roll a block's group between its jobs"
             )
+        else:
+            text += ", launch then terminate (update strategy DEFAULT)"
         return text
     if inputs.get("capacity") in ("capacity_reservation", "capacity_block"):
         low, high = MAINTENANCE_RESERVED

@@ -39,7 +39,7 @@ STATEFUL = (
     "aws:rds/instance:Instance",
     "aws:secretsmanager/secret:Secret",
 )
-SLURM_CONTROL_PLANE = "gpuforge:aws:SlurmControlPlane"
+SLURM_CONTROL_PLANES = ("gpuforge:aws:SlurmControlPlane", "gpuforge:onprem:SlurmControlPlane")
 
 
 def _is_gpu_group(r: Resource) -> bool:
@@ -255,10 +255,11 @@ def stateful_protected(r: Resource, ctx: RuleContext) -> Iterator[Violation]:
 
 @resource_rule(
     "redundancy-slurm-backup-controller",
-    types=(SLURM_CONTROL_PLANE,),
+    types=SLURM_CONTROL_PLANES,
     why="With one slurmctld, a controller failure stops scheduling for the whole cluster: no job starts, "
     "no node registers, until someone rebuilds it; a backup controller on the shared state takes over.",
-    fix="set scheduler.controller.backup: true (a second controller in the second AZ), or waive the rule",
+    fix="set scheduler.controller.backup: true (AWS: a second controller in the second AZ), or on a site a second "
+    "controller host with state_mount, or waive the rule",
     levels=PROD_ONLY,
 )
 def slurm_backup_controller(r: Resource, ctx: RuleContext) -> Iterator[Violation]:
@@ -267,7 +268,8 @@ def slurm_backup_controller(r: Resource, ctx: RuleContext) -> Iterator[Violation
         yield Violation(
             "redundancy-slurm-backup-controller",
             r.urn,
-            f"{r.name}: {controllers} Slurm controller, no backup; set scheduler.controller.backup: true",
+            f"{r.name}: {controllers} Slurm controller, no backup; set scheduler.controller.backup: true (AWS) "
+            "or list a second controller host with state_mount (site)",
         )
 
 

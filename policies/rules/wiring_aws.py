@@ -325,6 +325,35 @@ def placement_capacity(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
             )
 
 
+@stack_rule(
+    "wiring-eks-nodegroup-reserved-update",
+    why="EKS's DEFAULT update strategy launches a new node before it terminates an old one; a reservation or "
+    "Capacity Block sized to the group has no room for it, so a new AMI or launch template stalls the update "
+    "inside a full block (EKS API NodegroupUpdateConfig.updateStrategy: MINIMAL terminates first, for "
+    "constrained accelerator capacity).",
+    fix="updateConfig.updateStrategy = MINIMAL on EKS managed node groups in a capacity reservation or "
+    "Capacity Block (components/aws/node_group.py does so for capacity.type capacity_reservation/capacity_block)",
+)
+def eks_reserved_update(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
+    for ng in stack.of_type(EKS_NODE_GROUP):
+        block = ng.get("capacityType") == "CAPACITY_BLOCK"
+        reservation = any(
+            lt.get("capacityReservationSpecification", "capacityReservationTarget", "capacityReservationId")
+            for lt in stack.of_type(LAUNCH_TEMPLATE)
+            if mentions(ng, "launchTemplate", lt)
+        )
+        strategy = ng.get("updateConfig", "updateStrategy", default="DEFAULT")
+        if not (block or reservation) or is_unknown(strategy) or strategy == "MINIMAL":
+            continue
+        where = "a Capacity Block" if block else "a capacity reservation"
+        yield Violation(
+            "wiring-eks-nodegroup-reserved-update",
+            ng.urn,
+            f"{ng.name}: EKS managed node group in {where} updates with strategy {strategy}, which launches a "
+            "node before terminating one and stalls in a full block; set updateConfig.updateStrategy to MINIMAL",
+        )
+
+
 # --- network: private egress, Lustre ports, site routes -------------------------------------------
 
 

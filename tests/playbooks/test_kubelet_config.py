@@ -1,5 +1,6 @@
 """The kubelet_config role run for real into a fresh Debian 12 root file system through the chroot
-connection, with the drop-in the onprem-lab plan's inventory carries: the file is the host's
+connection, with the drop-in the site-Kubernetes plan's inventory carries (the onprem-lab site as a
+Kubernetes cluster, tests/fixtures/stacks/Pulumi.onprem-k8s.yaml): the file is the host's
 KubeletConfiguration with its registration taints, a second run changes nothing, a host without the
 variable is left alone, and a drop-in that is not a KubeletConfiguration is refused."""
 
@@ -15,6 +16,7 @@ import yaml
 
 from gpuforge.nodes.bake import rootfs_inventory, run_playbook
 from gpuforge.nodes.inventory import build_inventory
+from tests.support import ONPREM_K8S
 
 from . import rootfs
 
@@ -28,18 +30,18 @@ CONNECTION_KEYS = {"ansible_host"}
 
 
 def _lab_host() -> tuple[str, dict[str, Any]]:
-    """The first onprem-lab host that carries a drop-in, with its host variables."""
+    """The first site host that carries a drop-in, with its host variables."""
 
     def hosts(node: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
         yield from (node.get("hosts") or {}).items()
         for child in (node.get("children") or {}).values():
             yield from hosts(child)
 
-    inventory = build_inventory("onprem-lab", source="plan")
+    inventory = build_inventory(ONPREM_K8S, source="plan")
     for name, host_vars in hosts(inventory["all"]):
         if host_vars and "kubelet_config_dropin" in host_vars:
             return name, {k: v for k, v in host_vars.items() if k not in CONNECTION_KEYS}
-    raise AssertionError("no onprem-lab host carries kubelet_config_dropin")
+    raise AssertionError("no onprem-k8s host carries kubelet_config_dropin")
 
 
 @pytest.fixture

@@ -92,6 +92,7 @@ def test_packs_cover_the_issue() -> None:
         "wiring-kms-key-policy",
         "wiring-launchtemplate-eks-imds-tags",
         "wiring-placementgroup-capacity",
+        "wiring-eks-nodegroup-reserved-update",
         "wiring-network-private-endpoints",
         "wiring-securitygroup-lustre-ports",
         "wiring-vpc-site-routes",

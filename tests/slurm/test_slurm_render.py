@@ -18,7 +18,7 @@ from tests.support import skip_or_fail
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden" / "slurm"
-SLURM_STACKS = ("dev", "prod")
+SLURM_STACKS = ("dev", "prod", "onprem-lab")
 
 
 def _config(stack: str, **kwargs: bool) -> dict:
@@ -64,10 +64,11 @@ def test_hostlist_compresses_like_slurm() -> None:
     assert hostlist(["n1", "n3", "n4", "login"]) == "login,n[1,3-4]"
 
 
-@pytest.fixture(scope="module")
-def ansible_rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+@pytest.fixture(scope="module", params=["dev", "onprem-lab"])
+def ansible_rendered(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    """A cloud cluster (dynamic nodes, EC2 topology) and a site (static nodes, the fabric's tree)."""
     out = tmp_path_factory.mktemp("slurm-ansible")
-    config = _config("dev")
+    config = _config(request.param)
     inventory = {"all": {"hosts": {"localhost": {"ansible_connection": "local",
                                                  "ansible_python_interpreter": os.sys.executable}}}}
     files = {name: t for name, t in TEMPLATES.items() if name in render_slurm(config)}
@@ -86,3 +87,25 @@ def test_ansible_renders_the_same_bytes(ansible_rendered: tuple[dict, Path]) -> 
     config, out = ansible_rendered
     for name, text in render_slurm(config).items():
         assert (out / name).read_text() == text, name
+
+
+def test_site_nodes_are_static_with_catalog_facts_and_the_fabric_tree() -> None:
+    """onprem-lab: the DGX H100 hosts as one static node line (CPU layout and memory of the catalog's
+    dgx-h100), configless slurmd against the site controller, the fabric's SU under its spines."""
+    config = _config("onprem-lab")
+    assert config["dynamic_groups"] == [] and config["controllers"] == [{"name": "slurm-01", "address": "10.64.1.6"}]
+    (node,) = config["nodes"]
+    assert node["names"] == "dgx-a[01-04],dgx-b[01-04]"
+    assert node["addresses"].split(",")[0] == "10.64.1.11" and len(node["addresses"].split(",")) == 8
+    # dgx-h100: 2 sockets x 56 cores x 2 threads = 224, 2048 GiB x 0.95.
+    assert (node["cpus"], node["sockets"], node["cores_per_socket"], node["threads_per_core"]) == (224, 2, 56, 2)
+    assert node["real_memory"] == int(2048 * 1024 * 0.95) and node["gres"] == "gpu:h100:8"
+    files = render_slurm(config)
+    assert files["slurmd.train"].strip().endswith('SLURMD_OPTIONS="--conf-server 10.64.1.6"')
+    assert "SwitchName=su1-leaves Nodes=dgx-a[01-04],dgx-b[01-04]" in files["topology.conf"]
+    assert "SwitchName=spines Switches=su1-leaves" in files["topology.conf"]
+    assert "MaxNodeCount" not in files["slurm.conf"]  # static nodes only: no room kept for dynamic ones
+    assert config["home"] == {"kind": "nfs", "mount_point": "/home", "source": "10.64.8.20:/export/home",
+                              "version": "4.2"}
+    assert config["login_hosts"] == [{"name": "login-01", "address": "10.64.1.7"}]
+    assert config["secrets"]["munge_key"] == {"store": "ansible_vault", "id": "vault_slurm_munge_key"}

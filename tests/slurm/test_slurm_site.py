@@ -61,3 +61,18 @@ def test_site_configures_no_slurm_without_a_scheduler(tmp_path: Path) -> None:
     assert plays["Configure GPU training nodes"] == ["gpu-0"]
     slurm = {name: hosts for name, hosts in plays.items() if "Slurm" in name}
     assert slurm and all(hosts == [] for hosts in slurm.values()), slurm
+
+
+def test_site_configures_slurm_on_the_site_hosts(tmp_path: Path) -> None:
+    """onprem-lab: the controller and login play on the service hosts at their management addresses,
+    the compute play on every DGX host of the site (static nodes from the plan's inventory)."""
+    inventory = build_inventory("onprem-lab", source="plan")
+    children = inventory["all"]["children"]
+    assert children["slurm_controller"]["hosts"] == {"slurm-01": {"ansible_host": "10.64.1.6"}}
+    assert children["slurm_login"]["hosts"] == {"login-01": {"ansible_host": "10.64.1.7"}}
+    plays = _plays("onprem-lab", tmp_path, {})
+    dgx = sorted(f"dgx-{r}0{i}" for r in "ab" for i in range(1, 5))
+    assert plays["Configure the Slurm controller"] == ["slurm-01"]
+    assert sorted(plays["Configure the Slurm compute nodes"]) == dgx
+    assert plays["Configure the Slurm login nodes"] == ["login-01"]
+    assert sorted(plays["Configure GPU training nodes"]) == dgx

@@ -203,8 +203,11 @@ def test_staging_block_group_scales_with_the_window() -> None:
     assert ng.inputs["scalingConfig"] == {"minSize": 0, "maxSize": 9, "desiredSize": 9}
     assert ng.ignore_changes == ["scalingConfig.desiredSize"]
     assert ng.inputs["nodeRepairConfig"] == {"enabled": True}
+    # No surge inside the full block: EKS terminates a node before it launches its replacement.
+    assert ng.inputs["updateConfig"] == {"maxUnavailable": 1, "updateStrategy": "MINIMAL"}
     (system,) = [r for r in plan.resources if r.name == "forge-staging-system-ng"]
     assert "nodeRepairConfig" not in system.inputs  # CPU group: no GPU health to repair
+    assert system.inputs["updateConfig"] == {"maxUnavailable": 1, "updateStrategy": "DEFAULT"}  # on demand: room
     rows = dict(summary_rows(plan))
     assert rows["Capacity Block"].startswith("train: Capacity Block 2026-12-01 11:30 UTC → 2026-12-15 11:30 UTC")
     assert "scaled to 0 at 2026-12-15 10:50 UTC" in rows["Capacity Block"]
@@ -241,7 +244,8 @@ def test_asg_pins_its_template_version_and_refreshes_by_strategy() -> None:
         ({"updateStrategy": "drain"}, "drain then replace: each of the 4 nodes is drained in Slurm"),
         ({"updateStrategy": "instance_refresh", "capacity": "on_demand"}, "launch then terminate (min healthy 100 %"),
         ({"updateStrategy": "instance_refresh", "capacity": "capacity_reservation"}, "terminate then launch (min"),
-        ({"updateStrategy": "eks_managed", "capacity": "capacity_block"}, "roll between blocks"),
+        ({"updateStrategy": "eks_managed", "capacity": "capacity_block"}, "terminate then launch (update strategy MIN"),
+        ({"updateStrategy": "eks_managed", "capacity": "on_demand"}, "launch then terminate (update strategy DEFAULT)"),
     ],
 )
 def test_diff_says_how_nodes_roll(inputs: dict[str, Any], expected: str) -> None:

@@ -123,6 +123,27 @@ def test_an_exhausted_p_instance_quota_is_a_finding(aws: AwsClients, monkeypatch
     assert f"--quota-code L-417A185B --desired-value {planned_vcpus + P5_VCPUS}" in quota.fix
 
 
+def test_after_a_deploy_the_stacks_own_instances_count_once(aws: AwsClients, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A redeploy: the train group's instances run (tagged by its launch template); the plan already counts
+    them at their most, so the quota that fits the plan still fits. Another cluster's instance does count."""
+    planned_vcpus = 66 * P5_VCPUS
+    seed_quota(monkeypatch, "L-417A185B", planned_vcpus)
+
+    def launch(count: int, cluster_name: str) -> None:
+        tags = [{"Key": "gpuforge:cluster", "Value": cluster_name}, {"Key": "gpuforge:node-group", "Value": "train"}]
+        aws.ec2.run_instances(ImageId=moto_ami(aws), InstanceType="p5.48xlarge", MinCount=count, MaxCount=count,
+                              TagSpecifications=[{"ResourceType": "instance", "Tags": tags}])  # fmt: skip
+
+    launch(3, "forge-prod")
+    report = preflight(resolve(pinned_prod(moto_ami(aws))), aws, "prod", NOW)
+    assert not [f for f in report.findings if "L-417A185B" in f.message], report.findings
+    assert any(f"{planned_vcpus} vCPUs, 0 running, {planned_vcpus} planned" in line for line in report.checked)
+    launch(1, "forge-staging")
+    report = preflight(resolve(pinned_prod(moto_ami(aws))), aws, "prod", NOW)
+    (quota,) = [f for f in report.problems if "L-417A185B" in f.message]
+    assert f"{P5_VCPUS} run already and the plan launches up to {planned_vcpus} (train)" in quota.message
+
+
 def test_a_quota_with_room_passes_and_is_listed_as_checked(aws: AwsClients, monkeypatch: pytest.MonkeyPatch) -> None:
     seed_quota(monkeypatch, "L-417A185B", 20_000)
     report = preflight(resolve(pinned_prod(moto_ami(aws))), aws, "prod", NOW)
