@@ -2,9 +2,9 @@
 container toolkit installed by the enroot and pyxis roles in the cluster's own converge, from the stand-in
 sources of tests/standins/containers.py. Real here: the packages' names and pinned versions, apt's
 signature checks, the release assets' sha256, the rendered enroot.conf, pyxis.conf and plugstack.conf on
-the nodes, and srun/sbatch on the login machine loading a SPANK plugin named pyxis through that plugin
-stack. Standing in: the plugin records the image a step asked for instead of starting a container, and
-enroot's programs are scripts."""
+the nodes, and srun/sbatch on the login machine and slurmstepd on the computes loading a SPANK plugin
+named pyxis through that plugin stack. Standing in: the plugin records the image a step asked for instead
+of starting a container, and enroot's programs are scripts."""
 
 from __future__ import annotations
 
@@ -14,12 +14,15 @@ from components.catalog import load_catalog
 from gpuforge.render.slurm import render_slurm
 from tests.machines import Machine
 
-from .cluster import SlurmCluster
+from .cluster import USER, SlurmCluster, wait_for
 
 pytestmark = pytest.mark.slow
 
 FACTS = load_catalog().slurm.containers
 IMAGE = "nvcr.io#nvidia/pytorch:24.05-py3"
+JOB_TIMEOUT_S = 300
+# The batch script's step id (SLURM_BATCH_SCRIPT in slurm.h).
+BATCH_STEP = 0xFFFFFFFB
 
 
 def _versions(machine: Machine, *packages: str) -> dict[str, str]:
@@ -74,3 +77,38 @@ def test_srun_on_the_login_machine_offers_pyxis_options(slurm_cluster: SlurmClus
         help_text = slurm_cluster.as_user(command)
         for option in ("--container-image", "--container-mounts", "--container-name", "--container-workdir"):
             assert option in help_text, (command, option)
+
+
+def test_srun_container_image_reaches_pyxis_in_the_job_step(slurm_cluster: SlurmCluster) -> None:
+    # printenv, not a shell line: sudo -i would let the login shell expand $VARIABLES before srun runs.
+    out = slurm_cluster.as_user(
+        f"srun -p gpu -N1 --container-image={IMAGE} printenv SLURM_JOB_ID SLURM_STEP_ID SLURMD_NODENAME "
+        "PYXIS_STANDIN_IMAGE",
+        timeout=JOB_TIMEOUT_S,
+    )
+    job, step, host, image = out.split()
+    assert image == IMAGE
+    # slurmstepd on that compute loaded the plugin (pyxis.conf: runtime_path) and recorded the image.
+    compute = next(m for m in slurm_cluster.computes if m.name == host)
+    assert compute.run(f"cat /run/pyxis/standin-{job}.{step}", root=True).stdout.strip() == IMAGE
+
+
+def test_sbatch_container_image_reaches_pyxis_in_the_batch_step(slurm_cluster: SlurmCluster) -> None:
+    """sbatch_support=1: `#SBATCH --container-image` applies to the batch script's own step."""
+    script = "'printenv PYXIS_STANDIN_IMAGE'"
+    job = (
+        slurm_cluster.as_user(f"sbatch --parsable -p gpu -N1 --container-image={IMAGE} -o pyxis-%j.out --wrap {script}")
+        .strip()
+        .split(";")[0]
+    )
+
+    def finished() -> str | None:
+        state = slurm_cluster.as_user(f"sacct -j {job} -X --noheader --parsable2 --format=State,NodeList").strip()
+        return state if state and state.split("|")[0] not in ("PENDING", "RUNNING", "REQUEUED") else None
+
+    state, node = wait_for(f"batch job {job} to finish", finished, JOB_TIMEOUT_S).split("|")
+    assert state == "COMPLETED", state
+    # The batch script ran in the home directory it was submitted from, on the compute that ran it.
+    compute = next(m for m in slurm_cluster.computes if m.name == node)
+    assert compute.run(f"cat ~{USER}/pyxis-{job}.out", root=True).stdout.strip() == IMAGE
+    assert compute.run(f"cat /run/pyxis/standin-{job}.{BATCH_STEP}", root=True).stdout.strip() == IMAGE
