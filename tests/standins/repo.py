@@ -245,7 +245,10 @@ def _deb(package: Package, dest: Path) -> Path:
     for path, content in package.files.items():
         target = staging / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content)
         target.chmod(0o755 if path in package.executables else 0o644)
     for path, link_target in package.symlinks.items():
         link = staging / path.lstrip("/")
