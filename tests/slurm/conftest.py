@@ -9,8 +9,9 @@ from collections.abc import Generator, Iterator
 import pytest
 
 from tests.machines import MachinePool
+from tests.standins.imds import stand_in_imds
 
-from .cluster import SLURM_IMAGE, SlurmCluster, build_cluster, ports_taken
+from .cluster import CLOUD_INSTANCE, SLURM_IMAGE, SlurmCluster, build_cluster, ports_taken
 
 
 @pytest.fixture(scope="session")
@@ -23,9 +24,10 @@ def slurm_cluster(machine_pool: MachinePool) -> Iterator[SlurmCluster]:
     start = time.monotonic()
     machines = machine_pool.group("slurm", 5, SLURM_IMAGE)
     print(f"\nslurm machines booted in {time.monotonic() - start:.1f}s")
-    cluster = build_cluster(machines)
-    assert cluster.first.ok, [f"{f.host} {f.task}: {f.message}" for f in cluster.first.failures]
-    yield cluster
+    with stand_in_imds(CLOUD_INSTANCE) as imds:
+        cluster = build_cluster(machines, imds)
+        assert cluster.first.ok, [f"{f.host} {f.task}: {f.message}" for f in cluster.first.failures]
+        yield cluster
 
 
 @pytest.hookimpl(wrapper=True)
