@@ -32,6 +32,7 @@ def cluster_props(resolved: ResolvedSpec) -> dict[str, Any]:
         "software": {
             "nvidiaDriverBranch": spec.software.nvidia_driver_branch,
             "ncclVersion": spec.software.nccl_version,
+            "ncclCudaVersion": spec.software.nccl_cuda_version,
             "awsOfiNcclVersion": spec.software.aws_ofi_nccl_version,
             "efaInstallerVersion": spec.software.efa_installer_version,
         },

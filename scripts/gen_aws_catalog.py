@@ -35,6 +35,7 @@ CURATED_TYPES = (
     "trn1.32xlarge",
     "trn1n.32xlarge",
     "trn2.48xlarge",
+    "t3.micro",  # a bastion: SSH forwarding only
     "m7i.large",
     "m7i.xlarge",
     "m7i.2xlarge",

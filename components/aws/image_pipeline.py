@@ -87,6 +87,7 @@ def bake_extra_vars(args: ImagePipelineArgs) -> dict[str, Any]:
         "nvidia_driver_branch": software.nvidia_driver_branch,
         "nvidia_fabricmanager_enabled": args.nvswitch,
         "nccl_version": software.nccl_version,
+        "nccl_cuda_version": software.nccl_cuda_version,
         "nccl_net_plugin": "aws-ofi-nccl" if efa else "none",
         "nccl_tuning_fabric": args.fabric,
         "nccl_tuning_nccl_version": software.nccl_version,

@@ -18,6 +18,7 @@ from components.spec.models import Tier
 from components.spec.monitoring import NodeGroupServer, receiver_secret_names
 
 from .alert_secrets import AlertSecrets, AlertSecretsArgs
+from .bastion import Bastion, BastionArgs
 from .eks import EksCluster, EksClusterArgs
 from .iam import fsx_key_grant_policy
 from .image_pipeline import ImagePipeline, ImagePipelineArgs
@@ -142,12 +143,31 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
             opts=child,
         )
 
+    sched = resolved.scheduler
+    bastion: Bastion | None = None
+    if sched is not None and sched.spec.login.bastion:
+        bastion = Bastion(
+            f"{name}-bastion",
+            BastionArgs(
+                cluster=spec.name,
+                scheduler=sched.spec,
+                allowed_ingress=spec.network.allowed_ingress,
+                vpc_id=network.vpc_id,
+                subnet_id=network.subnet_ids["ingress"][sorted(spec.network.availability_zones)[0]],
+                kms_key_arn=key.arn,
+                tags=tags,
+            ),
+            opts=child,
+        )
+
     groups: dict[str, GpuNodeGroup] = {}
     for group_name, group in resolved.node_groups.items():
         tier: Tier = "compute" if group.spec.role == "training" else "management"
         sgs: list[pulumi.Input[str]] = [network.security_group_ids[tier]]
         if group.efa_interfaces:
             sgs.append(network.security_group_ids["efa"])
+        if bastion is not None and sched is not None and group_name in sched.login_groups:
+            sgs.append(bastion.login_security_group_id)  # SSH from the bastion reaches login nodes only
         groups[group_name] = GpuNodeGroup(
             f"{name}-{group_name}",
             GpuNodeGroupArgs(
@@ -172,7 +192,6 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
     image_pipeline = _image_pipeline(name, resolved, network, key.arn, tags, child)
 
     slurm_outputs: dict[str, Any] = {}
-    sched = resolved.scheduler
     if sched is not None:
         slurm_groups = {*sched.groups, *sched.login_groups}
         slurm = SlurmControlPlane(
@@ -194,6 +213,8 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
             "homeFileSystem": slurm.home_file_system_id,
             "secretArns": slurm.secret_arns,
         }
+        if bastion is not None:
+            slurm_outputs["slurm"]["bastion"] = bastion.public_ip
 
     platform: GpuPlatform | None = None
     roles: ServiceAccountRoles | None = None

@@ -27,7 +27,7 @@ from components.catalog.prices import PriceTable, read_prices
 DATA_DIR = Path(__file__).resolve().parent / "data"
 AWS_FILE = "components/catalog/data/aws_instance_types.json"
 FACTS_FILE = "components/catalog/data/facts.yaml"
-_FACT_KEYS = ("gpus", "instance_extras", "host_power", "servers", "fsx_lustre", "slurm", "alertmanager")
+_FACT_KEYS = ("gpus", "instance_extras", "host_power", "servers", "fsx_lustre", "slurm", "alertmanager", "nccl")
 
 DeploymentType = Literal["SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"]
 
@@ -378,6 +378,16 @@ class SlurmFacts(_Frozen):
         return self
 
 
+class NcclFacts(_Frozen):
+    """NCCL builds NVIDIA publishes: release -> the CUDA versions it is built for (libnccl2=<r>-1+cuda<x.y>)."""
+
+    builds: dict[str, tuple[str, ...]]
+    source: str
+
+    def cuda_versions(self, release: str) -> tuple[str, ...]:
+        return self.builds.get(release, ())
+
+
 class AlertmanagerRelease(_Frozen):
     version: str  # e.g. "0.23.0"
     source: str  # where the package comes from
@@ -415,6 +425,7 @@ class CatalogData(_Frozen):
     fsx_lustre: dict[str, FsxLustreRules]
     slurm: SlurmFacts
     alertmanager: AlertmanagerFacts
+    nccl: NcclFacts
     prices: PriceTable | None = None  # data/prices.yaml (on-demand list prices for cost estimates)
 
     @model_validator(mode="before")

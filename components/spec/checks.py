@@ -24,6 +24,7 @@ from .monitoring import check_monitoring
 from .scheduler_checks import ResolvedScheduler, check_scheduler
 from .site_checks import ResolvedSite, check_hybrid, check_site
 from .sizing import LustreSizing, size_lustre
+from .software_checks import check_software
 from .subnets import Subnets, plan_subnets
 from .suggest import suggestion, unusual_characters
 
@@ -251,6 +252,7 @@ def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
     issues += scheduler_issues
     issues += _check_bucket_names(spec)
     issues += check_monitoring(spec)
+    issues += check_software(spec, catalog)
 
     if issues:
         raise SpecError(issues, source)

@@ -116,8 +116,13 @@ class SlurmLogin(SpecModel):
     )
     bastion: bool = Field(
         default=False,
-        description="AWS: an SSH bastion in the ingress tier, open only to network.allowed_ingress. Default: "
-        "reach login nodes through SSM Session Manager (no open port).",
+        description="AWS: an SSH bastion in the ingress tier: port 22 open only to the network.allowed_ingress "
+        "rules that list 22, SSH onward to the login nodes only. Default: reach login nodes through SSM Session "
+        "Manager (no open port).",
+    )
+    bastion_instance_type: str = Field(
+        default="t3.micro",
+        description="Instance type of the bastion (it only forwards SSH connections).",
     )
 
     @field_validator("hosts")

@@ -153,9 +153,7 @@ def check_scheduler(
         where = f"cluster.node_groups[{gname}]" if gname in spec.node_groups else f"cluster.site (pool {gname})"
         issues.append(SpecIssue(where, f"{gname} runs Slurm but sits in no partition and is no login group",
                                 "add it to a partition's node_groups or to scheduler.login.node_groups"))
-    if sched.login.bastion and (spec.network is None or not spec.network.allowed_ingress):
-        issues.append(SpecIssue(f"{PATH}.login.bastion", "a bastion needs network.allowed_ingress (who may reach it)",
-                                "list the office/VPN ranges in network.allowed_ingress, or keep SSM (bastion: false)"))
+    issues += _bastion(spec, catalog)
 
     for uname, user in sched.users.items():
         if user.account not in sched.accounts:
@@ -311,6 +309,30 @@ def _login_hosts(spec: ClusterSpec, site: ResolvedSite | None, controllers: set[
         issues.append(SpecIssue(f"{path}[{host}]", f"{host} is also the controller",
                                 "log users in on their own host: a user's load must not starve slurmctld"))
     return issues
+
+
+def _bastion(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]:
+    assert spec.scheduler is not None
+    login = spec.scheduler.login
+    path = f"{PATH}.login"
+    if not login.bastion:
+        return []
+    if spec.placement.kind != "aws":
+        return [SpecIssue(f"{path}.bastion", "a bastion is an AWS instance; this cluster's login hosts are on the "
+                          "site", "reach the site's login hosts through the site's network (bastion: false)")]
+    if spec.network is None or not any(22 in rule.ports for rule in spec.network.allowed_ingress):
+        return [SpecIssue(f"{path}.bastion", "a bastion needs a network.allowed_ingress rule with port 22 (who may "
+                          "reach it)", "list the office/VPN ranges with ports: [22] in network.allowed_ingress, or "
+                          "keep SSM (bastion: false)")]
+    try:
+        instance = catalog.instance_type(login.bastion_instance_type)
+    except CatalogError as exc:
+        return [SpecIssue(f"{path}.bastion_instance_type", str(exc), "use a type from the catalog, e.g. t3.micro")]
+    first_az = sorted(spec.network.availability_zones)[0]
+    if first_az not in instance.azs_offering(spec.region or ""):
+        return [SpecIssue(f"{path}.bastion_instance_type", f"{login.bastion_instance_type} is not offered in "
+                          f"{first_az}, where the bastion runs", "pick a type offered there, e.g. t3.micro")]
+    return []
 
 
 def _database(spec: ClusterSpec) -> tuple[str, list[SpecIssue]]:

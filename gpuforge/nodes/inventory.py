@@ -146,6 +146,7 @@ def _group_vars(
         # Every NVSwitch system (p4d/p5, DGX/HGX on premises): without Fabric Manager CUDA fails (802).
         "nvidia_fabricmanager_enabled": facts["nvswitch"],
         "nccl_version": software.get("ncclVersion"),
+        "nccl_cuda_version": software.get("ncclCudaVersion"),
         "nccl_net_plugin": "aws-ofi-nccl" if fabric == "efa" else "none",
         "nccl_tuning_fabric": fabric,
         "nccl_tuning_instance_type": instance_type,

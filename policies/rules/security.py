@@ -146,7 +146,9 @@ def volume_encrypted(r: Resource, ctx: RuleContext) -> Iterator[Violation]:
 )
 def no_public_ip(r: Resource, ctx: RuleContext) -> Iterator[Violation]:
     if r.type == INSTANCE:
-        public = truthy(r.get("associatePublicIpAddress"))
+        # The one instance meant to be reached from outside: the Slurm bastion in the ingress tier, whose
+        # security group security-securitygroup-open-ingress keeps off 0.0.0.0/0.
+        public = truthy(r.get("associatePublicIpAddress")) and r.get("tags", "gpuforge:slurm-role") != "bastion"
     else:
         public = any(
             isinstance(n, Mapping) and truthy(n.get("associatePublicIpAddress"))

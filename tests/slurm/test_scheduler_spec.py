@@ -113,3 +113,16 @@ def test_login_hosts_are_for_sites() -> None:
     data["scheduler"]["login"]["hosts"] = {"login-01": "10.20.0.7"}
     problems = _problems(data)
     assert "this is an AWS cluster" in problems["cluster.scheduler.login.hosts"]
+
+
+def test_bastion_needs_an_ssh_opening_an_aws_network_and_a_known_type() -> None:
+    data = _dev()
+    data["scheduler"]["login"]["bastion"] = True
+    data["network"]["allowed_ingress"] = [{"cidr": "198.51.100.0/24", "ports": [443], "description": "HTTPS"}]
+    assert "allowed_ingress rule with port 22" in _problems(data)["cluster.scheduler.login.bastion"]
+    data["network"]["allowed_ingress"][0]["ports"] = [22]
+    data["scheduler"]["login"]["bastion_instance_type"] = "t9.nano"
+    assert "cluster.scheduler.login.bastion_instance_type" in _problems(data)
+    lab = _lab()
+    lab["scheduler"]["login"]["bastion"] = True
+    assert "a bastion is an AWS instance" in _problems(lab)["cluster.scheduler.login.bastion"]

@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 
 import pytest
+import yaml
 from rich.console import Console
 
 from gpuforge.nodes.inventory import build_inventory
-from gpuforge.plan.engine import MOCK_SECRET_PREFIX
+from gpuforge.plan.engine import MOCK_SECRET_PREFIX, plan_stack
 from gpuforge.plan.model import Plan
 from gpuforge.review.report import console_plan, markdown_plan
 from tests.support import planned
 
 SLURM = "gpuforge:aws:SlurmControlPlane"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _one(plan: Plan, type_: str) -> dict:
@@ -92,3 +95,72 @@ def test_dev_plan_has_no_protection_but_the_same_shape() -> None:
     db = _one(plan, "aws:rds/instance:Instance")
     assert not db["multiAz"] and not db["deletionProtection"] and db["skipFinalSnapshot"]
     assert plan.outputs["slurm"]["controllers"] == {"forge-dev-ctl-0": "10.20.128.10"}
+
+
+OFFICE = {"cidr": "203.0.113.0/24", "ports": [22], "description": "office VPN"}
+PARTNER_HTTPS = {"cidr": "198.51.100.0/24", "ports": [443], "description": "partner HTTPS"}
+
+
+def _with_bastion(tmp_path: Path, *rules: dict, environment: str = "dev") -> Plan:
+    """dev with scheduler.login.bastion and the given network.allowed_ingress, planned offline."""
+    document = yaml.safe_load((REPO / "stacks" / "Pulumi.dev.yaml").read_text())
+    cluster = document["config"]["gpuforge:cluster"]
+    cluster["environment"] = environment
+    cluster["network"]["allowed_ingress"] = list(rules)
+    cluster["scheduler"]["login"]["bastion"] = True
+    cluster["scheduler"]["users"]["alice"]["ssh_public_keys"] = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample alice"]
+    path = tmp_path / "Pulumi.dev-bastion.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return plan_stack(path)
+
+
+def test_bastion_is_open_to_allowed_ingress_on_22_and_reaches_login_nodes_only(tmp_path: Path) -> None:
+    plan = _with_bastion(tmp_path, OFFICE, PARTNER_HTTPS)
+    in_bastion = [r for r in plan.resources if "gpuforge:aws:Bastion" in r.urn]
+    (instance,) = [r for r in in_bastion if r.type == "aws:ec2/instance:Instance"]
+    i = instance.inputs
+    assert i["subnetId"] == "forge-dev-net-ingress-us-east-1a-id" and i["associatePublicIpAddress"] is True
+    assert i["metadataOptions"]["httpTokens"] == "required" and i["rootBlockDevice"]["encrypted"] is True
+    assert i["rootBlockDevice"]["kmsKeyId"].endswith("forge-dev-kms-key") and i["instanceType"] == "t3.micro"
+    assert "iamInstanceProfile" not in i  # no credentials on the bastion
+    assert i["vpcSecurityGroupIds"] == ["forge-dev-bastion-sg-id"]
+    rules = {r.name: r.inputs for r in in_bastion if r.type.startswith("aws:vpc/securityGroup")}
+    into_bastion = [
+        r.inputs for r in plan.resources
+        if r.type == "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+        and r.inputs["securityGroupId"] == "forge-dev-bastion-sg-id"
+    ]
+    # In: port 22 from the office range only (not the HTTPS-only range, never 0.0.0.0/0); out: SSH to the
+    # login group only.
+    assert [(r.get("cidrIpv4"), r.get("referencedSecurityGroupId"), r["fromPort"], r["toPort"]) for r in into_bastion
+            ] == [("203.0.113.0/24", None, 22, 22)]
+    assert rules["forge-dev-bastion-out-ssh-login"]["referencedSecurityGroupId"] == "forge-dev-bastion-login-sg-id"
+    egress = [r for r in plan.resources if r.type == "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
+              and r.inputs["securityGroupId"] == "forge-dev-bastion-sg-id"]
+    assert [r.name for r in egress] == ["forge-dev-bastion-out-ssh-login"]
+    assert rules["forge-dev-bastion-login-in-ssh"]["referencedSecurityGroupId"] == "forge-dev-bastion-sg-id"
+    # The login group (and no other) carries the group the bastion may reach.
+    carriers = {
+        r.name for r in plan.resources if r.type == "aws:ec2/launchTemplate:LaunchTemplate"
+        for nic in r.inputs.get("networkInterfaces") or [] if "forge-dev-bastion-login-sg-id" in nic["securityGroups"]
+    }
+    assert carriers == {"forge-dev-login-lt"}
+    # Users jump through accounts without a shell; the user data carries public keys only.
+    user_data = base64.b64decode(i["userDataBase64"]).decode()
+    config = yaml.safe_load(user_data)
+    (alice,) = [u for u in config["users"] if isinstance(u, dict)]
+    assert alice["name"] == "alice" and alice["shell"] == "/usr/sbin/nologin"
+    assert MOCK_SECRET_PREFIX not in user_data
+    assert plan.policy is not None
+    assert not [f for f in plan.policy.findings if "bastion" in f.message]
+
+
+def test_a_bastion_open_to_the_world_fails_the_policy(tmp_path: Path) -> None:
+    world = {"cidr": "0.0.0.0/0", "ports": [22], "description": "anyone"}
+    plan = _with_bastion(tmp_path, world, environment="staging")  # where the rule is mandatory
+    assert plan.policy is not None
+    hits = [f for f in plan.policy.findings if f.rule == "security-securitygroup-open-ingress"]
+    # The bastion's own rule (and the ingress tier's opening of the same rule) are refused.
+    names = {f.urn.rsplit("::", 1)[-1] for f in hits}
+    assert names == {"forge-dev-bastion-in-ssh-0", "forge-dev-net-ingress-in-allowed0-22"}
+    assert all(f.level == "mandatory" for f in hits)
