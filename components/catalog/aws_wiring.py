@@ -90,7 +90,12 @@ class LustreFacts(_Frozen):
     efa_client_interfaces_single_card: int
     efa_client_peer_credits: int
     efa_connection_limit: int  # EFA connections per file system, all clients together
+    # LNet dynamic peer discovery on EFA clients (how the client learns the servers' efa NIDs from the tcp
+    # NID the mount names), and the UDSP priority that makes LNet prefer the efa network.
+    efa_client_discovery: bool
+    efa_client_udsp_priority: int
     source: str
+    lnet_source: str
 
     def efa_interfaces_for(self, instance_type: str | None, network_cards: int) -> int:
         """EFA devices an FSx client of this instance type configures (FSx's per-type default)."""

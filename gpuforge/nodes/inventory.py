@@ -187,7 +187,10 @@ def _group_vars(
         }
         if fs.get("efa") and fabric == "efa":
             vars_["lustre_client_efa_interfaces"] = lustre_efa_interfaces(instance_type)
-            vars_["lustre_client_efa_peer_credits"] = _aws_wiring().lustre.efa_client_peer_credits
+            lustre = _aws_wiring().lustre
+            vars_["lustre_client_efa_peer_credits"] = lustre.efa_client_peer_credits
+            vars_["lustre_client_lnet_discovery"] = lustre.efa_client_discovery
+            vars_["lustre_client_efa_udsp_priority"] = lustre.efa_client_udsp_priority
     mounts = site_mounts(outputs)
     if mounts:
         vars_["site_mounts_mounts"] = mounts

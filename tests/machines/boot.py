@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from . import namespaces
 from .images import ADMIN_USER, Image, build, mount_overlay
 
 LEASES_DIR = Path("/run/gpuforge-machines")
@@ -182,6 +183,8 @@ class MachinePool:
             self._start(machine)
         for machine in machines:
             self._wait_for_ssh(machine)
+        # As on a real host, every namespace made from now on (a Slurm job's) is newer than the machines'.
+        namespaces.advance_past([pid for m in machines if m.pid and (pid := _container_init(m.pid))])
         group = Machines(image=image, machines=machines)
         self._groups[prefix] = group
         return group

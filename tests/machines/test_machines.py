@@ -65,6 +65,22 @@ def test_machines_reach_each_other_by_name(two_machines: Machines) -> None:
     assert banner == "SSH-2.0"
 
 
+def test_a_new_mount_namespace_can_be_held_on_every_cpu(two_machines: Machines) -> None:
+    """What Slurm's job_container/tmpfs does for every job (bind a new mount namespace's /proc/PID/ns/mnt
+    to keep it), from the machine's own namespace, with the new namespace made on each CPU in turn: the
+    kernel allows it only for a namespace newer than the caller's, which tests/machines/namespaces.py
+    makes true as on a real host (else it fails at random: "Invalid argument")."""
+    cpus = sorted(os.sched_getaffinity(0))
+    for machine in two_machines:
+        script = (
+            "set -e; d=$(mktemp -d); mount --bind $d $d; mount --make-private $d; touch $d/ns; "
+            + "; ".join(f"taskset -c {cpu} unshare --mount=$d/ns true; umount $d/ns" for cpu in cpus)
+            + "; umount $d; rm $d/ns; rmdir $d"
+        )
+        result = machine.run(script, root=True, check=False)
+        assert result.returncode == 0, f"{machine.name}: {result.stderr}"
+
+
 def test_ansible_reaches_every_machine_over_ssh_with_become(two_machines: Machines) -> None:
     result = run_playbook(HERE / "playbooks" / "whoami.yml", two_machines.inventory())
     assert result.ok, [f"{f.host} {f.task}: {f.message}" for f in result.failures]

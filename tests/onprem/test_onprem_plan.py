@@ -6,11 +6,15 @@ GPU platform on the site's cluster, every Kubernetes object validated like tests
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from onprem_k8s import validate_all
 
+from gpuforge.plan.engine import plan_stack
 from gpuforge.plan.model import Plan
 from gpuforge.review.report import markdown_plan
 
@@ -145,3 +149,35 @@ def test_placements_never_import_each_other() -> None:
     assert not {m for m in _imports(components / "onprem") if m.startswith(("components.aws", "components.hybrid"))}
     hybrid = _imports(components / "hybrid")
     assert "components.aws" in hybrid and "components.onprem" in hybrid  # hybrid composes both
+
+
+def _lab_variant(tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
+    document = yaml.safe_load((ROOT / "stacks" / "Pulumi.onprem-lab.yaml").read_text())
+    edit(document["config"]["gpuforge:cluster"])
+    path = tmp_path / "Pulumi.onprem-lab-variant.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_a_prod_site_needs_a_backup_controller_on_shared_state(tmp_path: Path) -> None:
+    """redundancy-slurm-backup-controller reads the site's control plane as it reads AWS's: one controller
+    host in prod is refused; a second host with the state directory on a site mount passes."""
+
+    def prod(cluster: dict[str, Any]) -> None:
+        cluster["environment"] = "prod"
+
+    def prod_with_backup(cluster: dict[str, Any]) -> None:
+        prod(cluster)
+        controller = cluster["scheduler"]["controller"]
+        controller["hosts"]["slurm-02"] = "10.64.1.8"
+        controller["state_mount"] = "home"
+
+    single = plan_stack(_lab_variant(tmp_path, prod))
+    assert single.policy is not None
+    (finding,) = [f for f in single.policy.findings if f.rule == "redundancy-slurm-backup-controller"]
+    assert finding.level == "mandatory" and finding.urn.endswith("::forge-lab-lab-east-slurm")
+    paired = plan_stack(_lab_variant(tmp_path, prod_with_backup))
+    assert paired.policy is not None
+    assert not [f for f in paired.policy.findings if f.rule.startswith("redundancy-slurm")]
+    (slurm,) = paired.by_type("gpuforge:onprem:SlurmControlPlane")
+    assert slurm.inputs["controllers"] == 2 and slurm.inputs["stateSaveLocation"] == "site mount home"

@@ -112,6 +112,14 @@ def test_efa_units_enabled_not_started(efa_rootfs: Baked) -> None:
     lustre = (efa_rootfs.path / "etc/systemd/system/gpuforge-lustre-metrics.service").read_text()
     assert "ExecStart=/usr/local/libexec/gpuforge/lustre-client /var/lib/prometheus/node-exporter /fsx\n" in lustre
     assert os.access(efa_rootfs.path / "usr/local/libexec/gpuforge/lustre-client", os.X_OK)
+    # LNet for the EFA-enabled FSx: the unit is enabled for the first boot, with FSx's number of EFA devices
+    # for p5, its peer credits, discovery and the efa preference (the inventory's values); it never ran here.
+    assert "gpuforge-lnet.service" in units
+    lnet = (efa_rootfs.path / "etc/systemd/system/gpuforge-lnet.service").read_text()
+    assert "Before=remote-fs-pre.target\n" in lnet and "After=network-online.target\n" in lnet
+    assert "--efa-interfaces 8 --peer-credits 32 --udsp-priority 0 --discovery 1 --sysfs /sys\n" in lnet
+    assert os.access(efa_rootfs.path / "usr/local/sbin/gpuforge-lnet", os.X_OK)
+    assert not (efa_rootfs.path / "run/lustre-standin").exists()
     # Nothing ran inside the image: no PID files, no sockets of started services.
     assert not (efa_rootfs.path / "run/nvidia-persistenced").exists()
 
@@ -129,9 +137,11 @@ def test_efa_limits_sysctls_modules_and_mount(efa_rootfs: Baked) -> None:
     assert "kernel.yama.ptrace_scope=0" in (root / "etc/sysctl.d/91-gpuforge-efa.conf").read_text().replace(" ", "")
     assert not (root / "etc/modules-load.d/gpuforge-rdma.conf").exists()
     fstab = (root / "etc/fstab").read_text()
+    # An EFA-enabled file system: the entry requires the unit that configures LNet at boot (FSx's fstab line).
     assert (
         "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh /fsx lustre "
-        "relatime,flock,_netdev,x-systemd.automount,x-systemd.requires=network.service 0 0"
+        "relatime,flock,_netdev,x-systemd.automount,x-systemd.requires=network-online.target,"
+        "x-systemd.requires=gpuforge-lnet.service,x-systemd.after=gpuforge-lnet.service 0 0"
     ) in fstab
     held = (root / "etc/apt/apt.conf.d/51gpuforge-hold").read_text()
     assert '"^linux-image-";' in held and '"^nvidia-";' in held
@@ -163,9 +173,15 @@ def test_ib_nccl_conf_pins_rails(ib_rootfs: Baked) -> None:
     assert not any(key.startswith("FI_") for key in env)
 
 
-def test_ib_rdma_stack_installed(ib_rootfs: Baked) -> None:
+def test_ib_rdma_stack_installed_from_doca(ib_rootfs: Baked) -> None:
     installed = dpkg_status(ib_rootfs.path)
     assert {"rdma-core", "infiniband-diags", "ibverbs-utils", "perftest", "libnccl2"} | DRIVER <= set(installed)
+    # DOCA-OFED from NVIDIA's DOCA repository (the stand-in), trusted through the key the role installed.
+    assert installed["doca-ofed"] == standin.DOCA_VERSION
+    assert installed["mlnx-ofed-kernel-utils"] == standin.DOCA_OFED_VERSION
+    sources = (ib_rootfs.path / "etc/apt/sources.list.d/nvidia-doca.sources").read_text()
+    assert f"/doca/{standin.DOCA_VERSION.split('-')[0]}/debian12.5/x86_64/" in sources
+    assert "Signed-By: /etc/apt/keyrings/nvidia-doca.asc" in sources and "trusted" not in sources.lower()
     assert "libfabric-bin" not in installed  # the efa role is for EFA groups only
     modules = (ib_rootfs.path / "etc/modules-load.d/gpuforge-rdma.conf").read_text().split()
     assert {"ib_umad", "ib_uverbs", "rdma_ucm", "ib_ipoib"} <= set(modules)
@@ -176,16 +192,34 @@ def test_ib_rdma_stack_installed(ib_rootfs: Baked) -> None:
 
 
 def test_healthcheck_names_the_node_without_gpus_and_efa(efa_rootfs: Baked) -> None:
+    """The checks a node without GPUs, NVLinks and EFA devices fails, DCGM diagnostics included: the stand-in
+    dcgmi prints a real `dcgmi diag` output, here with its PCIe row failed (tests/standins/packages.py)."""
     from gpuforge.nodes.bake import rootfs_inventory
     from gpuforge.nodes.check import run_checks
 
+    recorded = standin.DCGMI_DIAG_RECORDED.read_text()
+    failed = recorded.replace(
+        "| PCIe                      | Pass - All                                     |",
+        "| PCIe                      | Fail - GPU: 3                                  |\n"
+        "| Error                     | GPU 3 NvLink link 4 is down                    |",
+    )
+    assert failed != recorded
+    override = efa_rootfs.path / standin.DCGMI_STANDIN_OUTPUT.lstrip("/")
+    override.parent.mkdir(parents=True, exist_ok=True)
+    override.write_text(failed)
     inventory = rootfs_inventory(efa_rootfs.path, efa_rootfs.host_vars)
-    report = run_checks(inventory, checks=("gpu", "xid", "fabric"), drain="slurm")
+    try:
+        report = run_checks(inventory, checks=("gpu", "dcgm", "nvlink", "xid", "fabric"), drain="slurm")
+    finally:
+        override.unlink()
     assert report.failing == ["rootfs"]
     assert not report.ok
     problems = report.nodes[0].problems
     assert "found 0 GPUs, expected 8" in problems
     assert "EFA devices 0, expected 32" in problems
+    # `dcgmi diag -r 2 -p pcie.gpu_nvlinks_expected_up=18` and `nvidia-smi nvlink --status` ran, and were judged.
+    assert "dcgmi diag PCIe: Fail - GPU: 3 (Error: GPU 3 NvLink link 4 is down)" in problems
+    assert "NVLinks up 0, expected 144" in problems
     # Ansible failed the node with the same findings, in its own words.
     assert report.playbook.failed_hosts == ["rootfs"]
     ansible_message = " ".join(f.message for f in report.playbook.failures)

@@ -47,6 +47,11 @@ def test_prod_train_group_vars_come_from_spec_and_catalog() -> None:
     assert train["nccl_tuning_aws_ofi_nccl_version"] and train["nccl_tuning_efa_installer_version"]
     assert set(train["lustre_client_filesystem"]) == {"dnsName", "mountName", "efa"}
     assert train["lustre_client_filesystem"]["efa"] is True  # prod's file system is EFA-enabled
+    # LNet over EFA as FSx's client setup configures it, from the catalog (data/aws_wiring.yaml, lustre).
+    assert train["lustre_client_efa_interfaces"] == 8  # FSx's default for p5.48xlarge
+    assert train["lustre_client_efa_peer_credits"] == 32
+    assert train["lustre_client_lnet_discovery"] is True
+    assert train["lustre_client_efa_udsp_priority"] == 0
 
 
 def test_floor_fraction_is_configurable() -> None:

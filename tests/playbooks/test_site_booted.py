@@ -1,6 +1,8 @@
 """site.yml over SSH on two booted machines with the production defaults, every package source pointed at
 the stand-ins: a first run that fails after the sysctl task, a re-run that converges and applies what
-the first run changed, then a run that changes nothing. The daemons the roles start run under systemd."""
+the first run changed, then a run that changes nothing. The daemons the roles start run under systemd;
+the FSx file system mounts for real (the stand-in client helper mounts a tmpfs) after its LNet unit; the
+site's Lustre, BeeGFS and WEKA entries are written with their automount units started."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from gpuforge.nodes.bake import PlaybookResult, run_playbook
 from gpuforge.nodes.inventory import lustre_efa_interfaces
@@ -30,6 +33,22 @@ EFA_DEVICES = [f"rdmap{bus}s0" for bus in range(10, 42)]
 MLX_DEVICE = "mlx5_0"
 # FSx's setup puts 8 of a p5's EFA devices on LNet (every fourth), the inventory's value for p5.
 EFA_LNET_DEVICES = EFA_DEVICES[::4]
+FSX_SOURCE = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh"
+# The site's file systems as the inventory writes them (site.storage.mounts); their clients come from the
+# site's mirror (stand-in packages with the vendors' names: tests/standins/packages.py, site_mirror).
+SITE_MOUNTS = [
+    {"name": "scratch", "kind": "lustre", "mgs_nids": ["10.64.9.10@o2ib", "10.64.9.11@o2ib"], "fsname": "scratch",
+     "mount_point": "/site/scratch"},
+    {"name": "projects", "kind": "beegfs", "mgmtd_host": "10.64.9.20", "mount_point": "/site/projects"},
+    {"name": "datasets", "kind": "weka", "backends": ["10.64.9.30", "10.64.9.31"], "filesystem": "datasets",
+     "mount_point": "/site/datasets"},
+]  # fmt: skip
+# Each mount point's fstab source and type, as site_mounts writes them.
+SITE_FSTAB = {
+    "/site/scratch": ("10.64.9.10@o2ib:10.64.9.11@o2ib:/scratch", "lustre"),
+    "/site/projects": ("beegfs_nodev", "beegfs"),
+    "/site/datasets": ("10.64.9.30,10.64.9.31/datasets", "wekafs"),
+}
 
 
 @dataclass
@@ -53,12 +72,13 @@ def site_runs(machine_pool: MachinePool, standin_sources: StandinSources) -> Sit
     defaults_sysctls = _role_default("os_tuning", "os_tuning_sysctls")
     host_vars |= {
         "os_tuning_sysctls": {**defaults_sysctls, PROBE_SYSCTL[0]: PROBE_SYSCTL[1]},
-        # Mounting Lustre needs lustre.ko and a file system server: the fstab entry is written, not mounted.
-        "lustre_client_mount_state": "present",
-        # An EFA-enabled file system: LNet gets a tcp network, and an efa network where there are EFA devices.
-        "lustre_client_filesystem": {**EFA_P5["lustre_client_filesystem"], "efa": True},
+        # The profile's file system is EFA-enabled: LNet gets a tcp network, and an efa network where there are
+        # EFA devices. It is mounted (the production default) through the stand-in mount.lustre.
         "lustre_client_sysfs": standin.STANDIN_SYSFS,
         "lustre_client_efa_interfaces": lustre_efa_interfaces(EFA_P5["gpuforge_instance_type"]),
+        # The site's Lustre (o2ib), BeeGFS and WEKA, their clients from the site's mirror.
+        "site_mounts_mounts": SITE_MOUNTS,
+        **standin_sources.site_mirror_variables(),
     }
     if not Path("/proc/sys/kernel/yama").is_dir():
         # This host's kernel (shared by the machines) has no Yama LSM, so kernel.yama.ptrace_scope does
@@ -98,8 +118,6 @@ def _rdma_devices(machine: Machine, devices: list[str]) -> None:
 
 
 def _role_default(role: str, name: str) -> Any:
-    import yaml
-
     from gpuforge.nodes.bake import PLAYBOOKS_DIR
 
     return yaml.safe_load((PLAYBOOKS_DIR / "roles" / role / "defaults/main.yml").read_text())[name]
@@ -187,8 +205,6 @@ def test_daemons_run_under_systemd(site_runs: SiteRuns) -> None:
 
 def _lnet_nets(machine: Machine) -> dict[str, list[str]]:
     """`lnetctl net show` on the machine: each LNet network and the interfaces of its NIs."""
-    import yaml
-
     shown = yaml.safe_load(machine.run("lnetctl net show", root=True).stdout)
     return {
         net["net type"]: [iface for ni in net["local NI(s)"] for iface in (ni.get("interfaces") or {}).values()]
@@ -198,8 +214,7 @@ def _lnet_nets(machine: Machine) -> dict[str, list[str]]:
 
 def test_lnet_runs_efa_on_efa_devices_and_tcp_where_there_are_none(site_runs: SiteRuns) -> None:
     efa_node, tcp_node = site_runs.machines
-    route = efa_node.run("ip -4 -o route show default").stdout.split()
-    default_if = route[route.index("dev") + 1]
+    default_if = _default_interface(efa_node)
     # The EFA node: the tcp network on the default route's interface, 8 of its 32 EFA devices on efa
     # (the ConnectX port is not an EFA device), kefalnd loaded on the default route's interface.
     assert _lnet_nets(efa_node) == {"lo": [], "tcp": [default_if], "efa": EFA_LNET_DEVICES}
@@ -208,6 +223,63 @@ def test_lnet_runs_efa_on_efa_devices_and_tcp_where_there_are_none(site_runs: Si
     assert f"kefalnd ipif_name={default_if}" in efa_node.run("cat /run/lustre-standin/modules", root=True).stdout
     assert "kefalnd" not in tcp_node.run("cat /run/lustre-standin/modules", root=True).stdout
     for machine in site_runs.machines:
-        # The mount still names the servers' tcp NID: the management service answers on tcp.
-        fstab = machine.run("cat /etc/fstab").stdout
-        assert "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh /fsx lustre" in fstab
+        # The mount still names the servers' tcp NID (the management service answers on tcp), and requires the
+        # LNet unit, which is enabled for every boot and ran now.
+        source, fstype, options = _fstab(machine)["/fsx"]
+        assert (source, fstype) == (FSX_SOURCE, "lustre")
+        assert {"x-systemd.requires=gpuforge-lnet.service", "x-systemd.after=gpuforge-lnet.service"} <= set(
+            options.split(",")
+        )
+        assert machine.run("systemctl is-enabled gpuforge-lnet.service").stdout.strip() == "enabled"
+        assert machine.run("systemctl is-active gpuforge-lnet.service").stdout.strip() == "active"
+        assert yaml.safe_load(machine.run("lnetctl global show", root=True).stdout)["global"]["discovery"] == 1
+    # EFA preferred where there is an efa network (FSx's `udsp add --src efa --priority 0`); none without one.
+    rules = yaml.safe_load(efa_node.run("lnetctl udsp show", root=True).stdout)["udsp"]
+    assert [(r["src"], r["action"]["priority"]) for r in rules] == [("efa", 0)]
+    assert tcp_node.run("lnetctl udsp show", root=True).stdout.strip() == ""
+    # The FSx file system is mounted (the production default), after LNet was configured.
+    for machine in site_runs.machines:
+        assert _mounted(machine, "/fsx") == (FSX_SOURCE, "tmpfs")
+
+
+def _default_interface(machine: Machine) -> str:
+    route = machine.run("ip -4 -o route show default").stdout.split()
+    return route[route.index("dev") + 1]
+
+
+def _mounted(machine: Machine, path: str) -> tuple[str, str] | None:
+    """The source and type of the top mount at *path* in /proc/mounts (an automount point shows systemd's autofs
+    first), after a stat of it, which triggers the automount."""
+    machine.run(f"stat {path}/. >/dev/null", root=True)
+    found = None
+    for line in machine.run("cat /proc/mounts").stdout.splitlines():
+        source, where, fstype = line.split()[:3]
+        if where == path:
+            found = (source, fstype)
+    return found
+
+
+def _fstab(machine: Machine) -> dict[str, tuple[str, str, str]]:
+    """/etc/fstab: mount point -> (source, type, options)."""
+    rows = [line.split() for line in machine.run("cat /etc/fstab").stdout.splitlines()]
+    return {row[1]: (row[0], row[2], row[3]) for row in rows if len(row) >= 4 and not row[0].startswith("#")}
+
+
+def test_site_file_systems_are_in_fstab_with_their_clients_and_automount_units(site_runs: SiteRuns) -> None:
+    """site_mounts added the site's mirror (signed), installed the vendor clients from it, pointed BeeGFS at
+    its management host, wrote each production fstab entry and started its automount unit."""
+    for machine in site_runs.machines:
+        fstab = _fstab(machine)
+        units = []
+        for path, (source, fstype) in SITE_FSTAB.items():
+            assert fstab[path][:2] == (source, fstype)
+            assert "x-systemd.automount" in fstab[path][2].split(",")
+            units.append(machine.run(f"systemd-escape --path --suffix=automount {path}").stdout.strip())
+        states = machine.run(f"systemctl is-active {' '.join(units)}", check=False).stdout.split()
+        assert states == ["active"] * len(units)
+        assert "sysMgmtdHost = 10.64.9.20" in machine.run("cat /etc/beegfs/beegfs-client.conf").stdout
+        for package in ("beegfs-client", "weka-agent", "lustre-client-utils"):
+            assert machine.run(f"dpkg-query -W -f '${{Status}}' {package}").stdout == "install ok installed"
+        machine.run("test -x /sbin/mount.beegfs && test -x /sbin/mount.wekafs && test -x /sbin/mount.lustre")
+        sources = machine.run("cat /etc/apt/sources.list.d/site-storage-clients.sources").stdout
+        assert "Signed-By: /etc/apt/keyrings/site-storage-clients.asc" in sources

@@ -17,6 +17,10 @@ What stands in, and why:
   roles run (a real host's slurmd owns its cgroups), so proctrack/task cgroup confinement runs for real.
 - The MUNGE key and the database password are generated here and delivered as Ansible vault variables,
   the on-premises path of the secret_store role.
+- Containers for jobs: enroot, pyxis and NVIDIA's container toolkit come from the stand-in sources of
+  tests/standins/containers.py (production names and versions; a pyxis compiled against this Slurm that
+  records the image instead of starting a container), installed by the enroot and pyxis roles in the
+  same converge.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from gpuforge.nodes.instance_name import node_name
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.slurm import slurm_config
 from tests.machines import SSH_IMAGE, Machine, Machines
+from tests.standins.containers import ContainerSources
 from tests.standins.imds import StandInImds
 
 REPO = Path(__file__).resolve().parents[2]
@@ -230,6 +235,11 @@ def cluster_config(machines: Machines, cpus: int, real_memory: int) -> dict[str,
     config["accounts"] = {ACCOUNT: {"description": "Research engineers", "fairshare": 1}}
     config["users"] = {USER: {"uid": UID, "account": ACCOUNT, "ssh_public_keys": []}}
     config["cluster_name"] = CLUSTER
+    # enroot's settings per node group of these machines (none has local NVMe: the root disk's paths, which
+    # the dev stack's login group has), and the toolkit for enroot's GPU hook on both compute groups.
+    enroot = config["containers"]["enroot"]
+    enroot["settings"] = {group: enroot["settings"]["login"] for group in ("gpu", "cloud", "login")}
+    config["containers"]["gpu_groups"] = ["cloud", "gpu"]
     return config
 
 
@@ -257,7 +267,11 @@ def _in_namespaces(machine: Machine, script: str) -> None:
 
 
 def inventory(
-    machines: Machines, config: dict[str, Any], secret_values: dict[str, str], imds_endpoint: str
+    machines: Machines,
+    config: dict[str, Any],
+    secret_values: dict[str, str],
+    extra_vars: dict[str, Any],
+    imds_endpoint: str,
 ) -> dict[str, Any]:
     def hosts(indexes: tuple[int, ...], **extra: Any) -> dict[str, Any]:
         return {machines[i].name: {**machines[i].ansible_vars(), **extra} for i in indexes}
@@ -271,10 +285,11 @@ def inventory(
                 "vault_slurm_db_password": secret_values["db_password"],
                 # MariaDB on the controller's own address: the machines share one network namespace.
                 "slurm_dbd_mariadb_bind_address": machines[CONTROLLER].address,
+                **extra_vars,
             },
             "children": {
                 "slurm_controller": {"hosts": hosts((CONTROLLER,))},
-                "slurm_login": {"hosts": hosts((LOGIN,))},
+                "slurm_login": {"hosts": hosts((LOGIN,), gpuforge_node_group="login")},
                 "slurm_compute": {
                     "hosts": {
                         **hosts(STATIC, gpuforge_node_group="gpu"),
@@ -308,6 +323,8 @@ def ports_taken() -> list[int]:
     taken = []
     for port in SLURM_PORTS:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            # As the daemons do: a port the previous run's cluster left in TIME_WAIT is free; a listener is not.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 sock.bind(("0.0.0.0", port))
             except OSError as exc:
@@ -316,13 +333,14 @@ def ports_taken() -> list[int]:
     return taken
 
 
-def build_cluster(machines: Machines, imds: StandInImds) -> SlurmCluster:
+def build_cluster(machines: Machines, containers: ContainerSources, imds: StandInImds) -> SlurmCluster:
     for index, machine in enumerate(machines):
         prepare_machine(machine, gpus=index in (*STATIC, CLOUD))
     cpus, memory = node_facts(machines[STATIC[0]])
     config = cluster_config(machines, cpus, memory)
+    containers.slurm_config(config)
     secret_values = generated_secrets()
-    inv = inventory(machines, config, secret_values, imds.endpoint)
+    inv = inventory(machines, config, secret_values, containers.variables(), imds.endpoint)
     start = time.monotonic()
     first = run_playbook("slurm.yml", inv)
     mid = time.monotonic()

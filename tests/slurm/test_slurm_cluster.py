@@ -92,13 +92,6 @@ def test_secrets_stay_out_of_logs_and_configs_readable_by_users(slurm_cluster: S
     assert ctl.run("stat -c '%U %a' /etc/slurm/slurmdbd.conf", root=True).stdout.split() == ["slurm", "600"]
 
 
-@pytest.mark.xfail(
-    reason="known regression, issue 11 left open: since the lifecycle/topology changes of 2026-11-23 the first "
-    "two-node job ends FAILED (CI run: its batch step failed; a later run: its srun step 1.0 failed) although it "
-    "passed 7 of 7 on the slurm-finish branch; a job on a new cloud node failed in job_container/tmpfs "
-    "('ns base mount failed: Invalid argument'), probably the same defect. Not yet diagnosed.",
-    strict=False,
-)
 def test_user_job_runs_on_two_computes_and_is_accounted(slurm_cluster: SlurmCluster) -> None:
     job = _submit(slurm_cluster, f"-N2 -p gpu --gres=gpu:{GPUS}", "srun hostname")
     row = wait_for(f"job {job} to finish", lambda: _finished(slurm_cluster, job), JOB_TIMEOUT_S)

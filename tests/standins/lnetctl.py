@@ -9,10 +9,14 @@ role runs behave as the real ones:
     lnetctl lnet configure             fails until lnet is loaded; brings up the lo network (0@lo)
     lnetctl net add --net N --if I     N tcp: I must be a network interface; N efa: an RDMA device
                                        whose driver is efa (sysfs); a duplicate is refused (EEXIST)
+    lnetctl net del --net N --if I     removes that NI (ENOENT when there is none)
     lnetctl net show [--net N]         the YAML of lustre_lnet_show_net() without --verbose
                                        (lnet/utils/lnetconfig/liblnetconfig.c, lustre/lustre-release):
                                        net: - net type / local NI(s): - nid, status, interfaces: {0: if}
-    lnetctl set discovery 0|1
+    lnetctl set discovery 0|1          and `lnetctl global show` prints it (global: discovery: N; the
+                                       real one prints more keys)
+    lnetctl udsp add --src N --priority P   a rule, as lustre_lnet_show_udsp() (liblnetconfig_udsp.c)
+    lnetctl udsp show                  prints it: udsp: - idx, src, dst: NA, rte: NA, action: priority
 
 NIDs: tcp NIs carry the interface's IPv4 address; efa NIs carry the address of kefalnd's ipif_name
 (how kefalnd numbers its NIDs is not modelled: the role and the tests read interfaces, not NIDs).
@@ -29,11 +33,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-STATE = Path("/run/lustre-standin/lnet.json")
+# LNETCTL_STANDIN_RUN: where the state lives (tests that run this outside a machine point it at a temporary
+# directory); LNETCTL_STANDIN_SYSFS: the stand-in sysfs tree of RDMA devices (this host's sysfs has none).
+RUN_DIR = Path(os.environ.get("LNETCTL_STANDIN_RUN", "/run/lustre-standin"))
+STATE = RUN_DIR / "lnet.json"
 # What `modprobe` loaded, one "<module> <options>" line each (the stand-in's /proc/modules).
-MODULES = Path("/run/lustre-standin/modules")
-# Where tests lay out a stand-in sysfs tree of RDMA devices (this host's sysfs has none).
-SYSFS_ROOTS = (Path("/sys"), Path("/run/gpuforge-standin-sysfs"))
+MODULES = RUN_DIR / "modules"
+SYSFS_ROOTS = (Path("/sys"), Path(os.environ.get("LNETCTL_STANDIN_SYSFS", "/var/lib/gpuforge-standin/sysfs")))
 
 
 def _load() -> dict[str, Any]:
@@ -122,6 +128,32 @@ def main(argv: list[str]) -> int:
         return _show(state, opts.get("net"))
     if command == "set discovery":
         state["discovery"] = int(argv[2])
+        _save(state)
+        return 0
+    if command == "global show":
+        print(f"global:\n    discovery: {state['discovery']}")
+        return 0
+    if command == "udsp add":
+        rules = state.setdefault("udsp", [])
+        rules.append({"src": opts.get("src", "NA"), "priority": int(opts.get("priority", "0"))})
+        _save(state)
+        return 0
+    if command == "udsp show":
+        lines = ["udsp:"]
+        for idx, rule in enumerate(state.get("udsp", [])):
+            lines += [f"    - idx: {idx}", f"      src: {rule['src']}", "      dst: NA", "      rte: NA",
+                      "      action:", f"          priority: {rule['priority']}"]  # fmt: skip
+        print("\n".join(lines) if len(lines) > 1 else "", end="\n" if len(lines) > 1 else "")
+        return 0
+    if command == "net del":
+        net, interface = opts.get("net", ""), opts.get("if", "")
+        entry = next((n for n in state["nets"] if n["type"] == net), None)
+        kept = [ni for ni in entry["nis"] if ni["if"] != interface] if entry else []
+        if entry is None or len(kept) == len(entry["nis"]):
+            return _error("net del", -2, "cannot delete network: No such file or directory")
+        entry["nis"] = kept
+        if not kept:
+            state["nets"].remove(entry)
         _save(state)
         return 0
     if command == "net add":

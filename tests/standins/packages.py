@@ -7,6 +7,7 @@ it would the real one) and says in its first line that it is a stand-in.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,13 +21,29 @@ DRIVER_VERSIONS = ("580.82.07-1", "580.95.05-1")
 NCCL_PINNED = "2.26.2-1+cuda12.8"
 NCCL_NEWER = "2.27.7-1+cuda12.9"
 DCGM_VERSION = "1:4.2.3-1"
+# DCGM's command line without a GPU: `dcgmi diag` replays a real run's recorded output (see dcgmi_script()).
+DCGMI_DIAG_RECORDED = HERE.parent / "fixtures" / "healthcheck" / "dcgmi-diag-r3-pass.txt"
+DCGMI_STANDIN_OUTPUT = "/etc/dcgmi-standin/diag.txt"
 EFA_INSTALLER_VERSION = "1.43.1"
 AWS_OFI_NCCL_VERSION = "1.16.3-1"
+# DOCA-OFED (rdma role, rdma_source doca): the release the role defaults to and the MLNX_OFED it carries
+# (DOCA 2.10.0 is MLNX_OFED 25.01-0.6.0.0: its repository's mlnx-fw-updater_25.01-0.6.0.0). The
+# metapackage's own version string is not recorded here: the stand-in uses the release number.
+DOCA_VERSION = "2.10.0-1"
+DOCA_OFED_VERSION = "25.01-0.6.0.0"
 LUSTRE_VERSION = "2.15.6-1fsx1"
 # The stand-in lnetctl (a script that keeps LNet's state in a file): tests/standins/lnetctl.py.
 LNETCTL = (HERE / "lnetctl.py").read_text()
 # Where tests lay out RDMA devices for a machine (its sysfs, the host's, has none); lnetctl.py reads it too.
-STANDIN_SYSFS = "/run/gpuforge-standin-sysfs"
+# On the machine's disk, not under /run: the devices are there again after a reboot, as the kernel's are.
+STANDIN_SYSFS = "/var/lib/gpuforge-standin/sysfs"
+# The mount helper the stand-in clients install as /sbin/mount.<fstype> (tests/standins/mount-helper.sh).
+MOUNT_HELPER = (HERE / "mount-helper.sh").read_text()
+# The site's vendor clients (BeeGFS 7.4, WEKA's agent) in the stand-in site mirror.
+BEEGFS_VERSION = "7.4.5"
+WEKA_VERSION = "4.4.2"
+# The keys of BeeGFS's client configuration the role and the helper read, laid out as BeeGFS's own file is.
+BEEGFS_CLIENT_CONF = "sysMgmtdHost                  =\nconnClientPortUDP             = 8004\n"
 # The CUDA toolkit pieces nccl-tests builds against (CUDA 12.8 update 1 in NVIDIA's repository): the
 # compiler and the runtime's headers and library, under /usr/local/cuda-12.8 as the real packages lay them out.
 CUDA_VERSION = "12.8"
@@ -71,7 +88,7 @@ class Package:
     name: str
     version: str
     depends: tuple[str, ...] = ()
-    files: dict[str, str] = field(default_factory=dict)  # path -> content
+    files: Mapping[str, str | bytes] = field(default_factory=dict)  # path -> content (bytes: a binary)
     executables: frozenset[str] = frozenset()  # paths installed mode 0755
     symlinks: dict[str, str] = field(default_factory=dict)  # path -> target
     description: str = "gpuforge test stand-in (files only)"
@@ -146,7 +163,12 @@ def cuda_repository() -> list[Package]:
         "nv-hostengine", "/usr/bin/nv-hostengine", "nvidia-dcgm.service", "NVIDIA DCGM service"
     )
     packages += [
-        Package("datacenter-gpu-manager-4-core", DCGM_VERSION, files=dcgm_files, executables=dcgm_exec),
+        Package(
+            "datacenter-gpu-manager-4-core",
+            DCGM_VERSION,
+            files={**dcgm_files, "/usr/bin/dcgmi": dcgmi_script()},
+            executables=dcgm_exec | {"/usr/bin/dcgmi"},
+        ),
         Package(
             "datacenter-gpu-manager-4-cuda12",
             DCGM_VERSION,
@@ -244,8 +266,9 @@ def lustre_repository() -> list[Package]:
         Package(
             "lustre-client-utils",
             LUSTRE_VERSION,
-            files={"/usr/sbin/lnetctl": LNETCTL},
-            executables=frozenset({"/usr/sbin/lnetctl"}),
+            # mount.lustre where Lustre's packaging puts it (debian/lustre-client-utils.install.in: sbin).
+            files={"/usr/sbin/lnetctl": LNETCTL, "/sbin/mount.lustre": mount_helper("lustre", "lustre-client-utils")},
+            executables=frozenset({"/usr/sbin/lnetctl", "/sbin/mount.lustre"}),
         ),
         Package(
             "lustre-client-modules-aws",
@@ -254,6 +277,83 @@ def lustre_repository() -> list[Package]:
             files={
                 "/etc/modprobe.d/lustre-standin.conf": "# gpuforge test stand-in: no Lustre kernel modules\n" + loads
             },
+        ),
+    ]
+
+
+def mount_helper(fstype: str, package: str) -> str:
+    return MOUNT_HELPER.replace("@FSTYPE@", fstype).replace("@PACKAGE@", package)
+
+
+def site_mirror() -> list[Package]:
+    """A site's mirror of its storage vendors' clients (suite bookworm, main), as site_mounts_repositories
+    names it. BeeGFS publishes beegfs-client and beegfs-helperd (BeeGFS 7); WEKA's agent comes from the
+    cluster's own installer (`curl http://<backend>:14000/dist/v1/install | sh`), here as a package named
+    weka-agent. Each carries a stand-in mount helper in place of the kernel module."""
+    helperd_files, helperd_exec = _daemon(
+        "beegfs-helperd", "/opt/beegfs/sbin/beegfs-helperd", "beegfs-helperd.service", "BeeGFS Helperd"
+    )
+    agent_files, agent_exec = _daemon("weka-agent", "/usr/bin/weka-agent", "weka-agent.service", "WEKA agent")
+    return [
+        Package("beegfs-helperd", BEEGFS_VERSION, files=helperd_files, executables=helperd_exec),
+        Package(
+            "beegfs-client",
+            BEEGFS_VERSION,
+            depends=(f"beegfs-helperd (= {BEEGFS_VERSION})",),
+            files={
+                "/etc/beegfs/beegfs-client.conf": BEEGFS_CLIENT_CONF,
+                "/sbin/mount.beegfs": mount_helper("beegfs", "beegfs-client"),
+            },
+            executables=frozenset({"/sbin/mount.beegfs"}),
+        ),
+        Package(
+            "weka-agent",
+            WEKA_VERSION,
+            files={**agent_files, "/sbin/mount.wekafs": mount_helper("wekafs", "weka-agent")},
+            executables=agent_exec | {"/sbin/mount.wekafs"},
+        ),
+    ]
+
+
+def dcgmi_script() -> str:
+    """dcgmi as the gpu_healthcheck role runs it (`dcgmi diag -r N [-p ...]`): there is no GPU, so it prints
+    the output of a real `dcgmi diag -r 3` (DCGM 3.3.9 on 8 H100s, DCGMI_DIAG_RECORDED and its .source), or
+    what a test put in DCGMI_STANDIN_OUTPUT to make a node fail. Other subcommands are not recorded: they fail."""
+    recorded = DCGMI_DIAG_RECORDED.read_text()
+    assert "GPUFORGE_RECORDED" not in recorded
+    return (
+        "#!/bin/sh\n"
+        "# gpuforge test stand-in for dcgmi (DCGM {version}): no GPU here. `dcgmi diag` prints recorded output.\n"
+        'if [ "$1" != diag ]; then echo "stand-in dcgmi: only diag is recorded" >&2; exit 1; fi\n'
+        "if [ -f {override} ]; then cat {override}; exit 0; fi\n"
+        "cat <<'GPUFORGE_RECORDED'\n{recorded}GPUFORGE_RECORDED\n"
+    ).format(version=DCGM_VERSION.split(":")[-1], override=DCGMI_STANDIN_OUTPUT, recorded=recorded)
+
+
+def doca_repository() -> list[Package]:
+    """NVIDIA's DOCA repository for DOCA-OFED hosts (doca/<version>/<distribution>/x86_64/, a flat repository):
+    the doca-ofed metapackage and the Mellanox packages it adds, files only (mlnx-ofed-kernel-dkms builds no
+    module here). The user-space verbs stack it depends on (rdma-core, ibverbs-utils, infiniband-diags,
+    perftest) comes from Debian's archive; DOCA ships its own builds of those, which the stand-in does not."""
+    return [
+        Package("mlnx-ofed-kernel-dkms", DOCA_OFED_VERSION, files={"/usr/src/mlnx-ofed-kernel-25.01/STANDIN": ""}),
+        Package(
+            "mlnx-ofed-kernel-utils",
+            DOCA_OFED_VERSION,
+            depends=(f"mlnx-ofed-kernel-dkms (= {DOCA_OFED_VERSION})",),
+            files={"/usr/sbin/ibdev2netdev": "#!/bin/sh\n# gpuforge test stand-in: no ConnectX device here\n"},
+            executables=frozenset({"/usr/sbin/ibdev2netdev"}),
+        ),
+        Package(
+            "doca-ofed",
+            DOCA_VERSION,
+            depends=(
+                f"mlnx-ofed-kernel-utils (= {DOCA_OFED_VERSION})",
+                "rdma-core",
+                "ibverbs-utils",
+                "infiniband-diags",
+                "perftest",
+            ),
         ),
     ]
 

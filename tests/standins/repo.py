@@ -5,8 +5,12 @@ and stops by its process id:
 
     compute/cuda/repos/debian12/x86_64/      NVIDIA's CUDA repository: a flat apt repository (suites: /),
                                              signed (InRelease, Release.gpg), key at 3bf863cc.pub
+    doca/2.10.0/debian12.5/x86_64/           NVIDIA's DOCA repository (DOCA-OFED): flat, signed, key at
+                                             doca/GPG-KEY-Mellanox.pub
     fsx/ubuntu/dists/bookworm/main/...       the FSx for Lustre client repository (suite bookworm, main)
     fsx/fsx-ubuntu-public-key.asc            its signing key
+    site/debian/dists/bookworm/main/...      a site's mirror of its storage vendors' clients (BeeGFS, WEKA's
+    site/site-mirror-key.asc                 agent), with its key; named by site_mirror_variables()
     efa/aws-efa-installer-<version>.tar.gz   the EFA installer tarball (aws-efa-installer/efa_installer.sh,
                                              DEBS/DEBIAN12/x86_64/*.deb)
     dcgm-exporter/dcgm-exporter              the dcgm-exporter binary a site publishes
@@ -38,10 +42,13 @@ from . import packages as pkgs
 from .packages import Package
 
 CUDA_PATH = "compute/cuda/repos/debian12/x86_64"
+DOCA_BASE = "doca"
+DOCA_PATH = f"{DOCA_BASE}/{pkgs.DOCA_VERSION.split('-')[0]}/debian12.5/x86_64"
 NCCL_TESTS_PATH = "NVIDIA/nccl-tests.git"
 NCCL_TESTS_SOURCE = Path(__file__).resolve().parent / "nccl-tests"
 LUSTRE_PATH = "fsx/ubuntu"
 LUSTRE_SUITE = "bookworm"
+SITE_MIRROR_PATH = "site/debian"
 ARCH = "amd64"
 
 
@@ -62,6 +69,8 @@ class StandinSources:
         return {
             "nvidia_driver_cuda_repo_base_url": f"{self.url}/compute/cuda/repos",
             "nvidia_driver_branch": pkgs.DRIVER_BRANCH,
+            # Used where a host's rdma_source is doca (the key URL follows the base URL, as in production).
+            "rdma_doca_repo_base_url": f"{self.url}/{DOCA_BASE}",
             "efa_installer_version": pkgs.EFA_INSTALLER_VERSION,
             "efa_installer_url": f"{self.url}/efa/aws-efa-installer-{pkgs.EFA_INSTALLER_VERSION}.tar.gz",
             "efa_installer_checksum": f"sha256:{self.efa_installer_sha256}",
@@ -74,6 +83,29 @@ class StandinSources:
             "nccl_tests_repo": f"{self.url}/{NCCL_TESTS_PATH}",
             "nccl_tests_version": pkgs.NCCL_TESTS_VERSION,
             "nccl_tests_commit": self.nccl_tests_commit,
+        }
+
+    def site_mirror_variables(self) -> dict[str, Any]:
+        """site_mounts variables for a site whose image does not carry its storage clients: the site's mirror
+        (the stand-in, signed) and the vendor clients' packages, which carry the stand-in mount helpers.
+        Lustre's is lustre_client's (lustre-client-utils, from the FSx stand-in)."""
+        assert self.url, "serve() first"
+        return {
+            "site_mounts_repositories": [
+                {
+                    "name": "site-storage-clients",
+                    "uris": f"{self.url}/{SITE_MIRROR_PATH}",
+                    "suites": [LUSTRE_SUITE],
+                    "components": ["main"],
+                    "signed_by": f"{self.url}/site/site-mirror-key.asc",
+                }
+            ],
+            "site_mounts_packages": {
+                "nfs": ["nfs-common"],
+                "lustre": ["lustre-client-utils"],
+                "beegfs": ["beegfs-client"],
+                "weka": ["weka-agent"],
+            },
         }
 
     def serve(self) -> None:
@@ -125,6 +157,13 @@ def _build(root: Path, gnupg: Path, key: str) -> StandinSources:
     _flat_index(cuda, gnupg, key)
     (cuda / "3bf863cc.pub").write_bytes(_export_key(gnupg, key))
 
+    doca = root / DOCA_PATH
+    doca.mkdir(parents=True)
+    for package in pkgs.doca_repository():
+        _deb(package, doca)
+    _flat_index(doca, gnupg, key)
+    (root / DOCA_BASE / "GPG-KEY-Mellanox.pub").write_bytes(_export_key(gnupg, key))
+
     lustre = root / LUSTRE_PATH
     pool = lustre / "pool/main"
     pool.mkdir(parents=True)
@@ -132,6 +171,13 @@ def _build(root: Path, gnupg: Path, key: str) -> StandinSources:
         _deb(package, pool)
     _suite_index(lustre, LUSTRE_SUITE, gnupg, key)
     (root / "fsx/fsx-ubuntu-public-key.asc").write_bytes(_export_key(gnupg, key))
+
+    site = root / SITE_MIRROR_PATH
+    (site / "pool/main").mkdir(parents=True)
+    for package in pkgs.site_mirror():
+        _deb(package, site / "pool/main")
+    _suite_index(site, LUSTRE_SUITE, gnupg, key)
+    (root / "site/site-mirror-key.asc").write_bytes(_export_key(gnupg, key))
 
     installer = debs / "aws-efa-installer"
     deb_dir = installer / "DEBS/DEBIAN12/x86_64"
@@ -199,7 +245,10 @@ def _deb(package: Package, dest: Path) -> Path:
     for path, content in package.files.items():
         target = staging / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content)
         target.chmod(0o755 if path in package.executables else 0o644)
     for path, link_target in package.symlinks.items():
         link = staging / path.lstrip("/")

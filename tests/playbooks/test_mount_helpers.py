@@ -1,0 +1,67 @@
+"""The stand-in mount helpers (tests/standins/mount-helper.sh) accept the sources and options the production
+roles write and refuse what the real clients refuse, before they mount anything; the booted site test mounts
+through them (test_site_booted.py)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.standins.packages import mount_helper
+
+# mount(8) and systemctl stand-ins: mount prints what it was asked; systemctl says whether weka-agent runs.
+FAKE_MOUNT = '#!/bin/sh\necho "mount $*"\n'
+FAKE_SYSTEMCTL = "#!/bin/sh\nexit ${AGENT_RC:-0}\n"
+
+
+def _helper(tmp: Path, fstype: str, *args: str, agent_rc: int = 0) -> subprocess.CompletedProcess[str]:
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, body in (("mount", FAKE_MOUNT), ("systemctl", FAKE_SYSTEMCTL)):
+        (bin_dir / name).write_text(body)
+        (bin_dir / name).chmod(0o755)
+    helper = tmp / f"mount.{fstype}"
+    helper.write_text(mount_helper(fstype, "stand-in"))
+    helper.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "AGENT_RC": str(agent_rc)}
+    return subprocess.run([str(helper), *args], capture_output=True, text=True, env=env, timeout=30)
+
+
+def test_beegfs_mounts_with_the_management_host_and_refuses_without(tmp_path: Path) -> None:
+    good, empty = tmp_path / "good.conf", tmp_path / "empty.conf"
+    good.write_text("sysMgmtdHost = 10.64.9.20\n")
+    empty.write_text("sysMgmtdHost                  =\n")
+    ok = _helper(tmp_path, "beegfs", "beegfs_nodev", "/site/projects", "-o", f"_netdev,cfgFile={good}")
+    assert ok.returncode == 0 and ok.stdout == "mount -i -t tmpfs -o size=16m,mode=0755 beegfs_nodev /site/projects\n"
+    refused = _helper(tmp_path, "beegfs", "beegfs_nodev", "/site/projects", "-o", f"cfgFile={empty}")
+    assert refused.returncode == 32 and "sysMgmtdHost is empty" in refused.stderr
+    assert _helper(tmp_path, "beegfs", "beegfs_nodev", "/site/projects", "-o", "rw").returncode == 32
+
+
+def test_weka_needs_its_agent(tmp_path: Path) -> None:
+    source = "10.64.9.30,10.64.9.31/datasets"
+    assert _helper(tmp_path, "wekafs", source, "/site/datasets", "-o", "_netdev").returncode == 0
+    stopped = _helper(tmp_path, "wekafs", source, "/site/datasets", agent_rc=3)
+    assert stopped.returncode == 32 and "weka-agent service is not running" in stopped.stderr
+    assert _helper(tmp_path, "wekafs", "10.64.9.30/a/b", "/site/datasets").returncode == 32
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["10.64.9.10@o2ib", "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com:/abcdefgh", "10.0.0.1@tcp:fsname"],
+)
+def test_lustre_refuses_a_source_that_is_not_mgs_nids_and_fsname(tmp_path: Path, source: str) -> None:
+    refused = _helper(tmp_path, "lustre", source, "/lustre")
+    assert refused.returncode == 32 and "not <mgsnid>[:<mgsnid>]:/<fsname>" in refused.stderr
+
+
+def test_lustre_accepts_failover_nids_on_o2ib_and_fsx_on_tcp() -> None:
+    """The source check alone (the rest of mount.lustre loads modules): the forms site_mounts and lustre_client
+    write, failover NIDs over o2ib and FSx's DNS name over tcp."""
+    line = next(line for line in mount_helper("lustre", "x").splitlines() if "grep -Eq" in line)
+    pattern = line.split("grep -Eq '")[1].split("'")[0]
+    for source in ("10.64.9.10@o2ib:10.64.9.11@o2ib:/scratch", "fs-0abc.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh",
+                   "10.0.0.1@o2ib3:/fs_1"):  # fmt: skip
+        assert subprocess.run(["grep", "-Eq", pattern], input=source + "\n", text=True).returncode == 0, source
