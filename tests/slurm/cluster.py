@@ -10,6 +10,9 @@ What stands in, and why:
   stand-in nvidia-smi and dcgmi printing recorded outputs, which a test edits to break a node.
 - The machines share the host's network namespace (tests/machines): each static slurmd gets its own
   port in slurm.conf (NodeName ... Port=), the cloud node keeps Slurm's default 6818.
+- The cloud node's instance metadata: a stand-in IMDSv2 on 127.0.0.1 (tests/standins/imds.py) answers
+  the instance id, so slurmd's unit names the node cloud-<instance id> as on EC2 (the role's
+  slurm_compute_imds_endpoint points there).
 - systemd-nspawn mounts the cgroup v1 controllers read-only; a machine remounts them writable before the
   roles run (a real host's slurmd owns its cgroups), so proctrack/task cgroup confinement runs for real.
 - The MUNGE key and the database password are generated here and delivered as Ansible vault variables,
@@ -35,10 +38,12 @@ from typing import Any
 
 from components.spec import resolve
 from gpuforge.nodes.bake import PlaybookResult, run_playbook
+from gpuforge.nodes.instance_name import node_name
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.slurm import slurm_config
 from tests.machines import SSH_IMAGE, Machine, Machines
 from tests.standins.containers import ContainerSources
+from tests.standins.imds import StandInImds
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -61,6 +66,8 @@ USER, ACCOUNT, UID = "alice", "research", 2001
 # the cloud node's slurmd (Slurm's default), slurmdbd, the static slurmds.
 SLURM_PORTS = (6817, 6818, 6819, *STATIC_PORTS.values())
 CLUSTER = "forge-dev"
+CLOUD_GROUP = "cloud"
+CLOUD_INSTANCE = "i-0c10d0000000000a1"  # the instance the cloud machine is when the cluster is built
 
 # nvidia-smi --query-gpu=index,name,uuid,driver_version,pci.bus_id --format=csv of a healthy node.
 NVIDIA_SMI_CSV = "index, name, uuid, driver_version, pci.bus_id\n" + "".join(
@@ -90,6 +97,12 @@ class SlurmCluster:
     first: PlaybookResult
     second: PlaybookResult
     inventory: dict[str, Any]
+    imds: StandInImds  # the cloud machine's instance metadata
+
+    @property
+    def cloud_node(self) -> str:
+        """The cloud machine's Slurm name: <group>-<instance id> of the instance it is now."""
+        return node_name(CLOUD_GROUP, self.imds.instance_id)
 
     @property
     def controller(self) -> Machine:
@@ -254,7 +267,11 @@ def _in_namespaces(machine: Machine, script: str) -> None:
 
 
 def inventory(
-    machines: Machines, config: dict[str, Any], secret_values: dict[str, str], extra_vars: dict[str, Any]
+    machines: Machines,
+    config: dict[str, Any],
+    secret_values: dict[str, str],
+    extra_vars: dict[str, Any],
+    imds_endpoint: str,
 ) -> dict[str, Any]:
     def hosts(indexes: tuple[int, ...], **extra: Any) -> dict[str, Any]:
         return {machines[i].name: {**machines[i].ansible_vars(), **extra} for i in indexes}
@@ -276,7 +293,7 @@ def inventory(
                 "slurm_compute": {
                     "hosts": {
                         **hosts(STATIC, gpuforge_node_group="gpu"),
-                        **hosts((CLOUD,), gpuforge_node_group="cloud"),
+                        **hosts((CLOUD,), gpuforge_node_group=CLOUD_GROUP, slurm_compute_imds_endpoint=imds_endpoint),
                     }
                 },
             },
@@ -306,6 +323,8 @@ def ports_taken() -> list[int]:
     taken = []
     for port in SLURM_PORTS:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            # As the daemons do: a port the previous run's cluster left in TIME_WAIT is free; a listener is not.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 sock.bind(("0.0.0.0", port))
             except OSError as exc:
@@ -314,17 +333,17 @@ def ports_taken() -> list[int]:
     return taken
 
 
-def build_cluster(machines: Machines, containers: ContainerSources) -> SlurmCluster:
+def build_cluster(machines: Machines, containers: ContainerSources, imds: StandInImds) -> SlurmCluster:
     for index, machine in enumerate(machines):
         prepare_machine(machine, gpus=index in (*STATIC, CLOUD))
     cpus, memory = node_facts(machines[STATIC[0]])
     config = cluster_config(machines, cpus, memory)
     containers.slurm_config(config)
     secret_values = generated_secrets()
-    inv = inventory(machines, config, secret_values, containers.variables())
+    inv = inventory(machines, config, secret_values, containers.variables(), imds.endpoint)
     start = time.monotonic()
     first = run_playbook("slurm.yml", inv)
     mid = time.monotonic()
     second = run_playbook("slurm.yml", inv) if first.ok else first
     print(f"\nslurm.yml: converge {mid - start:.1f}s, idempotence run {time.monotonic() - mid:.1f}s")
-    return SlurmCluster(machines, config, secret_values, first, second, inv)
+    return SlurmCluster(machines, config, secret_values, first, second, inv, imds)

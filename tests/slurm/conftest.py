@@ -10,8 +10,9 @@ import pytest
 
 from tests.machines import MachinePool
 from tests.standins.containers import ContainerSources
+from tests.standins.imds import stand_in_imds
 
-from .cluster import SLURM_IMAGE, SlurmCluster, build_cluster, ports_taken
+from .cluster import CLOUD_INSTANCE, SLURM_IMAGE, SlurmCluster, build_cluster, ports_taken
 
 
 @pytest.fixture(scope="session")
@@ -24,9 +25,10 @@ def slurm_cluster(machine_pool: MachinePool, container_sources: ContainerSources
     start = time.monotonic()
     machines = machine_pool.group("slurm", 5, SLURM_IMAGE)
     print(f"\nslurm machines booted in {time.monotonic() - start:.1f}s")
-    cluster = build_cluster(machines, container_sources)
-    assert cluster.first.ok, [f"{f.host} {f.task}: {f.message}" for f in cluster.first.failures]
-    yield cluster
+    with stand_in_imds(CLOUD_INSTANCE) as imds:
+        cluster = build_cluster(machines, container_sources, imds)
+        assert cluster.first.ok, [f"{f.host} {f.task}: {f.message}" for f in cluster.first.failures]
+        yield cluster
 
 
 @pytest.hookimpl(wrapper=True)
