@@ -27,9 +27,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
-import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +34,7 @@ from typing import Any
 from components.catalog import load_catalog
 
 from .packages import Package
-from .repo import _deb, _export_key, _flat_index, _free_port, _run, _sha256, _signing_key
+from .repo import _deb, _export_key, _flat_index, _run, _sha256, _signing_key, serve_tree, stop_server
 
 ARCH = "amd64"
 PLUGIN_SOURCE = Path(__file__).resolve().parent / "pyxis" / "spank_pyxis_standin.c"
@@ -82,29 +79,10 @@ class ContainerSources:
         }
 
     def serve(self) -> None:
-        port = _free_port()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(self.root), str(port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            stdin=subprocess.DEVNULL,
-        )
-        self.url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"{self.url}/{CLUSTER_REPO}/InRelease", timeout=2):
-                    return
-            except OSError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"stand-in container sources did not start on {self.url}") from None
-                time.sleep(0.2)
+        self.process, self.url = serve_tree(self.root, f"{CLUSTER_REPO}/InRelease", "stand-in container sources")
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
+        stop_server(self.process)
         self.process = None
 
 
