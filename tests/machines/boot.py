@@ -38,6 +38,8 @@ ADDRESS_HOSTS = range(2, 255)
 BOOT_TIMEOUT_S = 180
 STOP_TIMEOUT_S = 60
 AUTOFS_DEVICE = Path("/dev/autofs")
+# The cgroup hierarchies a container's systemd manages here (cgroups v1 + unified, hybrid).
+CGROUP_HIERARCHIES = (Path("/sys/fs/cgroup/systemd"), Path("/sys/fs/cgroup/unified"))
 
 
 class MachineError(RuntimeError):
@@ -260,6 +262,7 @@ class MachinePool:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a Ctrl-C to pytest must not kill it halfway; close() stops it
+                preexec_fn=lambda: _enter_own_cgroup(machine.address),
                 env={**os.environ, "SYSTEMD_NSPAWN_API_VFS_WRITABLE": "1"} if machine.writable_proc_sys else None,
             )  # fmt: skip
         self._booted.append(machine)
@@ -291,6 +294,7 @@ class MachinePool:
         for machine in reversed(self._booted):
             try:
                 _stop(machine.process, machine.root)
+                _remove_cgroups(machine.address)
             except Exception as exc:  # keep stopping the others; report at the end
                 errors.append(f"{machine.name}: {exc}")
         self._booted.clear()
@@ -323,6 +327,32 @@ def _stop(process: subprocess.Popen[bytes] | None, root: Path) -> None:
                 process.kill()
                 process.wait(timeout=STOP_TIMEOUT_S)
     _unmount(root)
+
+
+def _machine_cgroups(address: str) -> list[Path]:
+    return [hierarchy / "gpuforge-machines" / address for hierarchy in CGROUP_HIERARCHIES if hierarchy.is_dir()]
+
+
+def _enter_own_cgroup(address: str) -> None:
+    """Move the starting systemd-nspawn into a cgroup of its own, before it execs.
+
+    With --keep-unit and no systemd on the host, systemd-nspawn gives its container the caller's cgroup,
+    so every machine's systemd managed one shared system.slice: one container removed a unit's cgroup
+    that another was attaching to ("Failed to attach to cgroup /system.slice/systemd-sysusers.service:
+    No such file or directory"), and a machine came up degraded with a random unit failed.
+    """
+    for cgroup in _machine_cgroups(address):
+        cgroup.mkdir(parents=True, exist_ok=True)
+        (cgroup / "cgroup.procs").write_text("0")
+
+
+def _remove_cgroups(address: str) -> None:
+    """Remove a stopped machine's cgroups, deepest first (a cgroup with processes left stays)."""
+    for cgroup in _machine_cgroups(address):
+        if cgroup.is_dir():
+            for directory in sorted((p for p in cgroup.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+                directory.rmdir()
+            cgroup.rmdir()
 
 
 def _container_init(nspawn_pid: int) -> int | None:
@@ -369,6 +399,7 @@ def stop_stale_machines() -> None:
                 _wait_gone(pid)
             if isinstance(root, str):
                 _unmount(Path(root))
+            _remove_cgroups(path.name)
             path.unlink(missing_ok=True)
 
 

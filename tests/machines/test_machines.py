@@ -33,6 +33,14 @@ def test_each_machine_boots_systemd_with_its_own_name_and_address(two_machines: 
         assert f"{machine.address}:22" in listening
 
 
+def test_each_machine_has_cgroups_of_its_own(two_machines: Machines) -> None:
+    # Machines sharing one cgroup shared one system.slice: their systemds raced on its unit cgroups.
+    inits = [boot._container_init(m.pid) for m in two_machines if m.pid is not None]
+    cgroups = [Path(f"/proc/{pid}/cgroup").read_text() for pid in inits if pid is not None]
+    assert len(cgroups) == 2
+    assert cgroups[0] != cgroups[1], cgroups
+
+
 def test_admin_is_not_root_and_may_sudo(two_machines: Machines) -> None:
     machine = two_machines[0]
     assert machine.run("id -u").stdout.strip() != "0"
