@@ -201,6 +201,7 @@ class MachinePool:
             self._start(machine)
         for machine in machines:
             self._wait_for_ssh(machine)
+        namespaces.advance_past([pid for m in machines if m.pid and (pid := _container_init(m.pid))])
 
     def _lease_address(self) -> str:
         LEASES_DIR.mkdir(parents=True, exist_ok=True)
