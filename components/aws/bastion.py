@@ -25,7 +25,8 @@ import yaml
 from components.spec.models import IngressRule
 from components.spec.scheduler import SchedulerSpec
 
-UBUNTU_2204_SSM = "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id"
+from .instance import hardened_instance
+
 SSH_PORT = 22
 
 
@@ -106,37 +107,16 @@ class Bastion(pulumi.ComponentResource):
             ip_protocol="tcp", from_port=SSH_PORT, to_port=SSH_PORT, description="SSH from the bastion",
             opts=child,
         )
-        # The template resolves the image from SSM at launch (an instance takes only an AMI id), as the
-        # controllers' do; the instance states its metadata and disk settings too, for the policies.
-        template = aws.ec2.LaunchTemplate(
-            f"{name}-lt",
-            image_id=f"resolve:ssm:{UBUNTU_2204_SSM}",
-            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
-                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1
-            ),
-            block_device_mappings=[
-                aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
-                    device_name="/dev/sda1",
-                    ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
-                        volume_size=8, volume_type="gp3", encrypted="true", kms_key_id=args.kms_key_arn
-                    ),
-                )
-            ],
-            opts=child,
-        )
-        instance = aws.ec2.Instance(
+        instance = hardened_instance(
             f"{name}-instance",
-            launch_template=aws.ec2.InstanceLaunchTemplateArgs(id=template.id, version="$Latest"),
+            template_name=f"{name}-lt",
+            volume_size=8,
+            kms_key_arn=args.kms_key_arn,
+            template_opts=child,
             instance_type=args.scheduler.login.bastion_instance_type,
             subnet_id=args.subnet_id,
             vpc_security_group_ids=[bastion_sg.id],
             associate_public_ip_address=True,  # the ingress tier: reached from allowed_ingress over the internet
-            metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
-                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1
-            ),
-            root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
-                volume_size=8, volume_type="gp3", encrypted=True, kms_key_id=args.kms_key_arn
-            ),
             user_data_base64=base64.b64encode(bastion_user_data(args.scheduler).encode()).decode(),
             tags={**args.tags, "Name": f"{args.cluster}-bastion", "gpuforge:slurm-role": "bastion"},
             opts=child,

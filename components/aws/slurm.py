@@ -25,10 +25,10 @@ from components.spec.models import Tier
 from components.spec.scheduler_checks import ResolvedScheduler, secret_names
 
 from .iam import assume_role_policy, lifecycle_policy, secret_read_policy
+from .instance import hardened_instance
 from .storage import stateful
 
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
-UBUNTU_2204_SSM = "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id"
 MARIADB_VERSION = "10.11"
 SLURMCTLD_PORT, SLURMD_PORT, SLURMDBD_PORT, MARIADB_PORT, NFS_PORT = 6817, 6818, 6819, 3306, 2049
 SRUN_PORTS = (60001, 63000)  # slurm.conf SrunPortRange: compute nodes call srun back on login nodes
@@ -119,37 +119,16 @@ class SlurmControlPlane(pulumi.ComponentResource):
         profile = aws.iam.InstanceProfile(f"{name}-ctl-profile", role=controller_role.name, opts=child)
         for controller in sched.controllers:
             assert controller.availability_zone is not None
-            # The template resolves the image from SSM at launch (an instance takes only an AMI id); the
-            # instance states its metadata and disk settings too, so policies read them where they apply.
-            template = aws.ec2.LaunchTemplate(
-                f"{name}-{controller.name}-lt",
-                image_id=f"resolve:ssm:{UBUNTU_2204_SSM}",
-                metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
-                    http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1
-                ),
-                block_device_mappings=[
-                    aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
-                        device_name="/dev/sda1",
-                        ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
-                            volume_size=100, volume_type="gp3", encrypted="true", kms_key_id=args.kms_key_arn
-                        ),
-                    )
-                ],
-                iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=profile.arn),
-                opts=child,
-            )
-            aws.ec2.Instance(
+            hardened_instance(
                 f"{name}-{controller.name}",
-                launch_template=aws.ec2.InstanceLaunchTemplateArgs(id=template.id, version="$Latest"),
+                template_name=f"{name}-{controller.name}-lt",
+                volume_size=100,
+                kms_key_arn=args.kms_key_arn,
+                instance_profile_arn=profile.arn,
+                template_opts=child,
                 subnet_id=args.subnet_ids["management"][controller.availability_zone],
                 private_ip=controller.address,
                 instance_type=sched.spec.controller.instance_type,
-                metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
-                    http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1
-                ),
-                root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
-                    volume_size=100, volume_type="gp3", encrypted=True, kms_key_id=args.kms_key_arn
-                ),
                 vpc_security_group_ids=[sg["management"]],
                 associate_public_ip_address=False,
                 disable_api_termination=spec.protected,

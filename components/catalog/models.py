@@ -363,6 +363,42 @@ class SlurmRelease(_Frozen):
     reason: str  # why this release
 
 
+class EnrootRelease(_Frozen):
+    version: str  # upstream release, e.g. "4.1.2"
+    package_release: str  # Debian revision of the release's .debs
+    packages: list[str]
+    url: str  # release assets: <url>/<package>_<version>-<package_release>_<arch>.deb
+    sha256: dict[str, str]  # asset file name -> hex digest
+    source: str
+    reason: str
+
+
+class PyxisRelease(_Frozen):
+    version: str
+    package_release: str
+    package: str
+    plugin: str  # where the package installs spank_pyxis.so
+    source: str
+    reason: str
+
+
+class ContainerToolkitRelease(_Frozen):
+    version: str  # Debian version of the packages, pinned
+    packages: list[str]
+    repository: str  # flat apt repository; the architecture is appended
+    key: str
+    source: str
+    reason: str
+
+
+class ContainerRuntimeFacts(_Frozen):
+    """enroot + pyxis for `srun --container-image`, and NVIDIA's container toolkit for enroot's GPU hook."""
+
+    enroot: EnrootRelease
+    pyxis: PyxisRelease
+    nvidia_container_toolkit: ContainerToolkitRelease
+
+
 class SlurmFacts(_Frozen):
     """Slurm versions (production and the one tests run) and the rules the rendered configuration follows."""
 
@@ -370,6 +406,7 @@ class SlurmFacts(_Frozen):
     test: SlurmRelease
     real_memory_fraction: float  # RealMemory = floor(fraction x the catalog's memory), headroom for the OS
     real_memory_source: str
+    containers: ContainerRuntimeFacts
 
     @model_validator(mode="after")
     def _fraction(self) -> SlurmFacts:

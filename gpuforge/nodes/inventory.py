@@ -343,7 +343,11 @@ def aws_ec2_inventory(
         },
         # Compute nodes have no public address (many EFAs): reach them on their private IP.
         "hostnames": ["private-ip-address"],
-        "compose": {"ansible_host": "private_ip_address"},
+        # A cloud node's Slurm name (gpuforge/nodes/instance_name.py): slurm-drain.yml drains it by this.
+        "compose": {
+            "ansible_host": "private_ip_address",
+            "slurm_node_name": f"tags['{NODE_GROUP_TAG}'] ~ '-' ~ instance_id",
+        },
         "groups": {group_name("ng", name): f"tags.get('{NODE_GROUP_TAG}') == '{name}'" for name in groups},
     }
     if cluster.get("region"):

@@ -20,7 +20,9 @@ Each cycle reads Slurm (scontrol, squeue) and the Auto Scaling groups (boto3), d
   the measured figure as the reason.
 
 A node with jobs is never terminated: only a drained node (no new jobs) that Slurm reports without
-jobs is. This file runs on the controller with the standard library, boto3 and health.py beside it.
+jobs is. A node maps to its instance by its Slurm name, ``<group>-<instance id>``, which the node sets at
+boot (instance_name.py). This file runs on the controller with the standard library, boto3, health.py and
+instance_name.py beside it.
 """
 
 from __future__ import annotations
@@ -41,9 +43,11 @@ from typing import Any, Protocol
 
 try:
     from gpuforge.nodes.health import parse_nccl_tests
-except ImportError:  # installed on the controller: health.py sits beside this file
+    from gpuforge.nodes.instance_name import node_name
+except ImportError:  # installed on the controller: health.py and instance_name.py sit beside this file
     sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
     from health import parse_nccl_tests  # type: ignore[import-not-found,no-redef,unused-ignore]
+    from instance_name import node_name  # type: ignore[import-not-found,no-redef,unused-ignore]
 
 LOG = logging.getLogger("gpuforge-lifecycle")
 CONFIG_PATH = Path("/etc/gpuforge/lifecycle.json")
@@ -134,11 +138,6 @@ class LifecycleConfig:
             rolling_batch=int(data.get("rolling_batch", 1)),
             gate_partition=data.get("gate_partition", "gpuforge-gate"),
         )
-
-
-def node_name(group: str, instance_id: str) -> str:
-    """The Slurm name an instance of *group* registers under (slurmd -Z on a cloud node)."""
-    return f"{group}-{instance_id}"
 
 
 # --- what the cycle sees ------------------------------------------------------------------------

@@ -48,8 +48,6 @@ def gate_floors(instance_type: str, catalog: Any = None) -> GateFloors:
 
 
 GATE_PARTITION = "gpuforge-gate"
-# The fabric gate in rendered stacks: see lifecycle_config.
-GATE_ENABLED = False
 
 
 def lifecycle_config(resolved: Any, partitions: dict[str, list[str]]) -> dict[str, Any] | None:
@@ -76,11 +74,9 @@ def lifecycle_config(resolved: Any, partitions: dict[str, list[str]]) -> dict[st
             "min": node_group.min_nodes,
             "max": node_group.max_nodes,
             "scaledown_idle_minutes": node_group.scaling.scaledown_idle_minutes if node_group.scaling else 10,
-            # Off until cloud nodes register as <group>-<instance id> (docs/lifecycle.md): a gated node
-            # registers drained and only a node the program can map to its instance is ever admitted.
-            "gate": None
-            if not GATE_ENABLED
-            else {
+            # A gated node registers drained and is admitted once it passes; the program finds it by its
+            # name, <group>-<instance id>, which the node takes at boot (gpuforge/nodes/instance_name.py).
+            "gate": {
                 "single_node_floor_gbps": floors.single_node_gbps,
                 "two_node_floor_gbps": floors.two_node_gbps,
                 "message_bytes": floors.message_bytes,

@@ -27,12 +27,21 @@ TEMPLATES = {
     "cgroup.conf": "slurm/cgroup.conf.j2",
     "job_container.conf": "slurm/job_container.conf.j2",
     "topology.conf": "slurm/topology.conf.j2",
+    "plugstack.conf": "slurm/plugstack.conf.j2",
 }
 SLURMD_DEFAULTS = "slurm/slurmd.default.j2"
+PYXIS_CONF = "containers/pyxis.conf.j2"
+ENROOT_CONF = "containers/enroot.conf.j2"
 STATE_SAVE_LOCATION = "/var/spool/slurmctld"
 JOB_TMPFS_BASE = "/var/spool/slurmd-tmpfs"
 SLURMDBD_PORT = 6819
 MARIADB_PORT = 3306
+# SPANK plugins' configuration files: plugstack.conf (served by the controller) includes them on each node.
+PLUGSTACK_DIR = "/etc/slurm/plugstack.conf.d"
+# Node-local NVMe scratch (the mount the monitoring rules watch, MonitoringSpec.scratch_path): enroot's
+# image cache and container root file systems go there where the node has it, else under /var/lib.
+LOCAL_NVME_DIR = "/scratch"
+ROOT_DISK_DIR = "/var/lib"
 
 
 class SlurmRenderError(ValueError):
@@ -162,7 +171,7 @@ def slurm_config(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> dict
         "accounting": _accounting(resolved, sched),
         "secrets": _secrets(resolved),
         "home": _home(resolved, sched),
-        "containers": sched.spec.containers,
+        "containers": _containers(resolved, sched, groups),
         "login_access": "bastion" if sched.spec.login.bastion else "ssm",
         "accounts": {
             name: {"description": a.description, "fairshare": a.fairshare} for name, a in sched.spec.accounts.items()
@@ -311,6 +320,66 @@ def _state_shared(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str,
     return {"kind": "site_mount", "mount": mount} if mount else {"kind": "efs", "mount": "slurm-state"}
 
 
+def _containers(resolved: ResolvedSpec, sched: ResolvedScheduler, groups: Mapping[str, Any]) -> dict[str, Any]:
+    """enroot + pyxis for jobs (docs/slurm.md, "Containers"): releases from the catalog, pyxis's plugstack
+    options, and per node group (compute and login) the enroot settings: per-user paths, on local NVMe
+    where the group's nodes have it."""
+    facts = resolved.catalog.slurm.containers
+    enroot, pyxis, toolkit = facts.enroot, facts.pyxis, facts.nvidia_container_toolkit
+    local_nvme = {name: group["local_nvme"] for name, group in groups.items()}
+    for name in sched.login_groups:
+        group = resolved.spec.node_groups.get(name)
+        it = resolved.catalog.instance_type(group.instance_type) if group and group.instance_type else None
+        local_nvme[name] = it is not None and it.nvme_gb > 0
+    return {
+        "runtime": sched.spec.containers,
+        "plugstack_dir": PLUGSTACK_DIR,
+        "enroot": {
+            "version": f"{enroot.version}-{enroot.package_release}",
+            "packages": list(enroot.packages),
+            "url": enroot.url,
+            "sha256": dict(enroot.sha256),
+            "settings": {name: _enroot_settings(nvme) for name, nvme in local_nvme.items()},
+        },
+        "pyxis": {
+            "version": f"{pyxis.version}-{pyxis.package_release}",
+            "package": pyxis.package,
+            "plugin": pyxis.plugin,
+            # pyxis's plugstack arguments (its config.c): containers under /run, named containers removed
+            # when the job ends (a shared node's disk does not fill with leftovers), #SBATCH
+            # --container-image accepted, the image's entrypoint not run unless the user asks.
+            "options": {"runtime_path": "/run/pyxis", "container_scope": "job", "sbatch_support": "1",
+                        "execute_entrypoint": "0"},
+        },
+        "nvidia_container_toolkit": {
+            "version": toolkit.version,
+            "packages": list(toolkit.packages),
+            "repository": toolkit.repository,
+            "key": toolkit.key,
+        },
+        # GPU groups get the toolkit enroot's 98-nvidia.sh hook runs (nvidia-container-cli).
+        "gpu_groups": sorted(name for name, group in groups.items() if group["gpus"]),
+    }
+
+
+def _enroot_settings(local_nvme: bool) -> dict[str, str]:
+    """enroot.conf: every user's own runtime, cache and data directories (enroot creates them with umask
+    077 under directories the role makes world-writable and sticky); enroot expands $(id -u) itself."""
+    base = f"{LOCAL_NVME_DIR if local_nvme else ROOT_DISK_DIR}/enroot"
+    return {
+        "ENROOT_RUNTIME_PATH": "/run/enroot/user-$(id -u)",
+        "ENROOT_CACHE_PATH": f"{base}/cache/user-$(id -u)",
+        "ENROOT_DATA_PATH": f"{base}/data/user-$(id -u)",
+        # Uncompressed squashfs: imports finish sooner and local disk holds the larger images.
+        "ENROOT_SQUASH_OPTIONS": "-noI -noD -noF -noX -no-duplicates",
+        # The shared /home inside the container, /dev limited to what the job's GPUs and the hooks add,
+        # and a writable root file system (pip install inside the job's container).
+        "ENROOT_MOUNT_HOME": "yes",
+        "ENROOT_RESTRICT_DEV": "yes",
+        "ENROOT_ROOTFS_WRITABLE": "yes",
+    }
+
+
 def render_slurm(config: Mapping[str, Any]) -> dict[str, str]:
     """The files every node receives, by name, rendered from ``slurm_config``'s dict; plus one
     ``slurmd.<group>`` (/etc/default/slurmd) per node group."""
@@ -319,7 +388,14 @@ def render_slurm(config: Mapping[str, Any]) -> dict[str, str]:
         for name, template in TEMPLATES.items()
         if (name != "job_container.conf" or config["job_container"]["enabled"])
         and (name != "topology.conf" or config["topology"]["switches"] or config["topology"]["kind"] == "ec2")
+        and (name != "plugstack.conf" or config["containers"]["runtime"] != "none")
     }
     for name, group in config["groups"].items():
         files[f"slurmd.{name}"] = render(SLURMD_DEFAULTS, slurm_config=config, slurm_group={"name": name, **group})
+    containers = config["containers"]
+    if containers["runtime"] == "enroot_pyxis":
+        pyxis = containers["pyxis"]
+        files["pyxis.conf"] = render(PYXIS_CONF, pyxis_plugin=pyxis["plugin"], pyxis_options=pyxis["options"])
+        for name, settings in containers["enroot"]["settings"].items():
+            files[f"enroot.conf.{name}"] = render(ENROOT_CONF, enroot_settings=settings)
     return files

@@ -8,6 +8,7 @@ this module bakes them from nothing first, that one re-runs site.yml on them aft
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -140,18 +141,32 @@ def test_nccl_tests_built_from_the_pinned_commit_against_cuda_and_nccl(
             machine.run(f"test -x /opt/nccl-tests/build/{collective}_perf")
 
 
+def _failing_pcie_diag() -> str:
+    """The recorded `dcgmi diag` with its PCIe row failed as DCGM reports a down NVLink (as test_health.py does)."""
+    return standin.DCGMI_DIAG_RECORDED.read_text().replace(
+        "| PCIe                      | Pass - All                                     |",
+        "| PCIe                      | Fail - GPU: 3                                  |\n"
+        "| Error                     | GPU 3 NvLink link 4 is down                    |",
+    )
+
+
 def test_check_over_ssh_names_failing_machines_and_their_reasons(
     lab: Machines, baked: list[Run], tmp_path: Path
 ) -> None:
-    """No GPUs: nvidia-smi fails on both. gpu1's nccl-tests reports a bus bandwidth below the DGX H100
-    floor; gpu2's nccl-tests is gone. `gpuforge check` fails both, naming each and every reason."""
+    """Every check, as `gpuforge check` runs by default. No GPUs: nvidia-smi fails on both, and so does its
+    NVLink status. gpu1's nccl-tests reports a bus bandwidth below the DGX H100 floor; gpu2's nccl-tests is
+    gone and its DCGM diagnostics fail PCIe (the stand-in dcgmi prints a real run's output, gpu2's edited).
+    `gpuforge check` fails both, naming each and every reason."""
     gpu1, gpu2 = lab
     gpu1.run(f"mkdir -p {Path(BUSBW_FILE).parent} && echo 120.5 > {BUSBW_FILE}", root=True)
     gpu2.run(f"mv {ALL_REDUCE} {ALL_REDUCE}.away", root=True)
+    diag = Path(standin.DCGMI_STANDIN_OUTPUT)
+    encoded = base64.b64encode(_failing_pcie_diag().encode()).decode()
+    gpu2.run(f"mkdir -p {diag.parent} && echo {encoded} | base64 -d > {diag}", root=True)
     try:
-        code, report, output = _cli(lab, tmp_path, "check", "--checks", "gpu,nccl")
+        code, report, output = _cli(lab, tmp_path, "check")
     finally:
-        gpu2.run(f"mv {ALL_REDUCE}.away {ALL_REDUCE}", root=True)
+        gpu2.run(f"mv {ALL_REDUCE}.away {ALL_REDUCE} && rm -f {diag}", root=True)
     assert code == 1, output[-4000:]
     assert report["ok"] is False and report["checked"] == 2
     assert report["failing"] == ["gpu1", "gpu2"]
@@ -162,6 +177,13 @@ def test_check_over_ssh_names_failing_machines_and_their_reasons(
     assert "all_reduce_perf busbw 120.5 GB/s at 8589934592 B is below the floor 360 GB/s" in problems["gpu1"]
     assert report["nodes"]["gpu1"]["busbw_gbps"] == 120.5
     assert any(p.startswith(f"nccl-tests missing: no {ALL_REDUCE}") for p in problems["gpu2"]), problems
+    # DCGM: `dcgmi diag -r 2 -p pcie.gpu_nvlinks_expected_up=18` ran on both; gpu1's recorded run passes.
+    assert not any(p.startswith("dcgmi") for p in problems["gpu1"]), problems
+    assert "dcgmi diag PCIe: Fail - GPU: 3 (Error: GPU 3 NvLink link 4 is down)" in problems["gpu2"]
+    for name in ("gpu1", "gpu2"):
+        # A DGX H100's 18 NVLinks per GPU, none up without a driver; its 8 compute HCAs, none present.
+        assert "NVLinks up 0, expected 144" in problems[name], problems
+        assert any(p.startswith("InfiniBand ports") for p in problems[name]), problems
     # The one-line reason names each failing machine with its problems.
     assert report["reason"].startswith("2 of 2 node(s) failing: gpu1: nvidia-smi failed")
     assert "gpu2: nvidia-smi failed" in report["reason"] and "nccl-tests missing" in report["reason"]

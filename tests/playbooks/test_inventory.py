@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -147,3 +152,41 @@ def test_offline_inventory_of_every_stack_holds_no_mock_value(stack: str) -> Non
     for path in engine_only_values(inventory):
         assert path.endswith((".dnsName", ".mountName")), path
     assert (ENGINE_ONLY in text) == bool(engine_only_values(inventory))
+
+
+def test_aws_ec2_plugin_names_each_instance_as_slurm_does(tmp_path: Path) -> None:
+    """The real amazon.aws.aws_ec2 plugin (ansible-inventory) against moto's EC2 on 127.0.0.1: each instance
+    gets slurm_node_name <group>-<instance id>, the name its slurmd registers under (instance_name.py), which
+    `gpuforge check --drain slurm` (slurm-drain.yml) drains."""
+    import boto3  # type: ignore[import-untyped,unused-ignore]
+
+    from gpuforge.nodes.instance_name import node_name
+    from tests.standins.moto_server import CREDENTIALS, boto3_args, moto_server
+
+    outputs = {"cluster": {"name": "forge-prod", "region": "us-east-1"}, "nodeGroups": {"train": {}}}
+    config = aws_ec2_inventory("prod", outputs=outputs)
+    with moto_server(tmp_path) as endpoint:
+        ec2 = boto3.client("ec2", **boto3_args(endpoint))
+        image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+        tags = [{"Key": "gpuforge:cluster", "Value": "forge-prod"}, {"Key": "gpuforge:node-group", "Value": "train"}]
+        launched = ec2.run_instances(
+            ImageId=image, InstanceType="p5.48xlarge", MinCount=2, MaxCount=2,
+            TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+        )["Instances"]  # fmt: skip
+        source = tmp_path / "forge-prod.aws_ec2.yml"
+        source.write_text(yaml.safe_dump({**config, "endpoint_url": endpoint}))
+        env = {**os.environ, **CREDENTIALS, "ANSIBLE_INVENTORY_ENABLED": "amazon.aws.aws_ec2"}
+        listed = subprocess.run(
+            [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(source), "--list"],
+            capture_output=True, text=True, timeout=120, env=env, check=False,
+        )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    hostvars = json.loads(listed.stdout)["_meta"]["hostvars"]  # hosts by private address
+    names = {host: _unsafe(v.get("slurm_node_name")) for host, v in hostvars.items()}
+    assert names == {i["PrivateIpAddress"]: node_name("train", i["InstanceId"]) for i in launched}
+    assert sorted(json.loads(listed.stdout)["ng_train"]["hosts"]) == sorted(names)
+
+
+def _unsafe(value: Any) -> Any:
+    """A value as ansible-inventory --list prints it: strings from AWS are marked unsafe (not templated)."""
+    return value.get("__ansible_unsafe") if isinstance(value, dict) else value

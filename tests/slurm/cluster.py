@@ -10,10 +10,17 @@ What stands in, and why:
   stand-in nvidia-smi and dcgmi printing recorded outputs, which a test edits to break a node.
 - The machines share the host's network namespace (tests/machines): each static slurmd gets its own
   port in slurm.conf (NodeName ... Port=), the cloud node keeps Slurm's default 6818.
+- The cloud node's instance metadata: a stand-in IMDSv2 on 127.0.0.1 (tests/standins/imds.py) answers
+  the instance id, so slurmd's unit names the node cloud-<instance id> as on EC2 (the role's
+  slurm_compute_imds_endpoint points there).
 - systemd-nspawn mounts the cgroup v1 controllers read-only; a machine remounts them writable before the
   roles run (a real host's slurmd owns its cgroups), so proctrack/task cgroup confinement runs for real.
 - The MUNGE key and the database password are generated here and delivered as Ansible vault variables,
   the on-premises path of the secret_store role.
+- Containers for jobs: enroot, pyxis and NVIDIA's container toolkit come from the stand-in sources of
+  tests/standins/containers.py (production names and versions; a pyxis compiled against this Slurm that
+  records the image instead of starting a container), installed by the enroot and pyxis roles in the
+  same converge.
 """
 
 from __future__ import annotations
@@ -31,9 +38,12 @@ from typing import Any
 
 from components.spec import resolve
 from gpuforge.nodes.bake import PlaybookResult, run_playbook
+from gpuforge.nodes.instance_name import node_name
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.slurm import slurm_config
 from tests.machines import SSH_IMAGE, Machine, Machines
+from tests.standins.containers import ContainerSources
+from tests.standins.imds import StandInImds
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -56,6 +66,8 @@ USER, ACCOUNT, UID = "alice", "research", 2001
 # the cloud node's slurmd (Slurm's default), slurmdbd, the static slurmds.
 SLURM_PORTS = (6817, 6818, 6819, *STATIC_PORTS.values())
 CLUSTER = "forge-dev"
+CLOUD_GROUP = "cloud"
+CLOUD_INSTANCE = "i-0c10d0000000000a1"  # the instance the cloud machine is when the cluster is built
 
 # nvidia-smi --query-gpu=index,name,uuid,driver_version,pci.bus_id --format=csv of a healthy node.
 NVIDIA_SMI_CSV = "index, name, uuid, driver_version, pci.bus_id\n" + "".join(
@@ -85,6 +97,12 @@ class SlurmCluster:
     first: PlaybookResult
     second: PlaybookResult
     inventory: dict[str, Any]
+    imds: StandInImds  # the cloud machine's instance metadata
+
+    @property
+    def cloud_node(self) -> str:
+        """The cloud machine's Slurm name: <group>-<instance id> of the instance it is now."""
+        return node_name(CLOUD_GROUP, self.imds.instance_id)
 
     @property
     def controller(self) -> Machine:
@@ -217,6 +235,11 @@ def cluster_config(machines: Machines, cpus: int, real_memory: int) -> dict[str,
     config["accounts"] = {ACCOUNT: {"description": "Research engineers", "fairshare": 1}}
     config["users"] = {USER: {"uid": UID, "account": ACCOUNT, "ssh_public_keys": []}}
     config["cluster_name"] = CLUSTER
+    # enroot's settings per node group of these machines (none has local NVMe: the root disk's paths, which
+    # the dev stack's login group has), and the toolkit for enroot's GPU hook on both compute groups.
+    enroot = config["containers"]["enroot"]
+    enroot["settings"] = {group: enroot["settings"]["login"] for group in ("gpu", "cloud", "login")}
+    config["containers"]["gpu_groups"] = ["cloud", "gpu"]
     return config
 
 
@@ -243,7 +266,13 @@ def _in_namespaces(machine: Machine, script: str) -> None:
     subprocess.run(["nsenter", "-t", init, "-m", "-p", "sh", "-c", script], check=True, capture_output=True, timeout=60)
 
 
-def inventory(machines: Machines, config: dict[str, Any], secret_values: dict[str, str]) -> dict[str, Any]:
+def inventory(
+    machines: Machines,
+    config: dict[str, Any],
+    secret_values: dict[str, str],
+    extra_vars: dict[str, Any],
+    imds_endpoint: str,
+) -> dict[str, Any]:
     def hosts(indexes: tuple[int, ...], **extra: Any) -> dict[str, Any]:
         return {machines[i].name: {**machines[i].ansible_vars(), **extra} for i in indexes}
 
@@ -256,14 +285,15 @@ def inventory(machines: Machines, config: dict[str, Any], secret_values: dict[st
                 "vault_slurm_db_password": secret_values["db_password"],
                 # MariaDB on the controller's own address: the machines share one network namespace.
                 "slurm_dbd_mariadb_bind_address": machines[CONTROLLER].address,
+                **extra_vars,
             },
             "children": {
                 "slurm_controller": {"hosts": hosts((CONTROLLER,))},
-                "slurm_login": {"hosts": hosts((LOGIN,))},
+                "slurm_login": {"hosts": hosts((LOGIN,), gpuforge_node_group="login")},
                 "slurm_compute": {
                     "hosts": {
                         **hosts(STATIC, gpuforge_node_group="gpu"),
-                        **hosts((CLOUD,), gpuforge_node_group="cloud"),
+                        **hosts((CLOUD,), gpuforge_node_group=CLOUD_GROUP, slurm_compute_imds_endpoint=imds_endpoint),
                     }
                 },
             },
@@ -293,6 +323,8 @@ def ports_taken() -> list[int]:
     taken = []
     for port in SLURM_PORTS:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            # As the daemons do: a port the previous run's cluster left in TIME_WAIT is free; a listener is not.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 sock.bind(("0.0.0.0", port))
             except OSError as exc:
@@ -301,16 +333,17 @@ def ports_taken() -> list[int]:
     return taken
 
 
-def build_cluster(machines: Machines) -> SlurmCluster:
+def build_cluster(machines: Machines, containers: ContainerSources, imds: StandInImds) -> SlurmCluster:
     for index, machine in enumerate(machines):
         prepare_machine(machine, gpus=index in (*STATIC, CLOUD))
     cpus, memory = node_facts(machines[STATIC[0]])
     config = cluster_config(machines, cpus, memory)
+    containers.slurm_config(config)
     secret_values = generated_secrets()
-    inv = inventory(machines, config, secret_values)
+    inv = inventory(machines, config, secret_values, containers.variables(), imds.endpoint)
     start = time.monotonic()
     first = run_playbook("slurm.yml", inv)
     mid = time.monotonic()
     second = run_playbook("slurm.yml", inv) if first.ok else first
     print(f"\nslurm.yml: converge {mid - start:.1f}s, idempotence run {time.monotonic() - mid:.1f}s")
-    return SlurmCluster(machines, config, secret_values, first, second, inv)
+    return SlurmCluster(machines, config, secret_values, first, second, inv, imds)

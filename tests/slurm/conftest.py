@@ -1,5 +1,5 @@
 """The booted Slurm cluster, one per test session: shared by every module of tests/slurm that boots it
-(the cluster's proof in test_slurm_cluster.py, the node lifecycle in test_slurm_lifecycle.py)."""
+(the cluster's proof in test_slurm_cluster.py, containers for jobs in test_slurm_containers.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ from collections.abc import Generator, Iterator
 import pytest
 
 from tests.machines import MachinePool
+from tests.standins.containers import ContainerSources
+from tests.standins.imds import stand_in_imds
 
-from .cluster import SLURM_IMAGE, SlurmCluster, build_cluster, ports_taken
+from .cluster import CLOUD_INSTANCE, SLURM_IMAGE, SlurmCluster, build_cluster, ports_taken
 
 
 @pytest.fixture(scope="session")
-def slurm_cluster(machine_pool: MachinePool) -> Iterator[SlurmCluster]:
+def slurm_cluster(machine_pool: MachinePool, container_sources: ContainerSources) -> Iterator[SlurmCluster]:
     if taken := ports_taken():
         pytest.fail(
             f"Slurm ports {taken} are already in use on this host (the machines share its network): "
@@ -23,9 +25,10 @@ def slurm_cluster(machine_pool: MachinePool) -> Iterator[SlurmCluster]:
     start = time.monotonic()
     machines = machine_pool.group("slurm", 5, SLURM_IMAGE)
     print(f"\nslurm machines booted in {time.monotonic() - start:.1f}s")
-    cluster = build_cluster(machines)
-    assert cluster.first.ok, [f"{f.host} {f.task}: {f.message}" for f in cluster.first.failures]
-    yield cluster
+    with stand_in_imds(CLOUD_INSTANCE) as imds:
+        cluster = build_cluster(machines, container_sources, imds)
+        assert cluster.first.ok, [f"{f.host} {f.task}: {f.message}" for f in cluster.first.failures]
+        yield cluster
 
 
 @pytest.hookimpl(wrapper=True)

@@ -330,8 +330,8 @@ def test_parse_scontrol_and_squeue() -> None:
 
 
 def test_the_stacks_render_the_lifecycle_program_its_groups() -> None:
-    """dev: an elastic GPU group from zero; prod: a fixed group (count + spares). The rendered dict is what
-    the controller's program reads; the gate's floors come from the catalog."""
+    """dev: an elastic GPU group from zero; prod: a fixed group (count + spares); both gated with the
+    catalog's floors. The rendered dict is what the controller's program reads."""
     from components.spec import resolve
     from gpuforge.plan.stacks import load_stack
     from gpuforge.render.lifecycle import gate_floors
@@ -340,11 +340,11 @@ def test_the_stacks_render_the_lifecycle_program_its_groups() -> None:
     dev = LifecycleConfig.from_dict(slurm_config(resolve(load_stack("dev").cluster, "dev"))["lifecycle"])
     (train,) = dev.groups.values()
     assert train.elastic and train.min_nodes == 0 and train.max_nodes >= 1
-    assert train.gate is None  # off in rendered stacks until nodes register as <group>-<instance id>
+    assert train.gate is not None and train.gate.two_node_floor_gbps == gate_floors("g5.12xlarge").two_node_gbps
     assert gate_floors("g5.12xlarge").two_node_gbps == 4.5  # 0.9 x the derived EFA ceiling
     prod_spec = resolve(load_stack("prod").cluster, "prod")
     prod = LifecycleConfig.from_dict(slurm_config(prod_spec)["lifecycle"])
     fixed = prod.groups["train"]
     assert not fixed.elastic and fixed.min_nodes == fixed.max_nodes == prod_spec.spec.node_groups["train"].total_nodes
-    assert gate_floors("p5.48xlarge").single_node_gbps == 405.0  # 0.9 x 450 GB/s
+    assert fixed.gate is not None and fixed.gate.single_node_floor_gbps == 405.0  # 0.9 x 450 GB/s (p5.48xlarge)
     assert prod.cluster == "forge-prod" and prod.endpoint_url is None

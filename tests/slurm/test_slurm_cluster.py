@@ -105,7 +105,9 @@ def test_user_job_runs_on_two_computes_and_is_accounted(slurm_cluster: SlurmClus
 
 
 def test_cloud_node_registers_itself_with_its_gres(slurm_cluster: SlurmCluster) -> None:
-    name = slurm_cluster.cloud.name
+    # Named from its instance metadata (IMDSv2, a stand-in here) by slurmd's unit: cloud-<instance id>.
+    name = slurm_cluster.cloud_node
+    assert name == f"cloud-{slurm_cluster.imds.instance_id}" and name != slurm_cluster.cloud.name
     # slurm.conf names no such node: it came from slurmd -Z --conf "... Gres=... Feature=group_cloud".
     assert name not in slurm_cluster.controller.run("cat /etc/slurm/slurm.conf").stdout
     node = wait_for(f"{name} to register", lambda: _idle(slurm_cluster, name) and _node(slurm_cluster, name))

@@ -76,7 +76,8 @@ def ansible_rendered(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
         Path(__file__).with_name("render_slurm.yml"),
         inventory,
         extravars={"slurm_config": config, "slurm_files": files, "slurm_out_dir": str(out),
-                   "slurm_templates_dir": str(REPO / "templates")},
+                   "slurm_templates_dir": str(REPO / "templates"),
+                   "slurm_roles_dir": str(REPO / "playbooks" / "roles")},
     )
     if not result.ok:
         skip_or_fail(f"ansible-playbook failed: {[f'{f.task}: {f.message}' for f in result.failures]}")
@@ -109,3 +110,25 @@ def test_site_nodes_are_static_with_catalog_facts_and_the_fabric_tree() -> None:
                               "version": "4.2"}
     assert config["login_hosts"] == [{"name": "login-01", "address": "10.64.1.7"}]
     assert config["secrets"]["munge_key"] == {"store": "ansible_vault", "id": "vault_slurm_munge_key"}
+
+
+def test_a_cloud_node_starts_slurmd_under_its_instance_name(ansible_rendered: tuple[dict, Path]) -> None:
+    """The compute role's slurmd drop-in: a cloud group's slurmd gets -N <group>-<instance id> from the
+    instance metadata (gpuforge/nodes/instance_name.py, tested against a stand-in IMDS in
+    test_instance_name.py; booted in test_slurm_cluster.py); a static node (onprem-lab) keeps its host name."""
+    config, out = ansible_rendered
+    if not config["groups"]["train"]["dynamic"]:
+        static = (out / "slurmd.service.d.train").read_text()
+        assert "[Service]" not in static and "ExecStart" not in static and "ConditionPathExists=" in static
+        return
+    cloud = (out / "slurmd.service.d.train").read_text().splitlines()
+    assert "[Service]" in cloud
+    (pre,) = [line for line in cloud if line.startswith("ExecStartPre=")]
+    assert pre.split("=", 1)[1].split() == [
+        "/usr/bin/python3", "/usr/local/lib/gpuforge/instance_name.py", "--group", "train",
+        "--output", "/run/gpuforge/slurmd-node-name", "--endpoint", "http://169.254.169.254",
+    ]  # fmt: skip
+    assert "EnvironmentFile=-/run/gpuforge/slurmd-node-name" in cloud
+    # The packaged ExecStart (slurm-wlm's slurmd.service) is reset, then given the name.
+    starts = [line for line in cloud if line.startswith("ExecStart=")]
+    assert starts == ["ExecStart=", "ExecStart=/usr/sbin/slurmd -D -s $SLURMD_OPTIONS -N ${GPUFORGE_SLURMD_NODENAME}"]

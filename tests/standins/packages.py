@@ -7,6 +7,7 @@ it would the real one) and says in its first line that it is a stand-in.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,7 +88,7 @@ class Package:
     name: str
     version: str
     depends: tuple[str, ...] = ()
-    files: dict[str, str] = field(default_factory=dict)  # path -> content
+    files: Mapping[str, str | bytes] = field(default_factory=dict)  # path -> content (bytes: a binary)
     executables: frozenset[str] = frozenset()  # paths installed mode 0755
     symlinks: dict[str, str] = field(default_factory=dict)  # path -> target
     description: str = "gpuforge test stand-in (files only)"

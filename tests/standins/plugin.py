@@ -1,4 +1,5 @@
-"""The ``standin_sources`` fixture: the stand-in package sources, built and served once per session."""
+"""The ``standin_sources`` and ``container_sources`` fixtures: the stand-in package sources, built and served
+once per session."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from tests.support import skip_or_fail
 
+from . import containers
 from .repo import StandinSources, build
 
 
@@ -18,6 +20,20 @@ def standin_sources(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standi
         if shutil.which(tool) is None:
             skip_or_fail(f"{tool} not installed (apt-get install {package}; .ci/run installs it)")
     sources = build(tmp_path_factory.mktemp("standins") / "www")
+    sources.serve()
+    try:
+        yield sources
+    finally:
+        sources.stop()
+
+
+@pytest.fixture(scope="session")
+def container_sources(tmp_path_factory: pytest.TempPathFactory) -> Iterator[containers.ContainerSources]:
+    """enroot, pyxis (compiled here against libslurm-dev) and NVIDIA's container toolkit (containers.py)."""
+    if missing := containers.tools_missing():
+        packages = " ".join(missing)
+        skip_or_fail(f"not installed: {packages} (apt-get install {packages}; .ci/run installs them)")
+    sources = containers.build(tmp_path_factory.mktemp("container-standins") / "www")
     sources.serve()
     try:
         yield sources

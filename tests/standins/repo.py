@@ -109,29 +109,10 @@ class StandinSources:
         }
 
     def serve(self) -> None:
-        port = _free_port()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(self.root), str(port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            stdin=subprocess.DEVNULL,
-        )
-        self.url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"{self.url}/{CUDA_PATH}/InRelease", timeout=2):
-                    return
-            except OSError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"stand-in repository server did not start on {self.url}") from None
-                time.sleep(0.2)
+        self.process, self.url = serve_tree(self.root, f"{CUDA_PATH}/InRelease", "stand-in repository server")
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
+        stop_server(self.process)
         self.process = None
 
 
@@ -245,7 +226,10 @@ def _deb(package: Package, dest: Path) -> Path:
     for path, content in package.files.items():
         target = staging / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content)
         target.chmod(0o755 if path in package.executables else 0o644)
     for path, link_target in package.symlinks.items():
         link = staging / path.lstrip("/")
@@ -308,6 +292,34 @@ def _export_key(gnupg: Path, key: str) -> bytes:
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def serve_tree(root: Path, probe: str, what: str) -> tuple[subprocess.Popen[bytes], str]:
+    """Serve *root* over HTTP on a free 127.0.0.1 port; return the server and its URL once *probe* answers."""
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(root), str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/{probe}", timeout=2):
+                return process, url
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                stop_server(process)
+                raise RuntimeError(f"{what} did not start on {url}") from None
+            time.sleep(0.2)
+
+
+def stop_server(process: subprocess.Popen[bytes] | None) -> None:
+    if process is not None and process.poll() is None:
+        process.terminate()
+        process.wait(timeout=10)
 
 
 def _free_port() -> int:
