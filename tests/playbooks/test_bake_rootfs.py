@@ -6,6 +6,7 @@ nothing, and the root file system holds what a booted node needs."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -182,20 +183,26 @@ def test_ib_rdma_stack_installed_from_doca(ib_rootfs: Baked) -> None:
     sources = (ib_rootfs.path / "etc/apt/sources.list.d/nvidia-doca.sources").read_text()
     assert f"/doca/{standin.DOCA_VERSION.split('-')[0]}/debian12.5/x86_64/" in sources
     assert "Signed-By: /etc/apt/keyrings/nvidia-doca.asc" in sources and "trusted" not in sources.lower()
-    assert "libfabric-bin" not in installed  # the efa role is for EFA groups only
+    assert "libfabric1-aws" not in installed  # the efa role (the EFA installer) is for EFA groups only
     modules = (ib_rootfs.path / "etc/modules-load.d/gpuforge-rdma.conf").read_text().split()
     assert {"ib_umad", "ib_uverbs", "rdma_ucm", "ib_ipoib"} <= set(modules)
     assert "lustre" not in (ib_rootfs.path / "etc/fstab").read_text()
 
 
-# --- health checks on the baked image (no GPU, no EFA device in a chroot: the node must fail) ----
+# --- health checks on the baked image (no GPU in a chroot, one EFA device short: the node must fail) ----
 
 
-def test_healthcheck_names_the_node_without_gpus_and_efa(efa_rootfs: Baked) -> None:
-    """The checks a node without GPUs, NVLinks and EFA devices fails, DCGM diagnostics included: the stand-in
-    dcgmi prints a real `dcgmi diag` output, here with its PCIe row failed (tests/standins/packages.py)."""
+def test_healthcheck_names_the_node_without_gpus_and_an_efa_device_short(efa_rootfs: Baked) -> None:
+    """The checks a node without GPUs and NVLinks, and with 31 of a p5's 32 EFA devices, fails, DCGM
+    diagnostics included: the stand-in dcgmi prints a real `dcgmi diag` output, here with its PCIe row
+    failed, and the stand-in fi_info that the EFA installer put in /opt/amazon/efa/bin (not on Ansible's
+    PATH) lists the EFA devices of the stand-in sysfs (tests/standins/packages.py)."""
     from gpuforge.nodes.bake import rootfs_inventory
     from gpuforge.nodes.check import run_checks
+
+    efa_devices = [f"rdmap{bus}s0" for bus in range(10, 41)]
+    sysfs = efa_rootfs.path / standin.STANDIN_SYSFS.lstrip("/")
+    subprocess.run(["sh", "-c", standin.rdma_sysfs_script(efa_devices, str(sysfs))], check=True)
 
     recorded = standin.DCGMI_DIAG_RECORDED.read_text()
     failed = recorded.replace(
@@ -212,18 +219,19 @@ def test_healthcheck_names_the_node_without_gpus_and_efa(efa_rootfs: Baked) -> N
         report = run_checks(inventory, checks=("gpu", "dcgm", "nvlink", "xid", "fabric"), drain="slurm")
     finally:
         override.unlink()
+        shutil.rmtree(sysfs)
     assert report.failing == ["rootfs"]
     assert not report.ok
     problems = report.nodes[0].problems
     assert "found 0 GPUs, expected 8" in problems
-    assert "EFA devices 0, expected 32" in problems
+    assert "EFA devices 31, expected 32" in problems
     # `dcgmi diag -r 2 -p pcie.gpu_nvlinks_expected_up=18` and `nvidia-smi nvlink --status` ran, and were judged.
     assert "dcgmi diag PCIe: Fail - GPU: 3 (Error: GPU 3 NvLink link 4 is down)" in problems
     assert "NVLinks up 0, expected 144" in problems
     # Ansible failed the node with the same findings, in its own words.
     assert report.playbook.failed_hosts == ["rootfs"]
     ansible_message = " ".join(f.message for f in report.playbook.failures)
-    assert "nvidia-smi failed" in ansible_message and "EFA devices 0, expected 32" in ansible_message
+    assert "nvidia-smi failed" in ansible_message and "EFA devices 31, expected 32" in ansible_message
     assert report.drain_commands[0][:4] == ["scontrol", "update", "nodename=rootfs", "state=drain"]
     metrics = (efa_rootfs.path / "var/lib/prometheus/node-exporter/gpuforge_healthcheck.prom").read_text()
     assert "gpuforge_healthcheck_ok 0" in metrics
