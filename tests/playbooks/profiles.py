@@ -21,17 +21,20 @@ EFA_P5: dict[str, Any] = {
     "gpu_healthcheck_fabric": "efa",
     "gpu_healthcheck_expected_gpus": 8,
     "gpu_healthcheck_expected_efa": 32,
+    "gpu_healthcheck_nvlinks_per_gpu": 18,  # the catalog's H100 NVLinks on an NVSwitch type
     "lustre_client_filesystem": {
         "dnsName": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
         "mountName": "abcdefgh",
     },
 }
 
-# An on-premises 8-rail rail-optimized InfiniBand node group.
+# An on-premises 8-rail rail-optimized InfiniBand node group on NVIDIA DOCA-OFED (ConnectX-7 fleets), as a
+# site's group variables select it (rdma_source; the booted-lab stack keeps the distribution's rdma-core).
 IB_RAILS = [f"mlx5_{i}" for i in range(8)]
 IB_8RAIL: dict[str, Any] = {
     "gpuforge_fabric": "infiniband",
     "rdma_fabric": "infiniband",
+    "rdma_source": "doca",
     "nccl_tuning_fabric": "infiniband",
     "nccl_tuning_nccl_version": "2.26.2",
     "nccl_tuning_ib_hcas": IB_RAILS,

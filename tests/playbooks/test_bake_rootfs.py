@@ -163,9 +163,15 @@ def test_ib_nccl_conf_pins_rails(ib_rootfs: Baked) -> None:
     assert not any(key.startswith("FI_") for key in env)
 
 
-def test_ib_rdma_stack_installed(ib_rootfs: Baked) -> None:
+def test_ib_rdma_stack_installed_from_doca(ib_rootfs: Baked) -> None:
     installed = dpkg_status(ib_rootfs.path)
     assert {"rdma-core", "infiniband-diags", "ibverbs-utils", "perftest", "libnccl2"} | DRIVER <= set(installed)
+    # DOCA-OFED from NVIDIA's DOCA repository (the stand-in), trusted through the key the role installed.
+    assert installed["doca-ofed"] == standin.DOCA_VERSION
+    assert installed["mlnx-ofed-kernel-utils"] == standin.DOCA_OFED_VERSION
+    sources = (ib_rootfs.path / "etc/apt/sources.list.d/nvidia-doca.sources").read_text()
+    assert f"/doca/{standin.DOCA_VERSION.split('-')[0]}/debian12.5/x86_64/" in sources
+    assert "Signed-By: /etc/apt/keyrings/nvidia-doca.asc" in sources and "trusted" not in sources.lower()
     assert "libfabric-bin" not in installed  # the efa role is for EFA groups only
     modules = (ib_rootfs.path / "etc/modules-load.d/gpuforge-rdma.conf").read_text().split()
     assert {"ib_umad", "ib_uverbs", "rdma_ucm", "ib_ipoib"} <= set(modules)
@@ -176,16 +182,34 @@ def test_ib_rdma_stack_installed(ib_rootfs: Baked) -> None:
 
 
 def test_healthcheck_names_the_node_without_gpus_and_efa(efa_rootfs: Baked) -> None:
+    """The checks a node without GPUs, NVLinks and EFA devices fails, DCGM diagnostics included: the stand-in
+    dcgmi prints a real `dcgmi diag` output, here with its PCIe row failed (tests/standins/packages.py)."""
     from gpuforge.nodes.bake import rootfs_inventory
     from gpuforge.nodes.check import run_checks
 
+    recorded = standin.DCGMI_DIAG_RECORDED.read_text()
+    failed = recorded.replace(
+        "| PCIe                      | Pass - All                                     |",
+        "| PCIe                      | Fail - GPU: 3                                  |\n"
+        "| Error                     | GPU 3 NvLink link 4 is down                    |",
+    )
+    assert failed != recorded
+    override = efa_rootfs.path / standin.DCGMI_STANDIN_OUTPUT.lstrip("/")
+    override.parent.mkdir(parents=True, exist_ok=True)
+    override.write_text(failed)
     inventory = rootfs_inventory(efa_rootfs.path, efa_rootfs.host_vars)
-    report = run_checks(inventory, checks=("gpu", "xid", "fabric"), drain="slurm")
+    try:
+        report = run_checks(inventory, checks=("gpu", "dcgm", "nvlink", "xid", "fabric"), drain="slurm")
+    finally:
+        override.unlink()
     assert report.failing == ["rootfs"]
     assert not report.ok
     problems = report.nodes[0].problems
     assert "found 0 GPUs, expected 8" in problems
     assert "EFA devices 0, expected 32" in problems
+    # `dcgmi diag -r 2 -p pcie.gpu_nvlinks_expected_up=18` and `nvidia-smi nvlink --status` ran, and were judged.
+    assert "dcgmi diag PCIe: Fail - GPU: 3 (Error: GPU 3 NvLink link 4 is down)" in problems
+    assert "NVLinks up 0, expected 144" in problems
     # Ansible failed the node with the same findings, in its own words.
     assert report.playbook.failed_hosts == ["rootfs"]
     ansible_message = " ".join(f.message for f in report.playbook.failures)

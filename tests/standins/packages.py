@@ -20,8 +20,16 @@ DRIVER_VERSIONS = ("580.82.07-1", "580.95.05-1")
 NCCL_PINNED = "2.26.2-1+cuda12.8"
 NCCL_NEWER = "2.27.7-1+cuda12.9"
 DCGM_VERSION = "1:4.2.3-1"
+# DCGM's command line without a GPU: `dcgmi diag` replays a real run's recorded output (see dcgmi_script()).
+DCGMI_DIAG_RECORDED = HERE.parent / "fixtures" / "healthcheck" / "dcgmi-diag-r3-pass.txt"
+DCGMI_STANDIN_OUTPUT = "/etc/dcgmi-standin/diag.txt"
 EFA_INSTALLER_VERSION = "1.43.1"
 AWS_OFI_NCCL_VERSION = "1.16.3-1"
+# DOCA-OFED (rdma role, rdma_source doca): the release the role defaults to and the MLNX_OFED it carries
+# (DOCA 2.10.0 is MLNX_OFED 25.01-0.6.0.0: its repository's mlnx-fw-updater_25.01-0.6.0.0). The
+# metapackage's own version string is not recorded here: the stand-in uses the release number.
+DOCA_VERSION = "2.10.0-1"
+DOCA_OFED_VERSION = "25.01-0.6.0.0"
 LUSTRE_VERSION = "2.15.6-1fsx1"
 # The stand-in lnetctl (a script that keeps LNet's state in a file): tests/standins/lnetctl.py.
 LNETCTL = (HERE / "lnetctl.py").read_text()
@@ -146,7 +154,12 @@ def cuda_repository() -> list[Package]:
         "nv-hostengine", "/usr/bin/nv-hostengine", "nvidia-dcgm.service", "NVIDIA DCGM service"
     )
     packages += [
-        Package("datacenter-gpu-manager-4-core", DCGM_VERSION, files=dcgm_files, executables=dcgm_exec),
+        Package(
+            "datacenter-gpu-manager-4-core",
+            DCGM_VERSION,
+            files={**dcgm_files, "/usr/bin/dcgmi": dcgmi_script()},
+            executables=dcgm_exec | {"/usr/bin/dcgmi"},
+        ),
         Package(
             "datacenter-gpu-manager-4-cuda12",
             DCGM_VERSION,
@@ -254,6 +267,49 @@ def lustre_repository() -> list[Package]:
             files={
                 "/etc/modprobe.d/lustre-standin.conf": "# gpuforge test stand-in: no Lustre kernel modules\n" + loads
             },
+        ),
+    ]
+
+
+def dcgmi_script() -> str:
+    """dcgmi as the gpu_healthcheck role runs it (`dcgmi diag -r N [-p ...]`): there is no GPU, so it prints
+    the output of a real `dcgmi diag -r 3` (DCGM 3.3.9 on 8 H100s, DCGMI_DIAG_RECORDED and its .source), or
+    what a test put in DCGMI_STANDIN_OUTPUT to make a node fail. Other subcommands are not recorded: they fail."""
+    recorded = DCGMI_DIAG_RECORDED.read_text()
+    assert "GPUFORGE_RECORDED" not in recorded
+    return (
+        "#!/bin/sh\n"
+        "# gpuforge test stand-in for dcgmi (DCGM {version}): no GPU here. `dcgmi diag` prints recorded output.\n"
+        'if [ "$1" != diag ]; then echo "stand-in dcgmi: only diag is recorded" >&2; exit 1; fi\n'
+        "if [ -f {override} ]; then cat {override}; exit 0; fi\n"
+        "cat <<'GPUFORGE_RECORDED'\n{recorded}GPUFORGE_RECORDED\n"
+    ).format(version=DCGM_VERSION.split(":")[-1], override=DCGMI_STANDIN_OUTPUT, recorded=recorded)
+
+
+def doca_repository() -> list[Package]:
+    """NVIDIA's DOCA repository for DOCA-OFED hosts (doca/<version>/<distribution>/x86_64/, a flat repository):
+    the doca-ofed metapackage and the Mellanox packages it adds, files only (mlnx-ofed-kernel-dkms builds no
+    module here). The user-space verbs stack it depends on (rdma-core, ibverbs-utils, infiniband-diags,
+    perftest) comes from Debian's archive; DOCA ships its own builds of those, which the stand-in does not."""
+    return [
+        Package("mlnx-ofed-kernel-dkms", DOCA_OFED_VERSION, files={"/usr/src/mlnx-ofed-kernel-25.01/STANDIN": ""}),
+        Package(
+            "mlnx-ofed-kernel-utils",
+            DOCA_OFED_VERSION,
+            depends=(f"mlnx-ofed-kernel-dkms (= {DOCA_OFED_VERSION})",),
+            files={"/usr/sbin/ibdev2netdev": "#!/bin/sh\n# gpuforge test stand-in: no ConnectX device here\n"},
+            executables=frozenset({"/usr/sbin/ibdev2netdev"}),
+        ),
+        Package(
+            "doca-ofed",
+            DOCA_VERSION,
+            depends=(
+                f"mlnx-ofed-kernel-utils (= {DOCA_OFED_VERSION})",
+                "rdma-core",
+                "ibverbs-utils",
+                "infiniband-diags",
+                "perftest",
+            ),
         ),
     ]
 

@@ -5,6 +5,8 @@ and stops by its process id:
 
     compute/cuda/repos/debian12/x86_64/      NVIDIA's CUDA repository: a flat apt repository (suites: /),
                                              signed (InRelease, Release.gpg), key at 3bf863cc.pub
+    doca/2.10.0/debian12.5/x86_64/           NVIDIA's DOCA repository (DOCA-OFED): flat, signed, key at
+                                             doca/GPG-KEY-Mellanox.pub
     fsx/ubuntu/dists/bookworm/main/...       the FSx for Lustre client repository (suite bookworm, main)
     fsx/fsx-ubuntu-public-key.asc            its signing key
     efa/aws-efa-installer-<version>.tar.gz   the EFA installer tarball (aws-efa-installer/efa_installer.sh,
@@ -38,6 +40,8 @@ from . import packages as pkgs
 from .packages import Package
 
 CUDA_PATH = "compute/cuda/repos/debian12/x86_64"
+DOCA_BASE = "doca"
+DOCA_PATH = f"{DOCA_BASE}/{pkgs.DOCA_VERSION.split('-')[0]}/debian12.5/x86_64"
 NCCL_TESTS_PATH = "NVIDIA/nccl-tests.git"
 NCCL_TESTS_SOURCE = Path(__file__).resolve().parent / "nccl-tests"
 LUSTRE_PATH = "fsx/ubuntu"
@@ -62,6 +66,8 @@ class StandinSources:
         return {
             "nvidia_driver_cuda_repo_base_url": f"{self.url}/compute/cuda/repos",
             "nvidia_driver_branch": pkgs.DRIVER_BRANCH,
+            # Used where a host's rdma_source is doca (the key URL follows the base URL, as in production).
+            "rdma_doca_repo_base_url": f"{self.url}/{DOCA_BASE}",
             "efa_installer_version": pkgs.EFA_INSTALLER_VERSION,
             "efa_installer_url": f"{self.url}/efa/aws-efa-installer-{pkgs.EFA_INSTALLER_VERSION}.tar.gz",
             "efa_installer_checksum": f"sha256:{self.efa_installer_sha256}",
@@ -124,6 +130,13 @@ def _build(root: Path, gnupg: Path, key: str) -> StandinSources:
         _deb(package, cuda)
     _flat_index(cuda, gnupg, key)
     (cuda / "3bf863cc.pub").write_bytes(_export_key(gnupg, key))
+
+    doca = root / DOCA_PATH
+    doca.mkdir(parents=True)
+    for package in pkgs.doca_repository():
+        _deb(package, doca)
+    _flat_index(doca, gnupg, key)
+    (root / DOCA_BASE / "GPG-KEY-Mellanox.pub").write_bytes(_export_key(gnupg, key))
 
     lustre = root / LUSTRE_PATH
     pool = lustre / "pool/main"

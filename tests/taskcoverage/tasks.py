@@ -1,7 +1,8 @@
 """Which production tasks ran in the tests: every task of playbooks/ and playbooks/roles/, matched by file
 and line with the results the gpuforge_task_log callback recorded (callback/gpuforge_task_log.py).
 
-A task counts as run when some host reported it ok or changed outside check mode. The others are
+A task counts as run when some host reported it ok or changed outside check mode (or, for a task whose job
+is to fail, `fail` or `assert`, failed: that is its check doing its work). The others are
 reported with why: only skipped (and the condition that skipped it), only failed, only in check mode, or
 never reached (no result at all: a handler never notified, a role no test played).
 """
@@ -28,9 +29,11 @@ ELSEWHERE = {
 # Entries of a task list that Ansible reports no result for: static imports (what they import is listed
 # where it is) and meta tasks. Dynamic includes are tasks: they run, or are skipped on a condition.
 _NOT_TASKS = {"meta", "import_role", "import_tasks", "import_playbook"}
-# The argument validation Ansible prepends to a role that has meta/argument_specs.yml: recorded at the
-# role's place in the play, not a task of any file.
-_IMPLICIT_ACTIONS = {"validate_argument_spec"}
+# Tasks Ansible adds itself, recorded at the play's or the role's place, not tasks of any file: the argument
+# validation of a role with meta/argument_specs.yml, and a play's fact gathering.
+_IMPLICIT_ACTIONS = {"validate_argument_spec", "gather_facts", "setup"}
+# Modules whose failure is their check's verdict: a failed result means the task ran.
+_VERDICT_ACTIONS = {"fail", "assert"}
 _BLOCK_KEYS = ("block", "rescue", "always")
 _PLAY_KEYS = ("pre_tasks", "tasks", "post_tasks", "handlers")
 
@@ -58,10 +61,12 @@ class Outcome:
     statuses: set[str] = field(default_factory=set)  # ok, changed, skipped, failed, unreachable
     check_only: bool = True
     conditions: set[str] = field(default_factory=set)
+    verdict: bool = False  # a fail or assert task: failing is what it does
 
     @property
     def ran(self) -> bool:
-        return not self.check_only and bool(self.statuses & {"ok", "changed"})
+        done = {"ok", "changed", "failed"} if self.verdict else {"ok", "changed"}
+        return not self.check_only and bool(self.statuses & done)
 
     def why_not(self) -> str:
         if not self.statuses:
@@ -162,6 +167,7 @@ def outcomes(
             continue
         outcome = result[task]
         outcome.statuses.add(str(event["status"]))
+        outcome.verdict = str(event.get("action", "")).rpartition(".")[2] in _VERDICT_ACTIONS
         if not event.get("check_mode"):
             outcome.check_only = False
         if event["status"] == "skipped" and event.get("condition"):

@@ -17,11 +17,11 @@ LOCALHOST = {"ansible_connection": "local", "ansible_python_interpreter": sys.ex
 INVENTORY = {"all": {"hosts": {"localhost": LOCALHOST}}}
 
 
-def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, check: bool = False) -> Coverage:
+def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, check: bool = False, unhealthy: bool = False) -> Coverage:
     log = tmp_path / "tasks.jsonl"
     monkeypatch.setenv("GPUFORGE_TASK_LOG", str(log))
-    result = run_playbook(DEMO / "site.yml", INVENTORY, check=check)
-    assert result.ok, result.stdout[-3000:]
+    result = run_playbook(DEMO / "site.yml", INVENTORY, check=check, extravars={"demo_unhealthy": unhealthy})
+    assert result.ok is not unhealthy, result.stdout[-3000:]
     return coverage([log], DEMO)
 
 
@@ -32,13 +32,14 @@ def _why(report: Coverage) -> dict[str, str]:
 def test_the_lister_finds_tasks_in_plays_roles_blocks_handlers_and_includes() -> None:
     listed = {(task.path, task.line, task.name) for task in production_tasks(DEMO)}
     assert listed == {
-        ("playbooks/site.yml", 11, "Task of the play"),
+        ("playbooks/site.yml", 12, "Task of the play"),
         ("playbooks/roles/demo/tasks/main.yml", 2, "Runs and notifies"),
         ("playbooks/roles/demo/tasks/main.yml", 7, "Skipped by its condition"),
         ("playbooks/roles/demo/tasks/main.yml", 14, "Inside the block"),
         ("playbooks/roles/demo/tasks/main.yml", 18, "In the rescue, never reached"),
         ("playbooks/roles/demo/tasks/main.yml", 22, "Loop whose items are all skipped"),
         ("playbooks/roles/demo/tasks/main.yml", 28, "Include the other file"),
+        ("playbooks/roles/demo/tasks/main.yml", 35, "Fail the host on a verdict"),
         ("playbooks/roles/demo/tasks/extra.yml", 2, "Included task"),
         ("playbooks/roles/demo/handlers/main.yml", 2, "Notified handler"),
         ("playbooks/roles/demo/handlers/main.yml", 6, "Handler never notified"),
@@ -59,13 +60,14 @@ def test_a_run_is_matched_by_file_and_line_with_the_condition_that_skipped_each_
         "In the rescue, never reached": "never reached",
         "Loop whose items are all skipped": "skipped: item > 5",
         "Include the other file": "ran",
+        "Fail the host on a verdict": "skipped: demo_unhealthy | default(false)",
         "Included task": "ran",
         "Notified handler": "ran",
         "Handler never notified": "never reached",
         # The role's own `when` in the play is what skipped its tasks.
         "Task of a role the play skips": "skipped: demo_other | default(false)",
     }
-    assert report.summary().startswith("production tasks: 11 counted, 6 ran, 5 did not")
+    assert report.summary().startswith("production tasks: 12 counted, 6 ran, 6 did not")
     assert "never reached" in report.table() and "roles/demo/handlers/main.yml:6" in report.table()
 
 
@@ -73,3 +75,10 @@ def test_a_task_that_ran_only_in_check_mode_did_not_run(tmp_path: Path, monkeypa
     report = _run(tmp_path, monkeypatch, check=True)
     assert _why(report)["Task of the play"] == "ran in check mode only"
     assert not any(outcome.ran for outcome in report.outcomes.values())
+
+
+def test_a_verdict_task_that_failed_the_host_ran(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    why = _why(_run(tmp_path, monkeypatch, unhealthy=True))
+    assert why["Fail the host on a verdict"] == "ran"
+    # The host failed before the handlers and the play's own task: those did not run.
+    assert why["Task of the play"] == "never reached"
