@@ -33,11 +33,6 @@ def slurm_inventory(stack: str, outputs: Mapping[str, Any], group_name: Any) -> 
         config["accounting"]["database"]["host"] = deployed["databaseEndpoint"]
     if deployed.get("homeFileSystem"):
         config["home"]["source"] = deployed["homeFileSystem"]
-    credentials = (config.get("lifecycle") or {}).get("aws_credentials")
-    scaler = ((outputs.get("hybrid") or {}).get("burst") or {}).get("scaler") or {}
-    if credentials is not None and scaler:  # a hybrid site's scaler: its Roles Anywhere profile and role
-        credentials.update(profile_arn=scaler.get("profileArn", ""), role_arn=scaler.get("roleArn", ""),
-                           trust_anchor_arn=scaler.get("trustAnchorArn", ""))
     # A hybrid cluster's cloud nodes read the munge key from Secrets Manager with their role; the site's
     # hosts from the site's vault (slurm_config.secrets.munge_key, the munge role's default).
     cloud_key = config["secrets"].get("cloud_munge_key")

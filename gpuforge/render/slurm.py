@@ -151,9 +151,8 @@ def slurm_config(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> dict
         lifecycle["gate_nodesets"] = [g["nodeset"] for g in groups.values() if g["dynamic"] or not hybrid]
         if hybrid:
             # The site's controller drives the Auto Scaling groups with IAM Roles Anywhere credentials
-            # (components/hybrid/slurm_burst.py); the inventory fills the ARNs from the stack's outputs.
-            lifecycle["aws_credentials"] = {"kind": "roles_anywhere", "profile_arn": "", "role_arn": "",
-                                            "trust_anchor_arn": ""}
+            # (components/hybrid/slurm_burst.py; the ARNs are the stack output hybrid.burst.scaler).
+            lifecycle["aws_credentials"] = {"kind": "roles_anywhere"}
     return {
         "cluster_name": spec.name,
         "slurm_user": "slurm",
