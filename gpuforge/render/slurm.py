@@ -192,7 +192,7 @@ def slurm_config(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> dict
             name: {"uid": u.uid, "account": u.account, "ssh_public_keys": list(u.ssh_public_keys)}
             for name, u in sched.spec.users.items()
         },
-        "directory": sched.spec.directory.model_dump() if sched.spec.directory else {},
+        "directory": _directory(sched),
         # gpuforge-lifecycle on the controller (slurm_scaler role), for groups in Auto Scaling groups.
         **({"lifecycle": lifecycle} if lifecycle else {}),
         "versions": {
@@ -320,19 +320,41 @@ def _accounting(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, A
 
 
 def _secrets(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any]:
-    """Where nodes read the munge key and the database password: never the values themselves."""
+    """Where nodes read the munge key, the database password and the directory's bind password: never the
+    values themselves."""
     names = secret_names(resolved.spec.name)
     if resolved.spec.placement.kind == "aws":
         return {name: {"store": "aws_secretsmanager", "id": secret} for name, secret in names.items()}
+    directory = sched.spec.directory  # a site's only (scheduler_checks)
     site = {
         "munge_key": {"store": "ansible_vault", "id": "vault_slurm_munge_key"},
         "db_password": {"store": "ansible_vault", "id": "vault_slurm_db_password"},
+        **(
+            {"ldap_bind_password": {"store": "ansible_vault", "id": directory.bind_password_secret}}
+            if directory is not None and directory.bind_dn
+            else {}
+        ),
     }
     if resolved.spec.placement.kind == "hybrid" and any(g.cloud for g in sched.groups.values()):
         # The program generates the key into Secrets Manager; cloud nodes read it with their role, the site
         # holds the same key as its vault variable (docs/onprem-hybrid.md, "Slurm burst").
         site["cloud_munge_key"] = {"store": "aws_secretsmanager", "id": names["munge_key"]}
     return site
+
+
+def _directory(sched: ResolvedScheduler) -> dict[str, Any]:
+    """What the sssd role configures (docs/slurm.md, "Users from the site's directory"); {} without one."""
+    directory = sched.spec.directory
+    if directory is None:
+        return {}
+    return {
+        "kind": directory.kind,
+        "uri": directory.uri,
+        "start_tls": directory.start_tls,
+        "search_base": directory.search_base,
+        "ca_certificate": directory.ca_certificate or "",
+        "bind_dn": directory.bind_dn or "",
+    }
 
 
 def _home(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any]:
