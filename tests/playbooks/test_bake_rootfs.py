@@ -183,7 +183,7 @@ def test_ib_rdma_stack_installed_from_doca(ib_rootfs: Baked) -> None:
     sources = (ib_rootfs.path / "etc/apt/sources.list.d/nvidia-doca.sources").read_text()
     assert f"/doca/{standin.DOCA_VERSION.split('-')[0]}/debian12.5/x86_64/" in sources
     assert "Signed-By: /etc/apt/keyrings/nvidia-doca.asc" in sources and "trusted" not in sources.lower()
-    assert "libfabric1-aws" not in installed  # the efa role (the EFA installer) is for EFA groups only
+    assert "libfabric-bin" not in installed  # the efa role is for EFA groups only
     modules = (ib_rootfs.path / "etc/modules-load.d/gpuforge-rdma.conf").read_text().split()
     assert {"ib_umad", "ib_uverbs", "rdma_ucm", "ib_ipoib"} <= set(modules)
     assert "lustre" not in (ib_rootfs.path / "etc/fstab").read_text()

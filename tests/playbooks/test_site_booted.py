@@ -100,8 +100,21 @@ def site_runs(machine_pool: MachinePool, standin_sources: StandinSources) -> Sit
 
 
 def _rdma_devices(machine: Machine, devices: list[str]) -> None:
-    """RDMA devices in the machine's stand-in sysfs (tests/standins/packages.py)."""
-    machine.run(standin.rdma_sysfs_script(devices), root=True)
+    """RDMA devices in the machine's stand-in sysfs, linked as the kernel links them: class/infiniband/<dev>
+    -> the PCI function's infiniband/<dev>, whose device/driver -> bus/pci/drivers/<efa|mlx5_core>."""
+    root = standin.STANDIN_SYSFS
+    lines = [f"mkdir -p {root}/class/infiniband {root}/bus/pci/drivers/efa {root}/bus/pci/drivers/mlx5_core"]
+    for slot, device in enumerate(devices):
+        function = f"pci0000:00/0000:00:{slot:02x}.0"
+        pci = f"{root}/devices/{function}"
+        driver = "mlx5_core" if device.startswith("mlx5") else "efa"
+        lines += [
+            f"mkdir -p {pci}/infiniband/{device}",
+            f"ln -sfn ../../../bus/pci/drivers/{driver} {pci}/driver",
+            f"ln -sfn ../../../0000:00:{slot:02x}.0 {pci}/infiniband/{device}/device",
+            f"ln -sfn ../../devices/{function}/infiniband/{device} {root}/class/infiniband/{device}",
+        ]
+    machine.run(" && ".join(lines), root=True)
 
 
 def _role_default(role: str, name: str) -> Any:
