@@ -366,9 +366,9 @@ def unverified_enroot_assets(inventory: Mapping[str, Any], group: str | None = N
     if group is not None and group not in containers["enroot"]["settings"]:
         return None  # an image of a group outside the Slurm cluster carries no enroot
     catalog = load_catalog()
-    arches = set()
-    for name, group in inventory["all"]["children"].items():
-        instance_type = (group.get("vars") or {}).get("gpuforge_instance_type") if name.startswith("ng_") else None
+    arches: set[str] = set()
+    for name, entry in inventory["all"]["children"].items():
+        instance_type = (entry.get("vars") or {}).get("gpuforge_instance_type") if name.startswith("ng_") else None
         if instance_type and catalog.has_instance_type(instance_type):
             arches |= {ENROOT_ARCH[a] for a in catalog.instance_type(instance_type).architectures if a in ENROOT_ARCH}
     enroot = containers["enroot"]
