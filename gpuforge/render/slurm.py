@@ -169,7 +169,7 @@ def slurm_config(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> dict
         "prolog": "/etc/slurm/prolog.d/*",
         "epilog": "/etc/slurm/epilog.d/*",
         "accounting": _accounting(resolved, sched),
-        "secrets": _secrets(resolved),
+        "secrets": _secrets(resolved, sched),
         "home": _home(resolved, sched),
         "containers": _containers(resolved, sched, groups),
         "login_access": "bastion" if sched.spec.login.bastion else "ssm",
@@ -180,7 +180,7 @@ def slurm_config(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> dict
             name: {"uid": u.uid, "account": u.account, "ssh_public_keys": list(u.ssh_public_keys)}
             for name, u in sched.spec.users.items()
         },
-        "directory": sched.spec.directory.model_dump() if sched.spec.directory else {},
+        "directory": _directory(sched),
         # gpuforge-lifecycle on the controller (slurm_scaler role), for groups in Auto Scaling groups.
         **({"lifecycle": lifecycle} if lifecycle else {}),
         "versions": {
@@ -293,14 +293,36 @@ def _accounting(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, A
     }
 
 
-def _secrets(resolved: ResolvedSpec) -> dict[str, Any]:
-    """Where nodes read the munge key and the database password: never the values themselves."""
+def _secrets(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any]:
+    """Where nodes read the munge key, the database password and the directory's bind password: never the
+    values themselves."""
     if resolved.spec.placement.kind == "aws":
         names = secret_names(resolved.spec.name)
         return {name: {"store": "aws_secretsmanager", "id": secret} for name, secret in names.items()}
+    directory = sched.spec.directory  # a site's only (scheduler_checks)
     return {
         "munge_key": {"store": "ansible_vault", "id": "vault_slurm_munge_key"},
         "db_password": {"store": "ansible_vault", "id": "vault_slurm_db_password"},
+        **(
+            {"ldap_bind_password": {"store": "ansible_vault", "id": directory.bind_password_secret}}
+            if directory is not None and directory.bind_dn
+            else {}
+        ),
+    }
+
+
+def _directory(sched: ResolvedScheduler) -> dict[str, Any]:
+    """What the sssd role configures (docs/slurm.md, "Users from the site's directory"); {} without one."""
+    directory = sched.spec.directory
+    if directory is None:
+        return {}
+    return {
+        "kind": directory.kind,
+        "uri": directory.uri,
+        "start_tls": directory.start_tls,
+        "search_base": directory.search_base,
+        "ca_certificate": directory.ca_certificate or "",
+        "bind_dn": directory.bind_dn or "",
     }
 
 
