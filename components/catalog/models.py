@@ -366,6 +366,24 @@ class SlurmRelease(_Frozen):
     reason: str  # why this release
 
 
+class SlurmPorts(_Frozen):
+    """What Slurm's daemons listen on, and the range srun listens in (slurm.conf SrunPortRange): the
+    rendered configuration and every firewall rule (security groups, the site's firewall) read these."""
+
+    slurmctld: int
+    slurmd: int
+    slurmdbd: int
+    srun: tuple[int, int]  # SrunPortRange, inclusive
+    source: str
+
+    @model_validator(mode="after")
+    def _range(self) -> SlurmPorts:
+        low, high = self.srun
+        if not 1024 < low <= high < 65536:
+            raise ValueError("srun must be a range of unprivileged ports, low <= high")
+        return self
+
+
 class EnrootRelease(_Frozen):
     version: str  # upstream release, e.g. "4.1.2"
     package_release: str  # Debian revision of the release's .debs
@@ -409,6 +427,7 @@ class SlurmFacts(_Frozen):
     test: SlurmRelease
     real_memory_fraction: float  # RealMemory = floor(fraction x the catalog's memory), headroom for the OS
     real_memory_source: str
+    ports: SlurmPorts
     containers: ContainerRuntimeFacts
 
     @model_validator(mode="after")
