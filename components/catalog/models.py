@@ -239,6 +239,9 @@ class ServerModel(_Frozen):
     # nccl-tests all_reduce busbw of one node (its GPUs over NVLink), GB/s, where a figure is published.
     nccl_busbw_reference_gbps: float | None = None
     nccl_busbw_basis: str | None = None
+    # Node-local NVMe scratch drives by stable path (/dev/disk/by-path/...), assembled at /scratch by the
+    # local_scratch role; empty: none (no vendor publishes the names: a site sets them in its catalog overrides).
+    scratch_devices: tuple[str, ...] = ()
     source: str
     secondary: bool = False
 

@@ -246,8 +246,9 @@ def _site_facts(group: SlurmGroup, fraction: float) -> dict[str, Any]:
         "gres": f"gpu:{gpu_type(server.gpu_model)}:{gpus}" if gpus else "",
         "features": features,
     }
-    # DGX systems carry local NVMe for caches and scratch (the catalog has no per-server figure yet).
-    return {"line": line, "gpus": gpus, "gpu_type": gpu_type(server.gpu_model), "local_nvme": True}
+    # Local scratch where the server model lists its drives (the local_scratch role mounts them).
+    return {"line": line, "gpus": gpus, "gpu_type": gpu_type(server.gpu_model),
+            "local_nvme": bool(server.scratch_devices)}
 
 
 def _device_files(gpus: int) -> str:

@@ -235,3 +235,36 @@ def test_healthcheck_names_the_node_without_gpus_and_an_efa_device_short(efa_roo
     assert report.drain_commands[0][:4] == ["scontrol", "update", "nodename=rootfs", "state=drain"]
     metrics = (efa_rootfs.path / "var/lib/prometheus/node-exporter/gpuforge_healthcheck.prom").read_text()
     assert "gpuforge_healthcheck_ok 0" in metrics
+
+
+def test_efa_image_carries_enroot_and_the_scratch_unit_not_pyxis(efa_rootfs: Baked) -> None:
+    """prod's p5 group: enroot at the catalog's release with the group's enroot.conf (paths on /scratch), the
+    toolkit for its GPU hook, and gpuforge-scratch enabled for every boot and required by slurmd; pyxis,
+    built per Slurm release, comes with the Slurm play."""
+    from components.templates import render
+    from gpuforge.render.slurm import ENROOT_CONF
+
+    root = efa_rootfs.path
+    config = efa_rootfs.host_vars["slurm_config"]
+    installed = dpkg_status(root)
+    assert installed["enroot"] == installed["enroot+caps"] == config["containers"]["enroot"]["version"]
+    toolkit = config["containers"]["nvidia_container_toolkit"]
+    assert all(installed[p] == toolkit["version"] for p in toolkit["packages"])
+    assert "nvslurm-plugin-pyxis" not in installed
+    # The same bytes `gpuforge render slurm prod` prints for the group (enroot.conf.train).
+    rendered = render(ENROOT_CONF, enroot_settings=config["containers"]["enroot"]["settings"]["train"])
+    assert (root / "etc/enroot/enroot.conf").read_text() == rendered
+    tmpfiles = (root / "etc/tmpfiles.d/gpuforge-enroot.conf").read_text()
+    assert "d /scratch/enroot/data 1777 root root -\n" in tmpfiles
+    # The scratch: enabled at boot, ordered before and required by slurmd, with the inventory's selection
+    # and job_container's BasePath bound onto it; it never ran here.
+    assert "gpuforge-scratch.service" in enabled_units(root)
+    assert (root / "etc/systemd/system/slurmd.service.requires/gpuforge-scratch.service").is_symlink()
+    unit = (root / "etc/systemd/system/gpuforge-scratch.service").read_text()
+    assert "Before=slurmd.service systemd-user-sessions.service\n" in unit
+    settings = (root / "etc/default/gpuforge-scratch").read_text()
+    assert "SCRATCH_MODEL='Amazon EC2 NVMe Instance Storage'\n" in settings
+    assert "SCRATCH_REQUIRED=yes\n" in settings
+    assert f"SCRATCH_BINDS={config['job_container']['base_path']}\n" in settings
+    assert os.access(root / "usr/local/sbin/gpuforge-scratch", os.X_OK)
+    assert {"mdadm", "xfsprogs"} <= set(installed)
