@@ -14,6 +14,9 @@ from gpuforge.plan.model import Plan
 # The onprem-lab site run as the site's Kubernetes cluster (stacks/Pulumi.onprem-lab.yaml is Slurm):
 # the tests of the site-Kubernetes path plan this one.
 ONPREM_K8S = str(Path(__file__).resolve().parent / "fixtures" / "stacks" / "Pulumi.onprem-k8s.yaml")
+# A Kubernetes site bursting through Kueue MultiKueue (stacks/Pulumi.hybrid.yaml is the Slurm burst): the
+# tests of the MultiKueue path plan this one.
+HYBRID_MULTIKUEUE = str(Path(__file__).resolve().parent / "fixtures" / "stacks" / "Pulumi.hybrid-multikueue.yaml")
 
 
 @cache

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -46,6 +46,7 @@ class AwsCluster:
     eks: EksCluster | None
     platform: GpuPlatform | None
     kubernetes_provider: k8s.Provider | None = None  # the EKS cluster's, once its nodes and add-ons exist
+    node_role_names: dict[str, pulumi.Output[str]] = field(default_factory=dict)  # node group -> its IAM role
 
 
 def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resource) -> AwsCluster:
@@ -192,6 +193,8 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
     image_pipeline = _image_pipeline(name, resolved, network, key.arn, tags, child)
 
     slurm_outputs: dict[str, Any] = {}
+    # An AWS control plane only for controllers on AWS: a hybrid Slurm burst keeps its controller on the
+    # site (components/hybrid/slurm_burst.py) and hands this function no scheduler.
     if sched is not None:
         slurm_groups = {*sched.groups, *sched.login_groups}
         slurm = SlurmControlPlane(
@@ -333,7 +336,9 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
             for k, s in stores.items()
         },
     }
-    return AwsCluster(outputs, network, eks, platform, kube_provider)
+    return AwsCluster(
+        outputs, network, eks, platform, kube_provider, {n: g.role_name for n, g in groups.items()}
+    )
 
 
 def _image_pipeline(

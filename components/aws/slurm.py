@@ -20,6 +20,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_random as random
 
+from components.catalog.models import SlurmPorts
 from components.spec import ResolvedSpec
 from components.spec.models import Tier
 from components.spec.scheduler_checks import ResolvedScheduler, secret_names
@@ -30,8 +31,7 @@ from .storage import stateful
 
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
 MARIADB_VERSION = "10.11"
-SLURMCTLD_PORT, SLURMD_PORT, SLURMDBD_PORT, MARIADB_PORT, NFS_PORT = 6817, 6818, 6819, 3306, 2049
-SRUN_PORTS = (60001, 63000)  # slurm.conf SrunPortRange: compute nodes call srun back on login nodes
+MARIADB_PORT, NFS_PORT = 3306, 2049
 
 
 @dataclass
@@ -57,7 +57,7 @@ class SlurmControlPlane(pulumi.ComponentResource):
         keep = stateful(child, spec.protected)
         sg = args.security_group_ids
 
-        self._rules(name, sg, child)
+        self._rules(name, sg, args.resolved.catalog.slurm.ports, child)
         secrets = self._secrets(name, spec.name, args, keep)
         self.secret_arns = {k: s.arn for k, s in secrets.items()}
         controller_role = self._secret_readers(name, args, child)
@@ -171,9 +171,11 @@ class SlurmControlPlane(pulumi.ComponentResource):
         return secrets
 
     @staticmethod
-    def _rules(name: str, sg: dict[str, pulumi.Output[str]], child: pulumi.ResourceOptions) -> None:
-        """Slurm's ports: nodes and clients reach slurmctld, the controller reaches slurmd, slurmdbd and
-        the database stay in the management tier, compute nodes call srun back on login nodes, NFS to EFS."""
+    def _rules(name: str, sg: dict[str, pulumi.Output[str]], ports: SlurmPorts, child: pulumi.ResourceOptions) -> None:
+        """Slurm's ports (the catalog's, which slurm.conf names too): nodes and clients reach slurmctld, the
+        controller reaches slurmd, slurmdbd and the database stay in the management tier, compute nodes call
+        srun back on login nodes (SrunPortRange), NFS to EFS."""
+        slurmctld, slurmd, srun = (ports.slurmctld, ports.slurmctld), (ports.slurmd, ports.slurmd), ports.srun
 
         def allow(rule: str, group: str, source: str, ports: tuple[int, int], why: str) -> None:
             aws.vpc.SecurityGroupIngressRule(
@@ -187,13 +189,13 @@ class SlurmControlPlane(pulumi.ComponentResource):
                 opts=child,
             )
 
-        allow("slurmctld-compute", "management", "compute", (SLURMCTLD_PORT, SLURMCTLD_PORT), "slurmd to slurmctld")
-        allow("slurm-management", "management", "management", (SLURMCTLD_PORT, SLURMDBD_PORT),
+        allow("slurmctld-compute", "management", "compute", slurmctld, "slurmd to slurmctld")
+        allow("slurm-management", "management", "management", (ports.slurmctld, ports.slurmdbd),
               "clients, backup controller and slurmdbd")
         allow("mariadb", "management", "management", (MARIADB_PORT, MARIADB_PORT), "slurmdbd to its database")
-        allow("srun", "management", "compute", SRUN_PORTS, "compute nodes to srun on login nodes")
-        allow("slurmd", "compute", "management", (SLURMD_PORT, SLURMD_PORT), "slurmctld and srun to slurmd")
-        allow("srun-steps", "compute", "management", SRUN_PORTS, "srun I/O from login nodes to job steps")
+        allow("srun", "management", "compute", srun, "compute nodes to srun on login nodes")
+        allow("slurmd", "compute", "management", slurmd, "slurmctld and srun to slurmd")
+        allow("srun-steps", "compute", "management", srun, "srun I/O from login nodes to job steps")
         for client in ("compute", "management"):
             allow(f"nfs-{client}", "storage", client, (NFS_PORT, NFS_PORT), f"/home (EFS) from the {client} tier")
 

@@ -133,6 +133,11 @@ class OnDemandQuotas(_Frozen):
         return max(hits, key=lambda hit: hit[0])[1] if hits else None
 
 
+class InstanceStore(_Frozen):
+    nvme_model: str  # the NVMe controller model of instance-store volumes
+    source: str
+
+
 class AwsWiring(_Frozen):
     service_linked_roles: dict[str, ServiceLinkedRole]
     kms: KmsFacts
@@ -143,6 +148,7 @@ class AwsWiring(_Frozen):
     lustre: LustreFacts
     capacity_blocks: CapacityBlocks
     on_demand_quotas: OnDemandQuotas
+    instance_store: InstanceStore
 
     def service_linked_role_arn(self, key: str, account: str, partition: str = "aws") -> str:
         return f"arn:{partition}:iam::{account}:role/{self.service_linked_roles[key].path}"

@@ -239,6 +239,9 @@ class ServerModel(_Frozen):
     # nccl-tests all_reduce busbw of one node (its GPUs over NVLink), GB/s, where a figure is published.
     nccl_busbw_reference_gbps: float | None = None
     nccl_busbw_basis: str | None = None
+    # Node-local NVMe scratch drives by stable path (/dev/disk/by-path/...), assembled at /scratch by the
+    # local_scratch role; empty: none (no vendor publishes the names: a site sets them in its catalog overrides).
+    scratch_devices: tuple[str, ...] = ()
     source: str
     secondary: bool = False
 
@@ -363,6 +366,24 @@ class SlurmRelease(_Frozen):
     reason: str  # why this release
 
 
+class SlurmPorts(_Frozen):
+    """What Slurm's daemons listen on, and the range srun listens in (slurm.conf SrunPortRange): the
+    rendered configuration and every firewall rule (security groups, the site's firewall) read these."""
+
+    slurmctld: int
+    slurmd: int
+    slurmdbd: int
+    srun: tuple[int, int]  # SrunPortRange, inclusive
+    source: str
+
+    @model_validator(mode="after")
+    def _range(self) -> SlurmPorts:
+        low, high = self.srun
+        if not 1024 < low <= high < 65536:
+            raise ValueError("srun must be a range of unprivileged ports, low <= high")
+        return self
+
+
 class EnrootRelease(_Frozen):
     version: str  # upstream release, e.g. "4.1.2"
     package_release: str  # Debian revision of the release's .debs
@@ -406,6 +427,7 @@ class SlurmFacts(_Frozen):
     test: SlurmRelease
     real_memory_fraction: float  # RealMemory = floor(fraction x the catalog's memory), headroom for the OS
     real_memory_source: str
+    ports: SlurmPorts
     containers: ContainerRuntimeFacts
 
     @model_validator(mode="after")

@@ -1,6 +1,7 @@
-"""Compose a hybrid cluster: the site (components/onprem), the cloud side (components/aws) with an
-EKS worker cluster for the burst groups, the link between them, MultiKueue dispatch from the site's
-Kueue to the worker (components/hybrid/burst.py), and object sync."""
+"""Compose a hybrid cluster: the site (components/onprem), the cloud side (components/aws), the link
+between them, the burst (cloud partitions of the site's Slurm controller, components/hybrid/slurm_burst.py;
+or, for a Kubernetes site, an EKS worker cluster the site's Kueue dispatches to through MultiKueue,
+components/hybrid/burst.py), and object sync."""
 
 from __future__ import annotations
 
@@ -12,14 +13,20 @@ import pulumi
 import pulumi_aws as aws
 
 from components.aws import build_aws_network_and_cluster
+from components.aws.network import SegmentedNetwork
 from components.catalog import load_charts
 from components.k8s.platform import GPU_RESOURCE, fabric_resource
 from components.onprem import build_onprem_site
 from components.spec import ResolvedSpec
+from components.spec.scheduler_checks import secret_names
+from components.spec.site import BurstSpec, NfsMount
+from components.spec.slurm_burst import SlurmBurstSpec
+from gpuforge.render.slurm import slurm_config
 
 from .burst import MultiKueueBurst, MultiKueueBurstArgs
 from .link import SiteLink, SiteLinkArgs, link_description
 from .object_sync import ObjectSync, ObjectSyncArgs, egress_statement
+from .slurm_burst import SlurmBurst, SlurmBurstArgs
 
 
 def _ca_from_kubeconfig(text: str) -> str:
@@ -32,7 +39,8 @@ def build_hybrid_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resou
     # The kubernetes section describes the site's platform; the cloud worker runs the same platform
     # with the burst quotas (hybrid.burst.team_gpus) as its teams' quotas.
     kube = spec.kubernetes
-    burst = hybrid.burst
+    burst = hybrid.burst if isinstance(hybrid.burst, BurstSpec) else None
+    slurm_burst = hybrid.burst if isinstance(hybrid.burst, SlurmBurstSpec) else None
     if kube is not None and burst is not None:
         teams = {
             t: team.model_copy(update={"gpu_quota": dict(burst.team_gpus[t])})
@@ -43,6 +51,8 @@ def build_hybrid_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resou
         cloud = replace(resolved, spec=spec.model_copy(update={"kubernetes": worker_kube}))
     else:
         cloud = replace(resolved, spec=spec.model_copy(update={"kubernetes": None}))
+    # The Slurm controller is the site's: the cloud side builds no control plane of its own.
+    cloud = replace(cloud, scheduler=None)
     cloud_side = build_aws_network_and_cluster(name, cloud, parent)
     aws_outputs, network = cloud_side.outputs, cloud_side.network
     site_outputs, site_component = build_onprem_site(name, resolved, parent)
@@ -121,6 +131,12 @@ def build_hybrid_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resou
             "gpus": sum(g for team in burst.team_gpus.values() for g in team.values()),
         }
 
+    if slurm_burst is not None and resolved.scheduler is not None:
+        hybrid_outputs["burst"] = _slurm_burst(
+            f"{name}-burst", resolved, slurm_burst, network, cloud_side.node_role_names, aws_outputs["kmsKeyArn"],
+            tags, in_aws,
+        )
+
     sync = hybrid.object_sync
     store = site.spec.storage.object_store
     if sync is not None and store is not None:
@@ -143,4 +159,72 @@ def build_hybrid_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resou
         "cluster": {"name": spec.name, "environment": spec.environment, "placement": "hybrid", "region": spec.region},
         "nodeGroups": {**site_outputs["nodeGroups"], **aws_outputs["nodeGroups"]},
         "hybrid": hybrid_outputs,
+    }
+
+
+def _slurm_burst(
+    name: str,
+    resolved: ResolvedSpec,
+    burst: SlurmBurstSpec,
+    network: SegmentedNetwork,
+    node_roles: dict[str, pulumi.Output[str]],
+    kms_key_arn: pulumi.Output[str],
+    tags: dict[str, str],
+    opts: pulumi.ResourceOptions,
+) -> dict[str, Any]:
+    """The Slurm burst's cloud side, and the stack output `hybrid.burst` (names and ARNs, never the key)."""
+    spec, sched = resolved.spec, resolved.scheduler
+    assert sched is not None and spec.site is not None and spec.region is not None
+    home = spec.site.storage.mounts[sched.home]
+    assert isinstance(home, NfsMount)  # slurm_burst_checks: /home over the link is NFS
+    config = slurm_config(resolved)
+    cloud_groups = sorted(g for g, group in sched.groups.items() if group.cloud)
+    partitions = {
+        pname: {
+            "location": "cloud" if all(g in spec.node_groups for g in p.node_groups) else "site",
+            "nodeGroups": list(p.node_groups),
+        }
+        for pname, p in sched.spec.partitions.items()
+    }
+    # Rendered switches hold the site's static hosts; the cloud's are written at run time beside them.
+    switches = [
+        {"name": sw["name"], "switches": [c for c in sw["switches"].split(",") if c],
+         **({"location": "site"} if sw["nodes"] else {})}
+        for sw in config["topology"]["switches"]
+    ]
+    munge_secret = secret_names(spec.name)["munge_key"]
+    component = SlurmBurst(
+        name,
+        SlurmBurstArgs(
+            burst=burst,
+            cluster=spec.name,
+            region=spec.region,
+            controllers={c.name: c.address for c in sched.controllers},
+            login_hosts=dict(sched.login_hosts),
+            home={"server": home.server, "export": home.export, "mount_point": home.mount_point},
+            compute_security_group_id=network.security_group_ids["compute"],
+            compute_cidrs=sorted(str(n) for (tier, _), n in resolved.subnets.items() if tier == "compute"),
+            node_role_names={g: node_roles[g] for g in cloud_groups},
+            munge_secret_name=munge_secret,
+            kms_key_arn=kms_key_arn,
+            ports=resolved.catalog.slurm.ports,
+            partitions=partitions,
+            switches=switches,
+            protected=spec.protected,
+            tags=tags,
+        ),
+        opts=opts,
+    )
+    return {
+        "mechanism": "slurm",
+        "controllers": {c.name: c.address for c in sched.controllers},
+        "cloudPartitions": sorted(p for p, v in partitions.items() if v["location"] == "cloud"),
+        "mungeSecret": munge_secret,
+        "mungeSecretArn": component.munge_secret_arn,
+        "scaler": {
+            "roleArn": component.scaler_role_arn,
+            "profileArn": component.scaler_profile_arn,
+            "trustAnchorArn": component.trust_anchor_arn,
+        },
+        "siteFirewall": component.site_firewall,
     }

@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
+from .directory import LdapDirectory
 from .models import Name, SpecModel
 
 # Slurm's time format (slurm.conf MaxTime/DefaultTime): minutes, [days-]hours:minutes:seconds, or UNLIMITED.
@@ -137,17 +138,6 @@ class LocalUser(SpecModel):
     ssh_public_keys: list[str] = Field(default_factory=list, description="Public keys allowed to log in.")
 
 
-class LdapDirectory(SpecModel):
-    kind: Literal["ldap"] = Field(description="The site's LDAP directory, through SSSD on every node.")
-    uri: str = Field(pattern=r"^ldaps://[A-Za-z0-9.-]+(:\d+)?$", description="LDAPS URI of the directory.")
-    search_base: str = Field(description="Base DN of users and groups, e.g. dc=lab,dc=example,dc=com.")
-    bind_password_secret: str = Field(
-        default="ldapBindPassword",
-        description="Pulumi config key (namespace gpuforge) holding SSSD's bind password, set with "
-        "`pulumi config set --secret`.",
-    )
-
-
 class Account(SpecModel):
     description: str = Field(description="Who the account is (a team, a project).")
     fairshare: int = Field(default=1, ge=1, le=1000, description="Fair-share weight among accounts.")
@@ -161,10 +151,14 @@ class SchedulerSpec(SpecModel):
     login: SlurmLogin = Field(default_factory=SlurmLogin, description="Login nodes and how users reach them.")
     accounts: dict[Name, Account] = Field(default_factory=dict, description="Slurm accounts keyed by name.")
     users: dict[UserName, LocalUser] = Field(
-        default_factory=dict, description="Local users created on every node, keyed by login name."
+        default_factory=dict,
+        description="Cluster users keyed by login name, with their Slurm accounts: created on every node, or, with "
+        "a directory, the directory's users (same uids), not created.",
     )
     directory: LdapDirectory | None = Field(
-        default=None, description="An existing directory (SSSD/LDAP) instead of, or beside, local users."
+        default=None,
+        description="The site's existing directory (LDAP through SSSD on every Slurm node): users and groups come "
+        "from there, none is created locally, and `users` lists the directory's users with their Slurm accounts.",
     )
     containers: Literal["enroot_pyxis", "none"] = Field(
         default="enroot_pyxis",

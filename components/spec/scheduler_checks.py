@@ -159,6 +159,7 @@ def check_scheduler(
         if user.account not in sched.accounts:
             issues.append(SpecIssue(f"{PATH}.users[{uname}].account", f"no account named {user.account!r}",
                                     f"use one of {', '.join(sched.accounts) or '(none)'}, or declare it in accounts"))
+    issues += _directory(spec)
     controllers, ctl_issues = _controllers(spec, catalog, subnets, site)
     issues += ctl_issues
     issues += _login_hosts(spec, site, {c.name for c in controllers})
@@ -333,6 +334,24 @@ def _bastion(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]:
         return [SpecIssue(f"{path}.bastion_instance_type", f"{login.bastion_instance_type} is not offered in "
                           f"{first_az}, where the bastion runs", "pick a type offered there, e.g. t3.micro")]
     return []
+
+
+def _directory(spec: ClusterSpec) -> list[SpecIssue]:
+    """A directory is the site's (SSSD reads it with a bind password from the site's secret store), and its
+    users are not created locally: keys declared for them would never be installed."""
+    assert spec.scheduler is not None
+    if spec.scheduler.directory is None:
+        return []
+    if spec.placement.kind == "aws":
+        return [SpecIssue(f"{PATH}.directory", "an existing LDAP directory is a site's (onprem or hybrid placement); "
+                          "this is an AWS cluster", "declare the cluster's users in scheduler.users instead")]
+    return [
+        SpecIssue(f"{PATH}.users[{uname}].ssh_public_keys", "keys of a directory user: with a directory no user is "
+                  "created locally, so these keys would never be installed",
+                  "keep the user's keys in the directory or in ~/.ssh/authorized_keys on the shared /home")
+        for uname, user in spec.scheduler.users.items()
+        if user.ssh_public_keys
+    ]
 
 
 def _database(spec: ClusterSpec) -> tuple[str, list[SpecIssue]]:

@@ -16,6 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from .errors import described_pattern
 from .models import ABSOLUTE_PATH, Name, NodeRole, Port, SpecModel, parse_cidr, parse_ipv4
+from .slurm_burst import SlurmBurstSpec
 
 HOST_NAME = described_pattern(
     r"^[a-z0-9][a-z0-9.-]{0,61}[a-z0-9]$",
@@ -449,9 +450,8 @@ class BurstSpec(SpecModel):
     worker cluster in the region; a job runs on one side of the VPN, never across it."""
 
     mechanism: Literal["multikueue"] = Field(
-        default="multikueue",
-        description="multikueue: the site's Kueue dispatches to an EKS worker cluster (docs/onprem-hybrid.md says "
-        "why, and what EKS Hybrid Nodes or a Slurm cloud partition would need instead).",
+        description="multikueue: the site's Kueue dispatches to an EKS worker cluster (a Kubernetes site; "
+        "docs/onprem-hybrid.md says why, and what EKS Hybrid Nodes would need instead).",
     )
     team_gpus: dict[Name, dict[str, int]] = Field(
         min_length=1,
@@ -464,14 +464,20 @@ class BurstSpec(SpecModel):
     )
 
 
+Burst = Annotated[BurstSpec | SlurmBurstSpec, Field(discriminator="mechanism")]
+
+
 class HybridSpec(SpecModel):
     link: SiteLinkSpec = Field(description="Site-to-cloud connectivity.")
     allowed_from_site: list[Port] = Field(
         default_factory=list,
-        description="Extra TCP ports cloud nodes open to the site's CIDRs. MultiKueue needs none: the site's Kueue "
+        description="Extra TCP ports cloud nodes open to the site's CIDRs. Neither mechanism needs any: Slurm's ports "
+        "come with mechanism slurm, and MultiKueue's manager "
         "reaches only the worker's API endpoint (443, opened on the EKS cluster security group).",
     )
-    burst: BurstSpec | None = Field(
-        default=None, description="Burst capacity: the cloud node groups as a MultiKueue worker cluster."
+    burst: Burst | None = Field(
+        default=None,
+        description="Burst capacity, by mechanism: slurm (cloud partitions of the site's Slurm controller) or "
+        "multikueue (the cloud node groups as a MultiKueue worker cluster of the site's Kueue).",
     )
     object_sync: ObjectSync | None = Field(default=None, description="Object storage between site and S3.")

@@ -18,6 +18,8 @@ from components.power import CONTINUOUS_DERATE, Feed, PsuLoad, RackLoad, feed_lo
 from .errors import SpecIssue
 from .models import ClusterSpec
 from .site import Host, Site
+from .slurm_burst import SlurmBurstSpec
+from .slurm_burst_checks import check_slurm_burst
 from .suggest import suggestion, unusual_characters
 
 SITE = "cluster.site"
@@ -512,14 +514,17 @@ def check_hybrid(spec: ClusterSpec, site: ResolvedSite | None) -> list[SpecIssue
 
 
 def _check_burst(spec: ClusterSpec) -> list[SpecIssue]:
-    """Burst groups form an EKS worker cluster the site's Kueue dispatches to (MultiKueue): the join
+    """A Slurm burst: slurm_burst_checks. A MultiKueue burst: burst groups form an EKS worker cluster the
+    site's Kueue dispatches to: the join
     needs the worker's API reachable from the site over the link (a private endpoint, whose public
     DNS name EKS advertises with private addresses), and quotas of whole cloud nodes per team."""
     from components.catalog import load_catalog
 
-    issues: list[SpecIssue] = []
     hybrid = spec.hybrid
     burst = hybrid.burst if hybrid else None
+    issues: list[SpecIssue] = check_slurm_burst(spec)
+    if isinstance(burst, SlurmBurstSpec):
+        return issues
     eks_groups = {n: g for n, g in spec.node_groups.items() if g.orchestrator == "eks"}
     for name, group in spec.node_groups.items():
         if group.orchestrator == "kubernetes":
@@ -528,7 +533,9 @@ def _check_burst(spec: ClusterSpec) -> list[SpecIssue]:
                     f"cluster.node_groups[{name}].orchestrator",
                     "cloud nodes cannot join the site's cluster across the VPN: no join token or bootstrap, no DNS "
                     "for the site's API, no pod routes, and a Kueue cohort spans one cluster only",
-                    "use orchestrator: eks (the burst worker cluster the site dispatches to through MultiKueue)",
+                    "use orchestrator: eks (the burst worker cluster the site dispatches to through MultiKueue), "
+                    "or orchestrator: slurm with hybrid.burst.mechanism: slurm (cloud partitions of the site's "
+                    "Slurm)",
                 )
             )
     if eks_groups and burst is None:

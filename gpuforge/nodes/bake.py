@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from components.assets import PLAYBOOKS_DIR
+from components.spec import SpecError, SpecIssue
 
 EventHandler = Callable[[dict[str, Any]], None]
 
@@ -306,6 +307,8 @@ def bake(
         # An image holds no deployed stack's values: leave out what only the engine knows.
         image_unknown = {path.split(".")[-2] for path in engine_only_values(inventory)}
         group_vars = {k: v for k, v in node_group_vars(inventory, node_group).items() if k not in image_unknown}
+        group_vars.update(image_slurm_vars(inventory))
+        _refuse_unverified_enroot(stack, inventory, extravars, group_vars.get("gpuforge_node_group", ""))
         return run_playbook("bake-image.yml", rootfs_inventory(rootfs, group_vars), **options)
     aws_hosts = _aws_credentials() and any(
         not group.get("hosts") for name, group in inventory["all"]["children"].items() if name.startswith("ng_")
@@ -321,6 +324,7 @@ def bake(
         # No node is known: site.yml would reach only the planned Slurm controller (slurm.yml's plays),
         # a cluster with no nodes to schedule. Configure nothing and say where hosts come from.
         raise NoHostsMatched(_no_hosts_reason(stack, inventory, inventory_files, limit, aws_hosts))
+    _refuse_unverified_enroot(stack, inventory, extravars, None)
     sources: list[Inventory] = [inventory, *inventory_files]
     with tempfile.TemporaryDirectory(prefix="gpuforge-inventory-") as tmp:
         if aws_hosts:
@@ -334,6 +338,62 @@ def bake(
     if not result.hosts:
         raise NoHostsMatched(_no_hosts_reason(stack, inventory, inventory_files, limit, aws_hosts))
     return result
+
+
+ENROOT_ARCH = {"x86_64": "amd64", "arm64": "arm64"}  # EC2 architecture -> the release's .deb architecture
+
+
+def _refuse_unverified_enroot(
+    stack: str, inventory: Mapping[str, Any], extravars: Mapping[str, Any] | None, group: str | None
+) -> None:
+    if {"slurm_config", "enroot_checksums"} & set(extravars or {}):
+        return  # the user passes the release's digests (or a whole slurm_config) themselves
+    issue = unverified_enroot_assets(inventory, group)
+    if issue is not None:
+        raise SpecError([issue], stack)
+
+
+def unverified_enroot_assets(inventory: Mapping[str, Any], group: str | None = None) -> SpecIssue | None:
+    """The enroot release assets this bake would install without a sha256 in the catalog (all the cluster's
+    compute and login groups, or the image's *group*): the enroot role refuses them (enroot+caps gives its
+    helpers CAP_SYS_ADMIN), so the bake would stop there, halfway; say so before anything runs."""
+    from components.catalog import load_catalog
+
+    config = inventory["all"]["vars"].get("slurm_config") or {}
+    containers = config.get("containers") or {}
+    if containers.get("runtime") != "enroot_pyxis":
+        return None
+    if group is not None and group not in containers["enroot"]["settings"]:
+        return None  # an image of a group outside the Slurm cluster carries no enroot
+    catalog = load_catalog()
+    arches: set[str] = set()
+    for name, entry in inventory["all"]["children"].items():
+        instance_type = (entry.get("vars") or {}).get("gpuforge_instance_type") if name.startswith("ng_") else None
+        if instance_type and catalog.has_instance_type(instance_type):
+            arches |= {ENROOT_ARCH[a] for a in catalog.instance_type(instance_type).architectures if a in ENROOT_ARCH}
+    enroot = containers["enroot"]
+    assets = [f"{p}_{enroot['version']}_{arch}.deb" for arch in sorted(arches or {"amd64"}) for p in enroot["packages"]]
+    missing = [asset for asset in assets if asset not in enroot["sha256"]]
+    if not missing:
+        return None
+    return SpecIssue(
+        path="catalog.slurm.containers.enroot.sha256",
+        message=f"no sha256 for {', '.join(missing)}: scheduler.containers is enroot_pyxis, and the enroot role "
+        "installs only verified assets (enroot+caps gives its helpers CAP_SYS_ADMIN)",
+        fix=f"add each asset's digest from {enroot['url']} (the release page lists them) to the catalog's "
+        "slurm.containers.enroot.sha256 or the stack's catalog overrides (gpuforge:cluster catalog: "
+        "slurm: containers: enroot: sha256: {<asset>: <hex>}), or set scheduler.containers: none",
+    )
+
+
+def image_slurm_vars(inventory: Mapping[str, Any]) -> dict[str, Any]:
+    """What an image of a Slurm cluster's node carries from slurm_config: enroot (containers) and the
+    job_container BasePath the local scratch binds; the rest (controllers, secrets' ids, accounting) is
+    the live cluster's, configured by slurm.yml."""
+    config = inventory["all"]["vars"].get("slurm_config")
+    if not config:
+        return {}
+    return {"slurm_config": {"containers": config["containers"], "job_container": config["job_container"]}}
 
 
 def _no_hosts_reason(

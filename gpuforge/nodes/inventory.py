@@ -194,7 +194,23 @@ def _group_vars(
     mounts = site_mounts(outputs)
     if mounts:
         vars_["site_mounts_mounts"] = mounts
+    vars_.update(_local_scratch_vars(group))
     return {key: value for key, value in vars_.items() if value is not None}
+
+
+def _local_scratch_vars(group: Mapping[str, Any]) -> dict[str, Any]:
+    """How the local_scratch role finds the node's local NVMe: on AWS by the instance-store model (required
+    where the catalog gives the type instance store), on premises by the server model's drive paths."""
+    catalog = _catalog()
+    instance_type = group.get("instanceType")
+    if instance_type and catalog.has_instance_type(instance_type):
+        return {
+            "local_scratch_model": _aws_wiring().instance_store.nvme_model,
+            "local_scratch_required": catalog.instance_type(instance_type).nvme_gb > 0,
+        }
+    server = catalog.data.servers.get(group.get("serverModel") or "")
+    devices = list(server.scratch_devices) if server else []
+    return {"local_scratch_devices": devices, "local_scratch_required": bool(devices)}
 
 
 def _hardware_facts(group: Mapping[str, Any]) -> dict[str, Any]:

@@ -297,6 +297,7 @@ def _decide_group(
     registered = {n: nodes[n] for n in by_node if n in nodes}
     in_service = len(live)
     leaving = 0  # instances this cycle terminates with the desired capacity decremented
+    accepting = 0  # registered drained, awaiting the gate: capacity on its way, like a booting instance
 
     for name, node in registered.items():
         instance = by_node[name]
@@ -310,6 +311,7 @@ def _decide_group(
         elif policy.gate is not None and "DRAIN" in node.flags and node.reason in ("", GATE_PENDING):
             # Registered drained (slurmd -Z --conf "State=DRAIN ...": Slurm keeps no reason), or sent back.
             decision.actions.append(Accept(policy.name, name, _neighbour(config, policy, nodes, exclude=name)))
+            accepting += 1
 
     # Rolling update: instances launched from another AMI than the group's launch template now names.
     outdated = [n for n, i in by_node.items() if asg.image_id and i.image_id and i.image_id != asg.image_id]
@@ -333,7 +335,7 @@ def _decide_group(
         return
     needed = _needed_nodes(policy, pending)
     idle = [n for n, node in registered.items() if node.serving and not node.has_jobs]
-    booting = max(0, asg.desired - len(registered))
+    booting = max(0, asg.desired - len(registered)) + accepting
     if needed:
         want = min(policy.max_nodes, asg.desired + max(0, needed - len(idle) - booting))
         if want > asg.desired:

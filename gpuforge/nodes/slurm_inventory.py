@@ -33,11 +33,18 @@ def slurm_inventory(stack: str, outputs: Mapping[str, Any], group_name: Any) -> 
         config["accounting"]["database"]["host"] = deployed["databaseEndpoint"]
     if deployed.get("homeFileSystem"):
         config["home"]["source"] = deployed["homeFileSystem"]
+    # A hybrid cluster's cloud nodes read the munge key from Secrets Manager with their role; the site's
+    # hosts from the site's vault (slurm_config.secrets.munge_key, the munge role's default).
+    cloud_key = config["secrets"].get("cloud_munge_key")
+
+    def compute_vars(group: str) -> dict[str, Any]:
+        return {"vars": {"munge_key_ref": cloud_key}} if cloud_key and config["groups"][group]["dynamic"] else {}
+
     controllers = {c["name"]: {"ansible_host": c["address"]} for c in config["controllers"]}
     children = {
         "slurm_controller": {"hosts": controllers},
         "slurmdbd": {"hosts": {name: {} for name in controllers}},
-        "slurm_compute": {"children": {group_name("ng", g): {} for g in config["groups"]}},
+        "slurm_compute": {"children": {group_name("ng", g): compute_vars(g) for g in config["groups"]}},
         "slurm_login": {
             "children": {group_name("ng", g): {} for g in config["login_groups"]},
             # Site login hosts (scheduler.login.hosts): service hosts outside every node group.

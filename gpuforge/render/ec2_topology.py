@@ -9,13 +9,18 @@ eventually consistent) falls back to its cluster placement group, one leaf per g
 share a low-latency segment), and without one to its Availability Zone. A root switch joins the top
 switches, so a job may still span them when it must.
 
+On a hybrid cluster the site's switches are static (rendered from the site fabric, passed in): its nodes
+are left out of the EC2 lookup, its switches are written first, unchanged, and no switch ever joins them
+to the cloud's, so Slurm never allocates one job on both sides of the link (topology.conf(5): jobs only
+span nodes connected by the same switch fabric).
+
 Run on the controller by `gpuforge-slurm-topology` (the slurm_controller role), this module uses only
 the standard library and the boto3 EC2 client it is given, so the role copies it beside the script.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,22 +149,47 @@ def build_tree(instances: Mapping[str, Instance], topology: Mapping[str, list[st
     return switches
 
 
-def render_topology(switches: list[Switch], cluster: str) -> str:
+def render_topology(switches: list[Switch], cluster: str, static: Sequence[Switch] = ()) -> str:
     """topology.conf text; with no switch, only the header (slurmctld then runs without a tree)."""
     lines = [
         f"# topology.conf for {cluster}: written by gpuforge-slurm-topology on the controller from EC2",
         "# instance topology (DescribeInstanceTopology), placement group or zone where EC2 has none.",
     ]
-    for switch in switches:
+    if static:
+        lines.append("# The site's switches first, as rendered; the cloud's never join them (no job spans the link).")
+    for switch in [*static, *switches]:
         children = f"Switches={','.join(switch.switches)}" if switch.switches else f"Nodes={','.join(switch.nodes)}"
         lines.append(f"SwitchName={switch.name} {children}  # {switch.comment}")
     return "\n".join(lines) + "\n"
 
 
-def topology_conf(ec2: Any, nodes: Mapping[str, str], cluster: str) -> tuple[str, list[str]]:
+def static_switches(rendered: Iterable[Mapping[str, str]]) -> list[Switch]:
+    """The rendered site switches (slurm_config.topology.switches: name, switches, nodes, comment)."""
+    return [
+        Switch(
+            name=sw["name"],
+            nodes=[sw["nodes"]] if sw.get("nodes") else [],
+            switches=[c for c in sw.get("switches", "").split(",") if c],
+            comment=sw.get("comment", "") or "site fabric",
+        )
+        for sw in rendered
+    ]
+
+
+def topology_conf(
+    ec2: Any,
+    nodes: Mapping[str, str],
+    cluster: str,
+    static: Sequence[Switch] = (),
+    static_nodes: Iterable[str] = (),
+) -> tuple[str, list[str]]:
     """(topology.conf, warnings) for the Slurm nodes *nodes* (name -> address). EC2 errors degrade
-    to the placement group fallback with a warning, never to no file."""
+    to the placement group fallback with a warning, never to no file. *static* switches (a hybrid
+    site's) are kept as they are, and their *static_nodes* are not looked up in EC2."""
     warnings: list[str] = []
+    site = set(static_nodes)
+    nodes = {name: address for name, address in nodes.items() if name not in site}
+    taken = {switch.name for switch in static}
     instances = instances_of(ec2, nodes)
     missing = sorted(set(nodes) - set(instances))
     if missing:
@@ -172,4 +202,9 @@ def topology_conf(ec2: Any, nodes: Mapping[str, str], cluster: str) -> tuple[str
     without = sorted(n for n, i in instances.items() if i.instance_id not in topology)
     if without and topology:
         warnings.append(f"no EC2 topology for {', '.join(without)}: placed by placement group or zone")
-    return render_topology(build_tree(instances, topology), cluster), warnings
+    cloud = build_tree(instances, topology)
+    clashes = sorted(taken & {switch.name for switch in cloud})
+    if clashes:  # a site switch named like an EC2 one would merge the two trees: keep the site's tree only
+        warnings.append(f"site switch name(s) {', '.join(clashes)} clash with the cloud's: cloud nodes left out")
+        cloud = []
+    return render_topology(cloud, cluster, static), warnings

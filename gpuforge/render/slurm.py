@@ -34,7 +34,6 @@ PYXIS_CONF = "containers/pyxis.conf.j2"
 ENROOT_CONF = "containers/enroot.conf.j2"
 STATE_SAVE_LOCATION = "/var/spool/slurmctld"
 JOB_TMPFS_BASE = "/var/spool/slurmd-tmpfs"
-SLURMDBD_PORT = 6819
 MARIADB_PORT = 3306
 # SPANK plugins' configuration files: plugstack.conf (served by the controller) includes them on each node.
 PLUGSTACK_DIR = "/etc/slurm/plugstack.conf.d"
@@ -96,6 +95,7 @@ def slurm_config(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> dict
     spec = resolved.spec
     catalog = resolved.catalog
     fraction = catalog.slurm.real_memory_fraction
+    ports = catalog.slurm.ports
 
     nodes: list[dict[str, Any]] = []
     dynamic: list[dict[str, Any]] = []
@@ -144,6 +144,15 @@ def slurm_config(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> dict
     controllers = [{"name": c.name, "address": c.address} for c in sched.controllers]
     held_by = {g: [pname for pname, p in sched.spec.partitions.items() if g in p.node_groups] for g in groups}
     lifecycle = lifecycle_config(resolved, held_by)
+    if lifecycle:
+        # The gate tests a new cloud node with a healthy neighbour: on a hybrid cluster only a cloud one, so
+        # the gate's own jobs never span the link either.
+        hybrid = spec.placement.kind == "hybrid"
+        lifecycle["gate_nodesets"] = [g["nodeset"] for g in groups.values() if g["dynamic"] or not hybrid]
+        if hybrid:
+            # The site's controller drives the Auto Scaling groups with IAM Roles Anywhere credentials
+            # (components/hybrid/slurm_burst.py; the ARNs are the stack output hybrid.burst.scaler).
+            lifecycle["aws_credentials"] = {"kind": "roles_anywhere"}
     return {
         "cluster_name": spec.name,
         "slurm_user": "slurm",
@@ -165,11 +174,14 @@ def slurm_config(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> dict
             "files": gres_files,
         },
         "topology": _topology(resolved, sched),
+        # What every firewall opens (catalog): SrunPortRange bounds srun's listening ports to the same range.
+        "ports": {"slurmctld": ports.slurmctld, "slurmd": ports.slurmd, "slurmdbd": ports.slurmdbd,
+                  "srun": f"{ports.srun[0]}-{ports.srun[1]}"},
         "job_container": {"enabled": sched.spec.job_tmpfs, "base_path": JOB_TMPFS_BASE},
         "prolog": "/etc/slurm/prolog.d/*",
         "epilog": "/etc/slurm/epilog.d/*",
         "accounting": _accounting(resolved, sched),
-        "secrets": _secrets(resolved),
+        "secrets": _secrets(resolved, sched),
         "home": _home(resolved, sched),
         "containers": _containers(resolved, sched, groups),
         "login_access": "bastion" if sched.spec.login.bastion else "ssm",
@@ -180,7 +192,7 @@ def slurm_config(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> dict
             name: {"uid": u.uid, "account": u.account, "ssh_public_keys": list(u.ssh_public_keys)}
             for name, u in sched.spec.users.items()
         },
-        "directory": sched.spec.directory.model_dump() if sched.spec.directory else {},
+        "directory": _directory(sched),
         # gpuforge-lifecycle on the controller (slurm_scaler role), for groups in Auto Scaling groups.
         **({"lifecycle": lifecycle} if lifecycle else {}),
         "versions": {
@@ -234,8 +246,9 @@ def _site_facts(group: SlurmGroup, fraction: float) -> dict[str, Any]:
         "gres": f"gpu:{gpu_type(server.gpu_model)}:{gpus}" if gpus else "",
         "features": features,
     }
-    # DGX systems carry local NVMe for caches and scratch (the catalog has no per-server figure yet).
-    return {"line": line, "gpus": gpus, "gpu_type": gpu_type(server.gpu_model), "local_nvme": True}
+    # Local scratch where the server model lists its drives (the local_scratch role mounts them).
+    return {"line": line, "gpus": gpus, "gpu_type": gpu_type(server.gpu_model),
+            "local_nvme": bool(server.scratch_devices)}
 
 
 def _device_files(gpus: int) -> str:
@@ -243,23 +256,39 @@ def _device_files(gpus: int) -> str:
 
 
 def _topology(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any]:
-    """On a site: the rail-optimized fabric as Slurm's tree (a leaf switch per scalable unit, under the
-    spines). Hosts of one SU reach each other through one leaf hop on every rail, so the SU is the
-    unit Slurm should keep a job in. On AWS the controller writes topology.conf at run time from EC2
-    instance topology (docs/slurm.md), so nothing is rendered here."""
+    """Slurm's tree. On a site: the rail-optimized fabric (a leaf switch per scalable unit, under the spines).
+    On AWS the controller writes topology.conf at run time from EC2 instance topology (docs/slurm.md), so
+    nothing is rendered here. Hybrid: the site's switches rendered, the cloud groups' switches written at
+    run time beside them; no switch joins the two, and Slurm places a job only on nodes under one switch
+    fabric (topology.conf(5)), so no job spans the link."""
+    site_switches, site_source = _site_topology(resolved, sched)
+    cloud = sorted(name for name, group in sched.groups.items() if group.cloud)
+    ec2 = "EC2 instance topology, written by the controller at run time"
+    if resolved.spec.placement.kind == "hybrid" and cloud:
+        return {"kind": "hybrid", "source": f"{site_source or 'no site fabric'} (site); {ec2} (cloud groups "
+                f"{', '.join(cloud)}), never joined to the site's", "region": resolved.spec.region,
+                "switches": site_switches,
+                # The site's nodes, which the controller's topology script keeps under the rendered switches.
+                "static_nodes": sorted(h.name for g in sched.groups.values() for h in g.hosts)}
+    if site_switches:
+        return {"kind": "site", "source": site_source, "switches": site_switches}
+    if resolved.spec.network:  # AWS: gpuforge-slurm-topology on the controller writes the file
+        return {"kind": "ec2", "source": ec2, "region": resolved.spec.region, "switches": []}
+    return {"kind": "none", "source": "none", "switches": []}
+
+
+def _site_topology(resolved: ResolvedSpec, sched: ResolvedScheduler) -> tuple[list[dict[str, Any]], str]:
+    """The site fabric's switches: Slurm's tree holds a node under one switch, and a rail-optimized host has
+    an HCA on every rail leaf of its scalable unit, so the SU's rail leaves together are that switch. Hosts
+    of one SU reach each other through one leaf hop on every rail: the unit Slurm should keep a job in."""
     site = resolved.site
     fabric = site.spec.fabric if site is not None else None
     static_hosts = [h for g in sched.groups.values() for h in g.hosts if h.spec.hcas]
     if fabric is None or not static_hosts:
-        if resolved.spec.network:  # AWS: gpuforge-slurm-topology on the controller writes the file
-            return {"kind": "ec2", "source": "EC2 instance topology, written by the controller at run time",
-                    "region": resolved.spec.region, "switches": []}
-        return {"kind": "none", "source": "none", "switches": []}
+        return [], ""
     by_su: dict[str, list[str]] = {}
     for host in static_hosts:
         by_su.setdefault(host.scalable_unit, []).append(host.name)
-    # Slurm's tree holds a node under one switch; a rail-optimized host has an HCA on every rail leaf of
-    # its SU, so the SU's rail leaves together are that switch.
     leaves = [
         {"name": f"{su}-leaves", "switches": "", "nodes": hostlist(names),
          "comment": f"{su}: {fabric.rails} rail leaves (one per rail), every host cabled to each"}
@@ -269,8 +298,7 @@ def _topology(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any
     if len(leaves) > 1 or fabric.spines:
         switches.append({"name": "spines", "switches": ",".join(leaf["name"] for leaf in leaves), "nodes": "",
                          "comment": f"{fabric.spines} spines joining the scalable units' leaves"})
-    return {"kind": "site", "source": f"the site fabric ({fabric.kind}, {fabric.rails} rails, {fabric.spines} spines)",
-            "switches": switches}
+    return switches, f"the site fabric ({fabric.kind}, {fabric.rails} rails, {fabric.spines} spines)"
 
 
 def _accounting(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any]:
@@ -279,7 +307,7 @@ def _accounting(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, A
     return {
         "host": ctl[0].name,
         "backup_host": ctl[1].name if len(ctl) > 1 else "",
-        "port": SLURMDBD_PORT,
+        "port": resolved.catalog.slurm.ports.slurmdbd,
         "purge_after_months": sched.spec.accounting.purge_after_months,
         "database": {
             "kind": sched.database,
@@ -292,14 +320,41 @@ def _accounting(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, A
     }
 
 
-def _secrets(resolved: ResolvedSpec) -> dict[str, Any]:
-    """Where nodes read the munge key and the database password: never the values themselves."""
+def _secrets(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any]:
+    """Where nodes read the munge key, the database password and the directory's bind password: never the
+    values themselves."""
+    names = secret_names(resolved.spec.name)
     if resolved.spec.placement.kind == "aws":
-        names = secret_names(resolved.spec.name)
         return {name: {"store": "aws_secretsmanager", "id": secret} for name, secret in names.items()}
-    return {
+    directory = sched.spec.directory  # a site's only (scheduler_checks)
+    site = {
         "munge_key": {"store": "ansible_vault", "id": "vault_slurm_munge_key"},
         "db_password": {"store": "ansible_vault", "id": "vault_slurm_db_password"},
+        **(
+            {"ldap_bind_password": {"store": "ansible_vault", "id": directory.bind_password_secret}}
+            if directory is not None and directory.bind_dn
+            else {}
+        ),
+    }
+    if resolved.spec.placement.kind == "hybrid" and any(g.cloud for g in sched.groups.values()):
+        # The program generates the key into Secrets Manager; cloud nodes read it with their role, the site
+        # holds the same key as its vault variable (docs/onprem-hybrid.md, "Slurm burst").
+        site["cloud_munge_key"] = {"store": "aws_secretsmanager", "id": names["munge_key"]}
+    return site
+
+
+def _directory(sched: ResolvedScheduler) -> dict[str, Any]:
+    """What the sssd role configures (docs/slurm.md, "Users from the site's directory"); {} without one."""
+    directory = sched.spec.directory
+    if directory is None:
+        return {}
+    return {
+        "kind": directory.kind,
+        "uri": directory.uri,
+        "start_tls": directory.start_tls,
+        "search_base": directory.search_base,
+        "ca_certificate": directory.ca_certificate or "",
+        "bind_dn": directory.bind_dn or "",
     }
 
 
@@ -387,7 +442,8 @@ def render_slurm(config: Mapping[str, Any]) -> dict[str, str]:
         name: render(template, slurm_config=config)
         for name, template in TEMPLATES.items()
         if (name != "job_container.conf" or config["job_container"]["enabled"])
-        and (name != "topology.conf" or config["topology"]["switches"] or config["topology"]["kind"] == "ec2")
+        and (name != "topology.conf" or config["topology"]["switches"]
+             or config["topology"]["kind"] in ("ec2", "hybrid"))
         and (name != "plugstack.conf" or config["containers"]["runtime"] != "none")
     }
     for name, group in config["groups"].items():

@@ -54,9 +54,22 @@ def test_bake_json_reports_no_host_for_ci() -> None:
 
 
 def test_bake_limit_matching_nothing_names_the_limit() -> None:
-    result = runner.invoke(app, ["bake", "onprem-lab", "--limit", "nosuchhost", "--check"])
+    # The enroot release's digests as a user passes them while the catalog has none (the next test).
+    digests = '{"enroot_checksums": {"enroot_4.1.2-1_amd64.deb": "0"}}'
+    result = runner.invoke(app, ["bake", "onprem-lab", "--limit", "nosuchhost", "--check", "-e", digests])
     assert result.exit_code == 1, result.output
     assert "--limit 'nosuchhost'" in result.stderr
+
+
+def test_bake_refuses_enroot_without_digests_before_any_play_runs() -> None:
+    """onprem-lab's Slurm nodes get enroot (scheduler.containers: enroot_pyxis) and the catalog has no sha256
+    for the release's assets: the enroot role would refuse them halfway through the bake, so the bake stops
+    before Ansible starts, naming the catalog field and the fix."""
+    result = runner.invoke(app, ["bake", "onprem-lab", "--check"])
+    assert result.exit_code == 2, result.output
+    assert "catalog.slurm.containers.enroot.sha256: no sha256 for enroot_4.1.2-1_amd64.deb, " in result.stderr
+    assert "enroot+caps_4.1.2-1_amd64.deb" in result.stderr and "scheduler.containers: none" in result.stderr
+    assert "PLAY" not in result.output and "Traceback" not in result.output
 
 
 def test_bake_refuses_hosts_when_the_plan_lacks_a_deployed_value(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpuforge.plan.model import Plan
-from tests.support import ONPREM_K8S, planned
+from tests.support import HYBRID_MULTIKUEUE, ONPREM_K8S, planned
 
 
 @pytest.fixture(scope="session")
@@ -21,4 +21,11 @@ def lab_k8s() -> Plan:
 
 @pytest.fixture(scope="session")
 def hybrid() -> Plan:
+    """A Kubernetes site bursting through MultiKueue (tests/fixtures/stacks/Pulumi.hybrid-multikueue.yaml)."""
+    return planned(HYBRID_MULTIKUEUE)
+
+
+@pytest.fixture(scope="session")
+def hybrid_slurm() -> Plan:
+    """stacks/Pulumi.hybrid.yaml: the site's Slurm controller with cloud partitions."""
     return planned("hybrid")

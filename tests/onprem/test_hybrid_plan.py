@@ -1,5 +1,6 @@
-"""The hybrid plan: site + AWS burst group over a VPN (or a transit gateway, with Direct Connect),
-the burst lender queue in the teams' Kueue cohort, object sync with its direction, the summary."""
+"""The MultiKueue hybrid plan (tests/fixtures/stacks/Pulumi.hybrid-multikueue.yaml): a Kubernetes site + an
+EKS burst worker over a VPN (or a transit gateway, with Direct Connect), MultiKueue dispatch, object sync
+with its direction, the summary. The Slurm burst (stacks/Pulumi.hybrid.yaml): test_hybrid_slurm.py."""
 
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ from onprem_k8s import validate_all
 from gpuforge.plan.engine import plan_stack
 from gpuforge.plan.model import Plan
 from gpuforge.review.report import markdown_plan
+from tests.support import HYBRID_MULTIKUEUE
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def hybrid_spec() -> dict[str, Any]:
     return copy.deepcopy(
-        yaml.safe_load((ROOT / "stacks" / "Pulumi.hybrid.yaml").read_text())["config"]["gpuforge:cluster"]
+        yaml.safe_load(Path(HYBRID_MULTIKUEUE).read_text())["config"]["gpuforge:cluster"]
     )
 
 

@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 
 from gpuforge.nodes.bake import PlaybookResult, rootfs_inventory, run_playbook
+from tests.standins.containers import ContainerSources
 from tests.standins.repo import StandinSources
 from tests.support import skip_or_fail
 
 from . import rootfs
-from .profiles import EFA_P5, IB_8RAIL, profile_vars
+from .profiles import EFA_P5, IB_8RAIL, image_slurm_vars, profile_vars
 
 
 def _skip_reason() -> str | None:
@@ -69,10 +70,15 @@ def _bake(
 
 @pytest.fixture(scope="module")
 def efa_rootfs(
-    rootfs_tarball: Path, standin_sources: StandinSources, tmp_path_factory: pytest.TempPathFactory
+    rootfs_tarball: Path,
+    standin_sources: StandinSources,
+    container_sources: ContainerSources,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Baked]:
     workdir = tmp_path_factory.mktemp("efa")
-    yield _bake(rootfs_tarball, workdir, EFA_P5, standin_sources, check_first=False)
+    # prod's p5 training group of its Slurm cluster: the image carries enroot for it.
+    profile = {**EFA_P5, **image_slurm_vars("train", container_sources)}
+    yield _bake(rootfs_tarball, workdir, profile, standin_sources, check_first=False)
     shutil.rmtree(workdir, ignore_errors=True)
 
 

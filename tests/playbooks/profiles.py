@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
+from components.spec import resolve
+from gpuforge.plan.stacks import load_stack
+from gpuforge.render.slurm import slurm_config
+from tests.standins.containers import ContainerSources
 from tests.standins.repo import StandinSources
 
 # An EFA p5.48xlarge node group as `gpuforge inventory` writes it (versions from the spec).
@@ -33,6 +38,9 @@ EFA_P5: dict[str, Any] = {
     "lustre_client_efa_peer_credits": 32,
     "lustre_client_lnet_discovery": True,
     "lustre_client_efa_udsp_priority": 0,
+    # p5.48xlarge has instance-store NVMe (catalog): found by its model, required.
+    "local_scratch_model": "Amazon EC2 NVMe Instance Storage",
+    "local_scratch_required": True,
 }
 
 # An on-premises 8-rail rail-optimized InfiniBand node group on NVIDIA DOCA-OFED (ConnectX-7 fleets), as a
@@ -54,3 +62,13 @@ IB_8RAIL: dict[str, Any] = {
 def profile_vars(profile: dict[str, Any], sources: StandinSources) -> dict[str, Any]:
     """The group's variables with every production source pointed at the stand-ins (nothing switched off)."""
     return {**sources.variables(), **profile}
+
+
+def image_slurm_vars(group: str, containers: ContainerSources) -> dict[str, Any]:
+    """What `gpuforge bake --target rootfs:` adds for a group of prod's Slurm cluster (bake.image_slurm_vars):
+    the containers and job_container parts of its slurm_config, enroot's sources pointed at the stand-ins."""
+    stack = load_stack("prod")
+    config = slurm_config(resolve(stack.cluster, str(stack.path)))
+    image = {"containers": copy.deepcopy(config["containers"]), "job_container": config["job_container"]}
+    containers.slurm_config(image)
+    return {"gpuforge_node_group": group, "slurm_config": image}

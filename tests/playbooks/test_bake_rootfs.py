@@ -6,6 +6,7 @@ nothing, and the root file system holds what a booted node needs."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -188,14 +189,20 @@ def test_ib_rdma_stack_installed_from_doca(ib_rootfs: Baked) -> None:
     assert "lustre" not in (ib_rootfs.path / "etc/fstab").read_text()
 
 
-# --- health checks on the baked image (no GPU, no EFA device in a chroot: the node must fail) ----
+# --- health checks on the baked image (no GPU in a chroot, one EFA device short: the node must fail) ----
 
 
-def test_healthcheck_names_the_node_without_gpus_and_efa(efa_rootfs: Baked) -> None:
-    """The checks a node without GPUs, NVLinks and EFA devices fails, DCGM diagnostics included: the stand-in
-    dcgmi prints a real `dcgmi diag` output, here with its PCIe row failed (tests/standins/packages.py)."""
+def test_healthcheck_names_the_node_without_gpus_and_an_efa_device_short(efa_rootfs: Baked) -> None:
+    """The checks a node without GPUs and NVLinks, and with 31 of a p5's 32 EFA devices, fails, DCGM
+    diagnostics included: the stand-in dcgmi prints a real `dcgmi diag` output, here with its PCIe row
+    failed, and the stand-in fi_info that the EFA installer put in /opt/amazon/efa/bin (not on Ansible's
+    PATH) lists the EFA devices of the stand-in sysfs (tests/standins/packages.py)."""
     from gpuforge.nodes.bake import rootfs_inventory
     from gpuforge.nodes.check import run_checks
+
+    efa_devices = [f"rdmap{bus}s0" for bus in range(10, 41)]
+    sysfs = efa_rootfs.path / standin.STANDIN_SYSFS.lstrip("/")
+    subprocess.run(["sh", "-c", standin.rdma_sysfs_script(efa_devices, str(sysfs))], check=True)
 
     recorded = standin.DCGMI_DIAG_RECORDED.read_text()
     failed = recorded.replace(
@@ -212,18 +219,52 @@ def test_healthcheck_names_the_node_without_gpus_and_efa(efa_rootfs: Baked) -> N
         report = run_checks(inventory, checks=("gpu", "dcgm", "nvlink", "xid", "fabric"), drain="slurm")
     finally:
         override.unlink()
+        shutil.rmtree(sysfs)
     assert report.failing == ["rootfs"]
     assert not report.ok
     problems = report.nodes[0].problems
     assert "found 0 GPUs, expected 8" in problems
-    assert "EFA devices 0, expected 32" in problems
+    assert "EFA devices 31, expected 32" in problems
     # `dcgmi diag -r 2 -p pcie.gpu_nvlinks_expected_up=18` and `nvidia-smi nvlink --status` ran, and were judged.
     assert "dcgmi diag PCIe: Fail - GPU: 3 (Error: GPU 3 NvLink link 4 is down)" in problems
     assert "NVLinks up 0, expected 144" in problems
     # Ansible failed the node with the same findings, in its own words.
     assert report.playbook.failed_hosts == ["rootfs"]
     ansible_message = " ".join(f.message for f in report.playbook.failures)
-    assert "nvidia-smi failed" in ansible_message and "EFA devices 0, expected 32" in ansible_message
+    assert "nvidia-smi failed" in ansible_message and "EFA devices 31, expected 32" in ansible_message
     assert report.drain_commands[0][:4] == ["scontrol", "update", "nodename=rootfs", "state=drain"]
     metrics = (efa_rootfs.path / "var/lib/prometheus/node-exporter/gpuforge_healthcheck.prom").read_text()
     assert "gpuforge_healthcheck_ok 0" in metrics
+
+
+def test_efa_image_carries_enroot_and_the_scratch_unit_not_pyxis(efa_rootfs: Baked) -> None:
+    """prod's p5 group: enroot at the catalog's release with the group's enroot.conf (paths on /scratch), the
+    toolkit for its GPU hook, and gpuforge-scratch enabled for every boot and required by slurmd; pyxis,
+    built per Slurm release, comes with the Slurm play."""
+    from components.templates import render
+    from gpuforge.render.slurm import ENROOT_CONF
+
+    root = efa_rootfs.path
+    config = efa_rootfs.host_vars["slurm_config"]
+    installed = dpkg_status(root)
+    assert installed["enroot"] == installed["enroot+caps"] == config["containers"]["enroot"]["version"]
+    toolkit = config["containers"]["nvidia_container_toolkit"]
+    assert all(installed[p] == toolkit["version"] for p in toolkit["packages"])
+    assert "nvslurm-plugin-pyxis" not in installed
+    # The same bytes `gpuforge render slurm prod` prints for the group (enroot.conf.train).
+    rendered = render(ENROOT_CONF, enroot_settings=config["containers"]["enroot"]["settings"]["train"])
+    assert (root / "etc/enroot/enroot.conf").read_text() == rendered
+    tmpfiles = (root / "etc/tmpfiles.d/gpuforge-enroot.conf").read_text()
+    assert "d /scratch/enroot/data 1777 root root -\n" in tmpfiles
+    # The scratch: enabled at boot, ordered before and required by slurmd, with the inventory's selection
+    # and job_container's BasePath bound onto it; it never ran here.
+    assert "gpuforge-scratch.service" in enabled_units(root)
+    assert (root / "etc/systemd/system/slurmd.service.requires/gpuforge-scratch.service").is_symlink()
+    unit = (root / "etc/systemd/system/gpuforge-scratch.service").read_text()
+    assert "Before=slurmd.service systemd-user-sessions.service\n" in unit
+    settings = (root / "etc/default/gpuforge-scratch").read_text()
+    assert "SCRATCH_MODEL='Amazon EC2 NVMe Instance Storage'\n" in settings
+    assert "SCRATCH_REQUIRED=yes\n" in settings
+    assert f"SCRATCH_BINDS={config['job_container']['base_path']}\n" in settings
+    assert os.access(root / "usr/local/sbin/gpuforge-scratch", os.X_OK)
+    assert {"mdadm", "xfsprogs"} <= set(installed)

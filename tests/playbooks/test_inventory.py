@@ -190,3 +190,35 @@ def test_aws_ec2_plugin_names_each_instance_as_slurm_does(tmp_path: Path) -> Non
 def _unsafe(value: Any) -> Any:
     """A value as ansible-inventory --list prints it: strings from AWS are marked unsafe (not templated)."""
     return value.get("__ansible_unsafe") if isinstance(value, dict) else value
+
+
+@pytest.mark.parametrize("stack", ["prod", "onprem-lab"])
+def test_local_scratch_is_required_exactly_where_enroot_uses_it(stack: str) -> None:
+    """The local_scratch role's selection per node group agrees with the rendered enroot.conf: a group whose
+    enroot paths are under /scratch requires its NVMe there (the catalog gives its type or server model
+    local drives); any other group mounts nothing and enroot uses /var/lib/enroot on the root disk.
+    job_container.conf's BasePath (/var/spool/slurmd-tmpfs, AutoBasePath) exists on every node: on the
+    NVMe through the role's bind where there is one."""
+    from components.catalog.aws_wiring import load_aws_wiring
+    from gpuforge.render.slurm import JOB_TMPFS_BASE, LOCAL_NVME_DIR
+
+    inventory = build_inventory(stack, source="plan")
+    config = inventory["all"]["vars"]["slurm_config"]
+    assert config["job_container"] == {"enabled": True, "base_path": JOB_TMPFS_BASE}
+    settings = config["containers"]["enroot"]["settings"]
+    checked = 0
+    for name, enroot in settings.items():
+        group = inventory["all"]["children"].get(f"ng_{name}")
+        if group is None:
+            continue
+        scratch = group["vars"]
+        on_nvme = enroot["ENROOT_DATA_PATH"].startswith(f"{LOCAL_NVME_DIR}/")
+        assert scratch["local_scratch_required"] is on_nvme, name
+        assert on_nvme or enroot["ENROOT_DATA_PATH"].startswith("/var/lib/enroot/")
+        if "local_scratch_model" in scratch:
+            assert scratch["local_scratch_model"] == load_aws_wiring().instance_store.nvme_model
+        checked += 1
+    assert checked
+    if stack == "prod":  # p5.48xlarge has instance store, the login type none
+        assert inventory["all"]["children"]["ng_train"]["vars"]["local_scratch_required"] is True
+        assert inventory["all"]["children"]["ng_login"]["vars"]["local_scratch_required"] is False

@@ -51,9 +51,13 @@ def fresh_root(rootfs_tarball: Path, tmp_path: Path) -> Iterator[Path]:
     shutil.rmtree(root, ignore_errors=True)
 
 
+# A root file system runs no kubelet to restart (test_node_services_booted.py restarts a running one).
+NO_KUBELET = {"kubelet_config_restart": False}
+
+
 def test_lab_dropin_installed_with_its_taints_and_idempotent(fresh_root: Path) -> None:
     name, host_vars = _lab_host()
-    inventory = rootfs_inventory(fresh_root, host_vars)
+    inventory = rootfs_inventory(fresh_root, host_vars | NO_KUBELET)
     first = run_playbook(PLAYBOOK, inventory)
     assert first.ok, [f"{f.task}: {f.message}" for f in first.failures]
     assert first.hosts["rootfs"].changed == 2  # the directory and the file

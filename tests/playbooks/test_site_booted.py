@@ -1,8 +1,8 @@
 """site.yml over SSH on two booted machines with the production defaults, every package source pointed at
 the stand-ins: a first run that fails after the sysctl task, a re-run that converges and applies what
 the first run changed, then a run that changes nothing. The daemons the roles start run under systemd;
-the FSx file system mounts for real (the stand-in client helper mounts a tmpfs) after its LNet unit; the
-site's Lustre, BeeGFS and WEKA entries are written with their automount units started."""
+the FSx and site file systems mount for real (stand-in client helpers mounting a tmpfs); LNet for the
+EFA-enabled FSx is configured by its unit, and again by it at boot: the last tests reboot both machines."""
 
 from __future__ import annotations
 
@@ -265,21 +265,84 @@ def _fstab(machine: Machine) -> dict[str, tuple[str, str, str]]:
     return {row[1]: (row[0], row[2], row[3]) for row in rows if len(row) >= 4 and not row[0].startswith("#")}
 
 
-def test_site_file_systems_are_in_fstab_with_their_clients_and_automount_units(site_runs: SiteRuns) -> None:
-    """site_mounts added the site's mirror (signed), installed the vendor clients from it, pointed BeeGFS at
-    its management host, wrote each production fstab entry and started its automount unit."""
+def _mount_status(machine: Machine, path: str) -> str:
+    unit = machine.run(f"systemd-escape --path --suffix=mount {path}").stdout.strip()
+    return machine.run(f"systemctl status --no-pager {unit}", root=True, check=False).stdout
+
+
+def test_site_file_systems_are_in_fstab_and_mount_on_first_access(site_runs: SiteRuns) -> None:
+    """site_mounts wrote each production entry and started its automount unit; the first access mounts it
+    through the client's mount helper (the stand-in's tmpfs named by the production source), which checks
+    what the real client checks: the BeeGFS management host in the client configuration, the WEKA agent
+    running (the entry requires weka-agent.service, so systemd started it)."""
     for machine in site_runs.machines:
         fstab = _fstab(machine)
-        units = []
         for path, (source, fstype) in SITE_FSTAB.items():
             assert fstab[path][:2] == (source, fstype)
             assert "x-systemd.automount" in fstab[path][2].split(",")
-            units.append(machine.run(f"systemd-escape --path --suffix=automount {path}").stdout.strip())
-        states = machine.run(f"systemctl is-active {' '.join(units)}", check=False).stdout.split()
-        assert states == ["active"] * len(units)
+            assert _mounted(machine, path) == (source, "tmpfs"), _mount_status(machine, path)
+            machine.run(f"touch {path}/written-by-test", root=True)
         assert "sysMgmtdHost = 10.64.9.20" in machine.run("cat /etc/beegfs/beegfs-client.conf").stdout
-        for package in ("beegfs-client", "weka-agent", "lustre-client-utils"):
-            assert machine.run(f"dpkg-query -W -f '${{Status}}' {package}").stdout == "install ok installed"
-        machine.run("test -x /sbin/mount.beegfs && test -x /sbin/mount.wekafs && test -x /sbin/mount.lustre")
+        assert machine.run("systemctl is-active weka-agent.service").stdout.strip() == "active"
+        assert machine.run("dpkg-query -W -f '${Status}' beegfs-client").stdout == "install ok installed"
         sources = machine.run("cat /etc/apt/sources.list.d/site-storage-clients.sources").stdout
         assert "Signed-By: /etc/apt/keyrings/site-storage-clients.asc" in sources
+
+
+LNET_UNIT = "/etc/systemd/system/gpuforge-lnet.service"
+LNET_PROGRAM = "/usr/local/sbin/gpuforge-lnet"
+
+
+@pytest.fixture(scope="module")
+def image_baked(site_runs: SiteRuns) -> PlaybookResult:
+    """The image path on the converged machines: the LNet unit and its program are removed, then bake-image.yml
+    (as an image build runs the roles: units enabled, not started) runs with the same variables."""
+    for machine in site_runs.machines:
+        machine.run(f"systemctl disable --now gpuforge-lnet.service && rm {LNET_UNIT} {LNET_PROGRAM} "
+                    "&& systemctl daemon-reload", root=True)  # fmt: skip
+    return run_playbook("bake-image.yml", site_runs.inventory)
+
+
+def test_the_image_path_installs_and_enables_the_lnet_unit_without_starting_it(
+    site_runs: SiteRuns, image_baked: PlaybookResult
+) -> None:
+    assert image_baked.ok, [f"{f.host} {f.task}: {f.message}" for f in image_baked.failures]
+    for machine in site_runs.machines:
+        machine.run(f"test -x {LNET_PROGRAM} && test -f {LNET_UNIT}")
+        assert machine.run("systemctl is-enabled gpuforge-lnet.service").stdout.strip() == "enabled"
+        assert machine.run("systemctl is-active gpuforge-lnet.service", check=False).stdout.strip() == "inactive"
+
+
+@pytest.fixture(scope="module")
+def rebooted(site_runs: SiteRuns, image_baked: PlaybookResult, machine_pool: MachinePool) -> Machines:
+    """Both machines rebooted after the image path: LNet's configuration (the stand-in's state under /run, as the
+    kernel's) is gone; the disk, with the stand-in sysfs, stays. What configures LNet now is the unit the image
+    path enabled."""
+    machine_pool.reboot(site_runs.machines)
+    return site_runs.machines
+
+
+def test_lnet_is_configured_again_at_boot_before_the_mount(rebooted: Machines) -> None:
+    efa_node, tcp_node = rebooted
+    default_if = _default_interface(efa_node)
+    for machine in rebooted:
+        journal = machine.run("journalctl -b -u gpuforge-lnet.service --no-pager", root=True, check=False).stdout
+        assert machine.run("systemctl is-active gpuforge-lnet.service").stdout.strip() == "active", journal
+    assert _lnet_nets(efa_node) == {"lo": [], "tcp": [default_if], "efa": EFA_LNET_DEVICES}
+    assert _lnet_nets(tcp_node) == {"lo": [], "tcp": [default_if]}
+    # The first access mounts /fsx through its automount unit, which requires the LNet unit: the mount found
+    # LNet configured (efa on the EFA node), not brought up on tcp alone as loading lustre.ko would.
+    for machine, nets in ((efa_node, "lo,tcp,efa"), (tcp_node, "lo,tcp")):
+        assert machine.run("systemctl is-active fsx.automount").stdout.strip() == "active"
+        assert _mounted(machine, "/fsx") == (FSX_SOURCE, "tmpfs"), _mount_status(machine, "/fsx")
+        # (The Lustre collector's timer may have triggered the automount first; the record is the same.)
+        assert f"/fsx {nets}" in machine.run("cat /run/lustre-standin/mounts", root=True).stdout.splitlines()
+        assert "gpuforge-lnet.service" in machine.run("systemctl show -p After --value fsx.mount").stdout.split()
+
+
+def test_site_file_systems_mount_again_after_a_reboot(rebooted: Machines) -> None:
+    for machine in rebooted:
+        for path, (source, _) in SITE_FSTAB.items():
+            assert _mounted(machine, path) == (source, "tmpfs"), _mount_status(machine, path)
+            # A new tmpfs: what the test wrote before the reboot is gone (no file server keeps it here).
+            assert machine.run(f"test -e {path}/written-by-test", check=False).returncode == 1

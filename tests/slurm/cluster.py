@@ -50,11 +50,17 @@ FIXTURES = REPO / "tests" / "fixtures"
 
 SLURM_IMAGE = SSH_IMAGE.derive(
     "debian12-slurm",
-    packages=("munge", "slurmctld", "slurmd", "slurmdbd", "slurm-client", "libpam-slurm-adopt", "mariadb-server"),
+    packages=(
+        "munge", "slurmctld", "slurmd", "slurmdbd", "slurm-client", "libpam-slurm-adopt", "mariadb-server",
+        # The sssd role's packages, and slapd with ldap-utils for the stand-in directory (test_slurm_directory.py).
+        "sssd-ldap", "libnss-sss", "libpam-sss", "slapd", "ldap-utils",
+    ),
     setup=(
         # Nothing runs or is keyed until a role says so.
-        "systemctl disable munge slurmctld slurmd slurmdbd mariadb mariadb.socket",
+        "systemctl disable munge slurmctld slurmd slurmdbd mariadb mariadb.socket sssd slapd",
         "rm -f /etc/munge/munge.key",
+        # libnss-sss's install put sss into nsswitch.conf: take it out, so NSS asks SSSD because the role said so.
+        "sed -i -E 's/[[:space:]]+sss\\b//' /etc/nsswitch.conf",
     ),
 )
 CONTROLLER, LOGIN, STATIC, CLOUD = 0, 1, (2, 3), 4

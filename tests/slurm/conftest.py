@@ -1,5 +1,6 @@
 """The booted Slurm cluster, one per test session: shared by every module of tests/slurm that boots it
-(the cluster's proof in test_slurm_cluster.py, containers for jobs in test_slurm_containers.py)."""
+(the cluster's proof in test_slurm_cluster.py, containers for jobs in test_slurm_containers.py, the node
+lifecycle in test_slurm_lifecycle.py)."""
 
 from __future__ import annotations
 

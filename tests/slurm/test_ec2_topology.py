@@ -177,3 +177,53 @@ def test_aws_clusters_use_the_tree_the_controller_writes(stack: str) -> None:
     files = render_slurm(config)
     assert "TopologyPlugin=topology/tree" in files["slurm.conf"]
     assert _parse(files["topology.conf"]) == {}  # the header only: the controller's timer fills it
+
+
+def _reachable(switches: dict[str, dict[str, list[str]]]) -> list[list[str]]:
+    """The node sets slurmctld may allocate one job over: the leaves under each top switch (one no other
+    switch names), since jobs only span nodes connected by the same switch fabric (topology.conf(5))."""
+    children = {c for sw in switches.values() for c in sw["switches"]}
+    return [_leaves_under(switches, top) for top in sorted(set(switches) - children)]
+
+
+def test_a_hybrid_sites_switches_stay_apart_from_the_clouds(tmp_path: Path) -> None:
+    """The hybrid stack's rendered site switches, passed to the controller's script as the role writes its
+    config, come first and unchanged; the cloud nodes get their own tree; no switch joins the two."""
+    from components.spec import resolve
+    from gpuforge.plan.stacks import load_stack
+    from gpuforge.render.slurm import slurm_config
+
+    topology = slurm_config(resolve(load_stack("hybrid").cluster, "hybrid"))["topology"]
+    assert topology["kind"] == "hybrid" and topology["static_nodes"] == ["dgx-01", "dgx-02", "dgx-03", "dgx-04"]
+    config = tmp_path / "slurm-topology.json"
+    target = tmp_path / "topology.conf"
+    config.write_text(json.dumps({"cluster": "forge-hybrid", "region": "us-west-2", "path": str(target),
+                                  "static_switches": topology["switches"], "static_nodes": topology["static_nodes"]}))
+    site = {f"dgx-0{i}": f"10.72.1.1{i}" for i in range(1, 5)}
+
+    def run(argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        out = "".join(f"{n} {a}\n" for n, a in {**site, **NODES}.items()) if argv[0] == "sinfo" else ""
+        return subprocess.CompletedProcess(argv, 0, out, "")
+
+    ec2, stub = _ec2()  # asked about the cloud nodes' addresses only (the Stubber checks the filter)
+    assert _script(tmp_path / "libexec").main(["--config", str(config)], ec2=ec2, run=run) == 0
+    stub.assert_no_pending_responses()
+    switches = _parse(target.read_text())
+    assert switches["su1-leaves"]["nodes"] == ["dgx-[01-04]"]
+    groups = _reachable(switches)
+    assert ["dgx-[01-04]"] in groups and sorted(NODES) in groups and len(groups) == 2
+
+
+def test_a_switch_joining_site_and_cloud_is_caught() -> None:
+    """The failing case of the check above: a root over the site's leaves and the cloud's tree."""
+    text = (
+        "SwitchName=su1-leaves Nodes=dgx-[01-04]\nSwitchName=s1-0 Nodes=ip-10-0-0-1\n"
+        "SwitchName=everything Switches=su1-leaves,s1-0\n"
+    )
+    assert _reachable(_parse(text)) == [["dgx-[01-04]", "ip-10-0-0-1"]]
+    # A cloud switch named like a site switch would merge the trees: the script keeps the site's alone.
+    from gpuforge.render.ec2_topology import Switch
+
+    ec2, _ = _ec2(topology_error="UnauthorizedOperation")
+    text, warnings = topology_conf(ec2, NODES, "c", [Switch("az-us-west-2a", ["dgx-01"])], ["dgx-01"])
+    assert _reachable(_parse(text)) == [["dgx-01"]] and any("clash" in w for w in warnings)

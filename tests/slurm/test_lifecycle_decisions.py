@@ -348,3 +348,16 @@ def test_the_stacks_render_the_lifecycle_program_its_groups() -> None:
     assert not fixed.elastic and fixed.min_nodes == fixed.max_nodes == prod_spec.spec.node_groups["train"].total_nodes
     assert fixed.gate is not None and fixed.gate.single_node_floor_gbps == 405.0  # 0.9 x 450 GB/s (p5.48xlarge)
     assert prod.cluster == "forge-prod" and prod.endpoint_url is None
+
+
+def test_a_node_awaiting_its_gate_counts_against_pending_jobs(aws: Aws) -> None:
+    """The scale-up's instance has registered drained and the job waits for it: the cycle that gates the
+    node does not launch a second instance for the same job."""
+    autoscaling, ec2 = aws.autoscaling, aws.ec2
+    asg = _group(aws, "cloud", min_size=0, max_size=2, desired=1)
+    (a,) = _instances(autoscaling, asg)
+    new = _idle(node_name("cloud", a), flags=frozenset({"DRAIN", "DYNAMIC_NORM"}), last_busy=None)
+    slurm = FakeSlurm({new.name: new}, [PendingJob("7", ("cloud",), 1, "ReqNodeNotAvail")])
+    done = cycle(_config(aws, gate=True), slurm, autoscaling, ec2, NOW)  # type: ignore[arg-type]
+    assert _desired(autoscaling, asg) == 1 and _instances(autoscaling, asg) == [a], done
+    assert any(call[0] == "srun" for call in slurm.calls)  # the gate ran (no neighbour: it stays drained)

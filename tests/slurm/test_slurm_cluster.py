@@ -92,6 +92,19 @@ def test_secrets_stay_out_of_logs_and_configs_readable_by_users(slurm_cluster: S
     assert ctl.run("stat -c '%U %a' /etc/slurm/slurmdbd.conf", root=True).stdout.split() == ["slurm", "600"]
 
 
+def test_the_local_accounting_database_is_dumped_nightly(slurm_cluster: SlurmCluster) -> None:
+    """MariaDB on the controller (the site path) has no managed backups: the role's timer is enabled, and
+    its service writes a compressed dump of the accounting database that holds slurmdbd's tables."""
+    ctl = slurm_cluster.controller
+    assert ctl.run("systemctl is-enabled gpuforge-slurmdbd-dump.timer", root=True).stdout.strip() == "enabled"
+    ctl.run("systemctl start gpuforge-slurmdbd-dump.service", root=True)
+    dumps = ctl.run("ls /var/backups/slurmdbd", root=True).stdout.split()
+    assert len(dumps) == 1 and dumps[0].startswith("slurm_acct_db-") and dumps[0].endswith(".sql.gz"), dumps
+    tables = ctl.run(f"zcat /var/backups/slurmdbd/{dumps[0]} | grep -c 'CREATE TABLE'", root=True).stdout
+    assert int(tables) > 5  # slurmdbd's own tables (acct_table, cluster_table, ..., <cluster>_job_table)
+    assert ctl.run("stat -c '%U %a' /var/backups/slurmdbd", root=True).stdout.split() == ["root", "700"]
+
+
 def test_user_job_runs_on_two_computes_and_is_accounted(slurm_cluster: SlurmCluster) -> None:
     job = _submit(slurm_cluster, f"-N2 -p gpu --gres=gpu:{GPUS}", "srun hostname")
     row = wait_for(f"job {job} to finish", lambda: _finished(slurm_cluster, job), JOB_TIMEOUT_S)

@@ -18,7 +18,7 @@ from tests.support import skip_or_fail
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden" / "slurm"
-SLURM_STACKS = ("dev", "prod", "onprem-lab")
+SLURM_STACKS = ("dev", "prod", "onprem-lab", "hybrid")
 
 
 def _config(stack: str, **kwargs: bool) -> dict:
@@ -132,3 +132,26 @@ def test_a_cloud_node_starts_slurmd_under_its_instance_name(ansible_rendered: tu
     # The packaged ExecStart (slurm-wlm's slurmd.service) is reset, then given the name.
     starts = [line for line in cloud if line.startswith("ExecStart=")]
     assert starts == ["ExecStart=", "ExecStart=/usr/sbin/slurmd -D -s $SLURMD_OPTIONS -N ${GPUFORGE_SLURMD_NODENAME}"]
+
+
+def test_hybrid_renders_a_site_and_a_cloud_partition_that_never_mix() -> None:
+    """stacks/Pulumi.hybrid.yaml: the DGX hosts static under the site's switch, the cloud group dynamic, each
+    in its own partition; the fabric gate's partition holds the cloud only; srun's range is the catalog's,
+    the one the security groups and the site firewall open."""
+    from components.catalog import load_catalog
+
+    config = _config("hybrid")
+    files = render_slurm(config)
+    conf = files["slurm.conf"]
+    assert "PartitionName=site Nodes=ns_train Default=YES" in conf
+    assert "PartitionName=cloud Nodes=ns_cloud Default=NO" in conf
+    assert "PartitionName=gpuforge-gate Nodes=ns_cloud " in conf
+    low, high = load_catalog().slurm.ports.srun
+    assert f"SrunPortRange={low}-{high}\n" in conf
+    assert "NodeName=dgx-[01-04] NodeAddr=10.72.1.11" in conf and "Gres=gpu:h100:8" in conf
+    assert "SwitchName=su1-leaves Nodes=dgx-[01-04]" in files["topology.conf"]
+    assert "TopologyPlugin=topology/tree" in conf
+    assert "--conf-server 10.72.1.6 -Z" in files["slurmd.cloud"] and "Gres=gpu:h100:8" in files["slurmd.cloud"]
+    assert config["secrets"]["munge_key"] == {"store": "ansible_vault", "id": "vault_slurm_munge_key"}
+    assert config["secrets"]["cloud_munge_key"]["store"] == "aws_secretsmanager"
+    assert config["lifecycle"]["aws_credentials"]["kind"] == "roles_anywhere"

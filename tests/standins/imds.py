@@ -5,6 +5,10 @@
                                           (400 without the header or out of range)
     GET /latest/meta-data/instance-id     header X-aws-ec2-metadata-token: a token it issued -> the id
                                           (401 without a token or with another one, as IMDSv2 answers)
+    GET /latest/meta-data/iam/security-credentials/        (token) -> the instance profile's role name
+    GET /latest/meta-data/iam/security-credentials/<role>  (token) -> its temporary credentials (JSON), what
+                                          the AWS SDKs' default chain reads on an instance (``role``: set by
+                                          the test; None: no instance profile, 404)
 
 The instance id is the test's to set (``instance_id``): the booted cluster's cloud machine plays one
 instance after another. ``busy`` answers that many requests with 503 first (a service not ready yet);
@@ -15,14 +19,17 @@ instance metadata" (IMDSv2).
 
 from __future__ import annotations
 
+import json
 import secrets
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 TTL_HEADER = "X-aws-ec2-metadata-token-ttl-seconds"
 TOKEN_HEADER = "X-aws-ec2-metadata-token"
+CREDENTIALS_PATH = "/latest/meta-data/iam/security-credentials/"
 
 
 class StandInImds(ThreadingHTTPServer):
@@ -31,6 +38,8 @@ class StandInImds(ThreadingHTTPServer):
     def __init__(self, instance_id: str) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.instance_id = instance_id
+        self.role: str | None = None  # the instance profile's role; its credentials are the test's own (moto's)
+        self.credentials = {"AccessKeyId": "testing", "SecretAccessKey": "testing", "Token": "testing"}
         self.busy = 0
         self.tokens_expire = False  # every token it issued has expired: 401 to the id request
         self.tokens: set[str] = set()
@@ -84,9 +93,22 @@ class _Handler(BaseHTTPRequestHandler):
             return self._answer(503)
         if not valid:
             return self._answer(401)
-        if self.path != "/latest/meta-data/instance-id":
-            return self._answer(404)
-        return self._answer(200, self.server.instance_id)
+        if self.path == "/latest/meta-data/instance-id":
+            return self._answer(200, self.server.instance_id)
+        role = self.server.role
+        if role is not None and self.path == CREDENTIALS_PATH:
+            return self._answer(200, role)
+        if role is not None and self.path == CREDENTIALS_PATH + role:
+            now = datetime.now(UTC)
+            document = {
+                "Code": "Success",
+                "LastUpdated": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "Type": "AWS-HMAC",
+                **self.server.credentials,
+                "Expiration": (now + timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+            return self._answer(200, json.dumps(document))
+        return self._answer(404)
 
 
 @contextmanager

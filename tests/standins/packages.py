@@ -224,6 +224,24 @@ def nvcc_script() -> str:
     return (HERE / "nvcc.sh").read_text().replace("@RELEASE@", CUDA_VERSION).replace("@VERSION@", release)
 
 
+def rdma_sysfs_script(devices: list[str], root: str = STANDIN_SYSFS) -> str:
+    """A shell line that lists *devices* in the stand-in sysfs under *root* as the kernel links them:
+    class/infiniband/<dev> -> the PCI function's infiniband/<dev>, whose device/driver -> bus/pci/drivers/<efa|
+    mlx5_core> (mlx5_* are ConnectX ports, the rest EFA devices). lnetctl's and fi_info's stand-ins read it."""
+    lines = [f"mkdir -p {root}/class/infiniband {root}/bus/pci/drivers/efa {root}/bus/pci/drivers/mlx5_core"]
+    for slot, device in enumerate(devices):
+        function = f"pci0000:00/0000:00:{slot:02x}.0"
+        pci = f"{root}/devices/{function}"
+        driver = "mlx5_core" if device.startswith("mlx5") else "efa"
+        lines += [
+            f"mkdir -p {pci}/infiniband/{device}",
+            f"ln -sfn ../../../bus/pci/drivers/{driver} {pci}/driver",
+            f"ln -sfn ../../../0000:00:{slot:02x}.0 {pci}/infiniband/{device}/device",
+            f"ln -sfn ../../devices/{function}/infiniband/{device} {root}/class/infiniband/{device}",
+        ]
+    return " && ".join(lines)
+
+
 def efa_installer_packages() -> list[Package]:
     """What the EFA installer tarball carries under DEBS/DEBIAN12/x86_64/ (user space only, no efa.ko)."""
     return [
@@ -234,9 +252,8 @@ def efa_installer_packages() -> list[Package]:
             "libfabric-aws-bin",
             "2.1.0amzn5.0",
             depends=("libfabric1-aws",),
-            files={
-                "/opt/amazon/efa/bin/fi_info": "#!/bin/sh\necho 'provider: efa (stand-in: no EFA device)'\nexit 1\n"
-            },
+            # Where the installer puts it (not on PATH but for login shells: efa-profile's zippy_efa.sh).
+            files={"/opt/amazon/efa/bin/fi_info": (HERE / "fi_info.sh").read_text().replace("@SYSFS@", STANDIN_SYSFS)},
             executables=frozenset({"/opt/amazon/efa/bin/fi_info"}),
         ),
         # aws-ofi-nccl as the installer lays it out: the plugin and its libnccl-net.so alias.

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from support import planned
+from support import HYBRID_MULTIKUEUE, planned
 from typer.testing import CliRunner
 
 from components.catalog.aws_wiring import load_aws_wiring
@@ -46,7 +46,10 @@ def run_rules(plan: Plan, rules: list[str]) -> dict[str, list[str]]:
 
 def variant(tmp_path: Path, stack: str, edit: Any, extra_config: dict[str, Any] | None = None) -> Path:
     """A copy of stacks/Pulumi.<stack>.yaml with `edit(cluster)` applied, written to tmp_path."""
-    document = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+    source = ROOT / "stacks" / f"Pulumi.{stack}.yaml"
+    if not source.exists():  # a test fixture stack (hybrid-multikueue)
+        source = ROOT / "tests" / "fixtures" / "stacks" / f"Pulumi.{stack}.yaml"
+    document = yaml.safe_load(source.read_text())
     edit(document["config"]["gpuforge:cluster"])
     document["config"].update(extra_config or {})
     path = tmp_path / f"Pulumi.{stack}-variant.yaml"
@@ -54,7 +57,7 @@ def variant(tmp_path: Path, stack: str, edit: Any, extra_config: dict[str, Any] 
     return path
 
 
-@pytest.mark.parametrize("stack", ["prod", "staging", "hybrid"])
+@pytest.mark.parametrize("stack", ["prod", "staging", "hybrid", HYBRID_MULTIKUEUE])
 def test_example_stacks_pass_every_wiring_check(stack: str) -> None:
     assert run_rules(planned(stack), WIRING) == {}
 
@@ -97,7 +100,7 @@ def test_transit_gateway_link_routes_the_site_from_every_private_route_table(tmp
         # The site's CNI routes pod IPs (no SNAT): the MultiKueue manager calls from a pod address.
         cluster["site"]["kubernetes"]["pod_cidrs"] = ["10.73.0.0/16"]
 
-    plan = plan_stack(variant(tmp_path, "hybrid", tgw))
+    plan = plan_stack(variant(tmp_path, "hybrid-multikueue", tgw))
     routes = {
         (r.inputs["routeTableId"], r.inputs["destinationCidrBlock"])
         for r in plan.by_type("aws:ec2/route:Route")
