@@ -196,6 +196,7 @@ class MachinePool:
         again from its own disk (the overlay's upper directory, kept), with the same name, address and host key."""
         for machine in machines:
             _stop(machine.process, machine.root)
+            _remove_cgroups(machine.address)  # the next boot starts from empty cgroups, as a real one does
             self._booted.remove(machine)
         for machine in machines:
             base = machine.root.parent
