@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from .errors import described_pattern
 from .models import ABSOLUTE_PATH, Name, NodeRole, Port, SpecModel, parse_cidr, parse_ipv4
@@ -238,11 +238,65 @@ class SiteFabric(SpecModel):
 MountPoint = Annotated[str, Field(pattern=ABSOLUTE_PATH)]
 
 
+LNET_NID = re.compile(r"^[^@\s]+@(?P<net>[a-z][a-z0-9]*)$")
+IB_LNET = re.compile(r"^o2ib[0-9]*$")
+INTERFACE_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+
+
 class LustreMount(SpecModel):
     kind: Literal["lustre"] = Field(description="A Lustre file system.")
     mgs_nids: list[str] = Field(min_length=1, description="MGS NIDs, e.g. 10.30.0.10@o2ib (two for failover).")
     fsname: str = Field(pattern=LUSTRE_FSNAME, description="Lustre file system name (up to 8 chars).")
     mount_point: MountPoint = Field(description="Where hosts mount it.")
+    lnet_interfaces: list[str] = Field(
+        default_factory=list,
+        validate_default=True,
+        description="The hosts' IPoIB interfaces LNet's o2ib network runs on (`lnetctl net add --net o2ib --if "
+        "IF`), e.g. [ib0], or a DGX's storage ports' IPoIB names. Required when the MGS NIDs are on an o2ib "
+        "network: a client without that network has no route to them and the mount fails.",
+    )
+
+    @field_validator("mgs_nids")
+    @classmethod
+    def _nids(cls, value: list[str]) -> list[str]:
+        for nid in value:
+            if not LNET_NID.match(nid):
+                raise ValueError(f"{nid!r} is not an LNet NID; write it like 10.30.0.10@o2ib or 10.30.0.10@tcp")
+        if len({_lnet(nid) for nid in value}) > 1:
+            raise ValueError(f"{value} are on different LNet networks; list the MGS NIDs of one network")
+        return value
+
+    @field_validator("lnet_interfaces")
+    @classmethod
+    def _interfaces(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        for name in value:
+            if not INTERFACE_NAME.match(name):
+                raise ValueError(f"{name!r} is not a network interface name; write it like ib0")
+        nids = info.data.get("mgs_nids")
+        if not nids:  # invalid NIDs: reported on mgs_nids
+            return value
+        net = _lnet(nids[0])
+        if IB_LNET.match(net) and not value:
+            raise ValueError(
+                f"the MGS NIDs {nids} are on LNet network {net}, which the hosts must configure on their IPoIB "
+                "interfaces (without it they have no route to the NIDs); list them, e.g. lnet_interfaces: [ib0]"
+            )
+        if value and not IB_LNET.match(net):
+            raise ValueError(
+                f"{value}: the MGS NIDs are on {net}, not an o2ib network; remove lnet_interfaces (LNet's tcp "
+                "network runs on the default route's interface)"
+            )
+        return value
+
+    @property
+    def lnet(self) -> str:
+        """The LNet network of the MGS NIDs (o2ib, o2ib1, tcp, ...)."""
+        return _lnet(self.mgs_nids[0])
+
+
+def _lnet(nid: str) -> str:
+    match = LNET_NID.match(nid)
+    return match["net"] if match else ""
 
 
 class BeegfsMount(SpecModel):

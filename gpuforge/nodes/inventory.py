@@ -194,6 +194,7 @@ def _group_vars(
     mounts = site_mounts(outputs)
     if mounts:
         vars_["site_mounts_mounts"] = mounts
+        vars_["lustre_client_o2ib_networks"] = o2ib_networks(mounts) or None
     vars_.update(_local_scratch_vars(group))
     return {key: value for key, value in vars_.items() if value is not None}
 
@@ -254,6 +255,19 @@ def site_mounts(outputs: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The site's shared file systems (NFS, Lustre, BeeGFS, WEKA) as the site_mounts role takes them."""
     mounts = ((outputs.get("site") or {}).get("parallelFs")) or {}
     return [{"name": name, **dict(mount)} for name, mount in sorted(mounts.items())]
+
+
+def o2ib_networks(mounts: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """The LNet o2ib networks the site's Lustre mounts need and the interfaces each runs on (a mount's
+    lnet_interfaces, for its MGS NIDs' network): gpuforge-lnet.service adds them before those mounts."""
+    networks: dict[str, list[str]] = {}
+    for mount in mounts:
+        nids = mount.get("mgs_nids") or []
+        net = str(nids[0]).rpartition("@")[2] if mount.get("kind") == "lustre" and nids else ""
+        if net.startswith("o2ib"):
+            interfaces = networks.setdefault(net, [])
+            interfaces += [i for i in mount.get("lnet_interfaces") or [] if i not in interfaces]
+    return networks
 
 
 def _host_vars(host: Mapping[str, Any]) -> dict[str, Any]:

@@ -196,7 +196,7 @@ def test_bad_slurm_bursts_are_refused_all_at_once(tmp_path: Path) -> None:
 def test_home_must_be_nfs_over_the_link() -> None:
     spec = hybrid_spec()
     spec["site"]["storage"]["mounts"]["home"] = {"kind": "lustre", "mgs_nids": ["10.72.8.40@o2ib"], "fsname": "home1",
-                                                 "mount_point": "/home"}
+                                                 "lnet_interfaces": ["ib0"], "mount_point": "/home"}
     with pytest.raises(SpecError) as caught:
         resolve(spec)
     assert "cluster.site.storage.mounts[home].kind" in {i.path for i in caught.value.issues}

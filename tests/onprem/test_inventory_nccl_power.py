@@ -123,3 +123,12 @@ def test_site_report_in_plan_json(lab: Plan) -> None:
     assert power["racks"]["r02"]["without b"]["limitKw"] == pytest.approx(46.0)
     assert power["racks"]["r02"]["without b"]["loadKw"] == pytest.approx(20.4)
     assert Stack(to_rule_resources(lab.resources)).cluster() is not None
+
+
+def test_site_lustre_on_o2ib_brings_its_ipoib_interfaces_to_the_hosts(lab: Plan) -> None:
+    """The lab's Lustre (MGS NIDs on o2ib, lnet_interfaces [ib0]) reaches the hosts as the mount and as the o2ib
+    network gpuforge-lnet.service adds before it; the NFS mount needs no LNet."""
+    group = build_inventory("onprem-lab", outputs=lab.outputs)["all"]["children"]["ng_train"]["vars"]
+    mounts = {m["name"]: m for m in group["site_mounts_mounts"]}
+    assert mounts["scratch"]["lnet_interfaces"] == ["ib0"] and mounts["home"]["kind"] == "nfs"
+    assert group["lustre_client_o2ib_networks"] == {"o2ib": ["ib0"]}

@@ -142,3 +142,26 @@ def test_onprem_refuses_cloud_settings_and_aws_refuses_a_site() -> None:
     aws = yaml.safe_load((ROOT / "stacks" / "Pulumi.dev.yaml").read_text())["config"]["gpuforge:cluster"]
     aws["site"] = lab_spec()["site"]
     assert "cluster.site" in paths(aws)
+
+
+def test_lustre_on_o2ib_needs_the_interfaces_lnet_runs_on() -> None:
+    """Without lnet_interfaces the hosts would have no o2ib network and no route to the MGS NIDs: the spec names
+    the field, the NIDs' network and the fix; interfaces on a tcp Lustre, malformed NIDs and mixed networks too."""
+    spec = lab_spec()
+    mounts = spec["site"]["storage"]["mounts"]
+    del mounts["scratch"]["lnet_interfaces"]
+    mounts["tcp"] = {"kind": "lustre", "mgs_nids": ["10.64.8.12@tcp"], "fsname": "t1", "mount_point": "/t",
+                     "lnet_interfaces": ["ib0"]}  # fmt: skip
+    mounts["mixed"] = {"kind": "lustre", "mgs_nids": ["10.64.8.13@o2ib", "10.64.8.14@o2ib1"], "fsname": "m1",
+                       "mount_point": "/m", "lnet_interfaces": ["ib0"]}  # fmt: skip
+    mounts["bad"] = {"kind": "lustre", "mgs_nids": ["10.64.8.15"], "fsname": "b1", "mount_point": "/b",
+                     "lnet_interfaces": ["ib 0"]}  # fmt: skip
+    with pytest.raises(SpecError) as caught:
+        resolve(spec)
+    issues = {(i.path, i.message) for i in caught.value.issues}
+    base = "cluster.site.storage.mounts"
+    scratch = next(i for i in caught.value.issues if i.path == f"{base}[scratch].lnet_interfaces")
+    assert "on LNet network o2ib" in scratch.message and "lnet_interfaces: [ib0]" in scratch.fix
+    assert {p for p, _ in issues} == {f"{base}[scratch].lnet_interfaces", f"{base}[tcp].lnet_interfaces",
+                                      f"{base}[mixed].mgs_nids", f"{base}[bad].mgs_nids",
+                                      f"{base}[bad].lnet_interfaces"}  # fmt: skip

@@ -90,3 +90,27 @@ def ib_rootfs(
     # A check-mode run first, on the untouched root file system: it must pass and change nothing.
     yield _bake(rootfs_tarball, workdir, IB_8RAIL, standin_sources, check_first=True)
     shutil.rmtree(workdir, ignore_errors=True)
+
+
+# The site's IPoIB interface LNet's o2ib network runs on (the spec's lnet_interfaces in the booted tests' site
+# Lustre), with an address on the site's storage network, as ib0 has on an InfiniBand host.
+IPOIB_INTERFACE = "ib0"
+IPOIB_ADDRESS = "10.64.9.101/32"
+
+
+@pytest.fixture(scope="session")
+def ipoib_interface() -> Iterator[str]:
+    """ib0 for the booted machines, which share the host's network namespace (so one interface serves both):
+    a bridge with no ports (this host's kernel has no dummy or IPoIB driver), which is all the stand-in lnetctl
+    asks of an o2ib interface, an IPv4 address. Removed at the end of the session."""
+    import subprocess
+
+    if subprocess.run(["ip", "link", "show", IPOIB_INTERFACE], capture_output=True).returncode == 0:
+        skip_or_fail(f"{IPOIB_INTERFACE} already exists on this host: not this session's to configure")
+    for command in (f"link add {IPOIB_INTERFACE} type bridge", f"addr add {IPOIB_ADDRESS} dev {IPOIB_INTERFACE}",
+                    f"link set {IPOIB_INTERFACE} up"):  # fmt: skip
+        subprocess.run(["ip", *command.split()], check=True, capture_output=True, timeout=30)
+    try:
+        yield IPOIB_INTERFACE
+    finally:
+        subprocess.run(["ip", "link", "del", IPOIB_INTERFACE], check=False, capture_output=True, timeout=30)

@@ -135,3 +135,38 @@ def test_without_a_default_route_it_fails_with_the_reason(efa_node: Node) -> Non
 def test_discovery_off_when_asked(efa_node: Node) -> None:
     assert efa_node.program("--efa-interfaces", "1", "--discovery", "0").returncode == 0
     assert efa_node.lnetctl("global", "show")["global"]["discovery"] == 0
+
+
+def test_site_o2ib_network_on_its_ipoib_interface_and_back_after_a_boot(efa_node: Node) -> None:
+    """A site's Lustre over InfiniBand (no EFA-enabled file system: --efa-interfaces 0): o2ib on the declared
+    interface (here loopback, the one interface with an IPv4 address on every host; the booted site test gives
+    its machines an ib0), ko2iblnd loaded, no efa network; a second run changes nothing, a boot brings it back."""
+    args = ("--efa-interfaces", "0", "--ib-net", "o2ib=lo")
+    first = efa_node.program(*args)
+    assert first.returncode == 0, first.stderr
+    assert "o2ib on lo" in first.stdout
+    assert efa_node.nets() == {"lo": [], "tcp": ["lo"], "o2ib": ["lo"]}
+    assert "ko2iblnd" in efa_node.modules() and "kefalnd" not in efa_node.modules()
+    again = efa_node.program(*args)
+    assert again.returncode == 0 and again.stdout.startswith("unchanged"), again.stdout + again.stderr
+    efa_node.boot()
+    assert efa_node.program(*args).returncode == 0
+    assert efa_node.nets() == {"lo": [], "tcp": ["lo"], "o2ib": ["lo"]}
+
+
+def test_efa_and_a_site_o2ib_network_together(efa_node: Node) -> None:
+    result = efa_node.program("--efa-interfaces", "8", "--ib-net", "o2ib1=lo")
+    assert result.returncode == 0, result.stderr
+    assert efa_node.nets() == {"lo": [], "tcp": ["lo"], "efa": EFA_DEVICES[::4], "o2ib1": ["lo"]}
+
+
+def test_an_ipoib_interface_that_is_not_there_fails_with_the_reason(efa_node: Node) -> None:
+    result = efa_node.program("--efa-interfaces", "0", "--ib-net", "o2ib=ib9")
+    assert result.returncode == 1
+    assert "net add --net o2ib --if ib9" in result.stderr and "no such interface ib9" in result.stderr
+
+
+@pytest.mark.parametrize("value", ["o2ib", "tcp=eth0", "o2ib="])
+def test_an_ib_net_not_of_the_form_net_equals_interfaces_is_refused(efa_node: Node, value: str) -> None:
+    result = efa_node.program("--ib-net", value)
+    assert result.returncode == 2 and "write NET=IF[,IF...], e.g. o2ib=ib0" in result.stderr

@@ -65,3 +65,46 @@ def test_lustre_accepts_failover_nids_on_o2ib_and_fsx_on_tcp() -> None:
     for source in ("10.64.9.10@o2ib:10.64.9.11@o2ib:/scratch", "fs-0abc.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh",
                    "10.0.0.1@o2ib3:/fs_1"):  # fmt: skip
         assert subprocess.run(["grep", "-Eq", pattern], input=source + "\n", text=True).returncode == 0, source
+
+
+def test_lustre_needs_the_mgs_nids_network_among_lnets(tmp_path: Path) -> None:
+    """mount.lustre with the stand-in lnetctl: loading lustre.ko brings LNet up on tcp alone, which has no route
+    to NIDs on o2ib (the mount fails, as the real one does); with o2ib configured first (gpuforge-lnet.service's
+    job) the same source mounts."""
+    import sys
+
+    bin_dir, run_dir = tmp_path / "bin", tmp_path / "run"
+    bin_dir.mkdir()
+    lnetctl = Path(__file__).resolve().parents[1] / "standins" / "lnetctl.py"
+    (bin_dir / "lnetctl").write_text(f'#!/bin/sh\nexec {sys.executable} {lnetctl} "$@"\n')
+    # What the stand-in package's modprobe.d rules do (lustre.ko depends on lnet.ko).
+    modprobe = f'#!/bin/sh\nm=$1; shift\n[ "$m" = lustre ] && {bin_dir}/lnetctl --standin-load lnet\n'
+    (bin_dir / "modprobe").write_text(modprobe + f'exec {bin_dir}/lnetctl --standin-load "$m" "$@"\n')
+    (bin_dir / "mount").write_text(FAKE_MOUNT)
+    (tmp_path / "route").write_text("Iface\tDestination\nlo\t00000000\n")
+    helper = tmp_path / "mount.lustre"
+    helper.write_text(
+        mount_helper("lustre", "stand-in")
+        .replace("/sbin/modprobe", f"{bin_dir}/modprobe")
+        .replace("/proc/net/route", str(tmp_path / "route"))
+        .replace("/run/lustre-standin", str(run_dir))
+    )
+    for path in (*bin_dir.iterdir(), helper):
+        path.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "LNETCTL_STANDIN_RUN": str(run_dir)}
+
+    def mount(source: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(helper), source, "/site/scratch"], capture_output=True, text=True, env=env,
+                              timeout=30)  # fmt: skip
+
+    site = "10.64.9.10@o2ib:10.64.9.11@o2ib:/scratch"
+    refused = mount(site)
+    assert (
+        refused.returncode == 32 and "no route to the MGS NIDs' network o2ib (LNet networks: lo,tcp)" in refused.stderr
+    )
+    assert mount("fs-0abc.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh").returncode == 0  # tcp is there
+    subprocess.run(["lnetctl", "net", "add", "--net", "o2ib", "--if", "lo"], env=env, check=True, timeout=30)
+    mounted = mount(site)
+    assert mounted.returncode == 0, mounted.stderr
+    assert mounted.stdout == f"mount -i -t tmpfs -o size=16m,mode=0755 {site} /site/scratch\n"
+    assert (run_dir / "mounts").read_text().splitlines()[-1] == "/site/scratch lo,tcp,o2ib"

@@ -2,7 +2,8 @@
 the stand-ins: a first run that fails after the sysctl task, a re-run that converges and applies what
 the first run changed, then a run that changes nothing. The daemons the roles start run under systemd;
 the FSx and site file systems mount for real (stand-in client helpers mounting a tmpfs); LNet for the
-EFA-enabled FSx is configured by its unit, and again by it at boot: the last tests reboot both machines."""
+EFA-enabled FSx and the o2ib network of the site's Lustre (on the machines' ib0) are configured by its unit,
+and again by it at boot: the last tests reboot both machines."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 import yaml
 
 from gpuforge.nodes.bake import PlaybookResult, run_playbook
-from gpuforge.nodes.inventory import lustre_efa_interfaces
+from gpuforge.nodes.inventory import lustre_efa_interfaces, o2ib_networks
 from tests.machines import SSH_IMAGE, Machine, MachinePool, Machines
 from tests.standins import packages as standin
 from tests.standins.repo import StandinSources
@@ -38,7 +39,7 @@ FSX_SOURCE = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh"
 # site's mirror (stand-in packages with the vendors' names: tests/standins/packages.py, site_mirror).
 SITE_MOUNTS = [
     {"name": "scratch", "kind": "lustre", "mgs_nids": ["10.64.9.10@o2ib", "10.64.9.11@o2ib"], "fsname": "scratch",
-     "mount_point": "/site/scratch"},
+     "mount_point": "/site/scratch", "lnet_interfaces": ["ib0"]},
     {"name": "projects", "kind": "beegfs", "mgmtd_host": "10.64.9.20", "mount_point": "/site/projects"},
     {"name": "datasets", "kind": "weka", "backends": ["10.64.9.30", "10.64.9.31"], "filesystem": "datasets",
      "mount_point": "/site/datasets"},
@@ -66,7 +67,7 @@ def _per_host(machine: Machine) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def site_runs(machine_pool: MachinePool, standin_sources: StandinSources) -> SiteRuns:
+def site_runs(machine_pool: MachinePool, standin_sources: StandinSources, ipoib_interface: str) -> SiteRuns:
     machines = machine_pool.group("gpu", 2, SSH_IMAGE, writable_proc_sys=True)
     host_vars = profile_vars(EFA_P5, standin_sources)
     defaults_sysctls = _role_default("os_tuning", "os_tuning_sysctls")
@@ -82,6 +83,8 @@ def site_runs(machine_pool: MachinePool, standin_sources: StandinSources) -> Sit
         "local_scratch_required": False,
         # The site's Lustre (o2ib), BeeGFS and WEKA, their clients from the site's mirror.
         "site_mounts_mounts": SITE_MOUNTS,
+        # Its MGS NIDs are on o2ib: LNet's o2ib network on the machines' ib0 (the inventory's derivation).
+        "lustre_client_o2ib_networks": o2ib_networks(SITE_MOUNTS),
         **standin_sources.site_mirror_variables(),
     }
     if not Path("/proc/sys/kernel/yama").is_dir():
@@ -89,6 +92,7 @@ def site_runs(machine_pool: MachinePool, standin_sources: StandinSources) -> Sit
         # not exist to be set: the EFA role writes its sysctl file without applying it. CI's Debian
         # kernel has Yama, and there the task applies the value live.
         host_vars["efa_apply_runtime"] = False
+    assert host_vars["lustre_client_o2ib_networks"] == {"o2ib": [ipoib_interface]}
     inventory = machines.inventory(host_vars=host_vars, per_host=_per_host)
     _rdma_devices(machines[0], [*EFA_DEVICES, MLX_DEVICE])
     _rdma_devices(machines[1], [MLX_DEVICE])
@@ -219,14 +223,21 @@ def _lnet_nets(machine: Machine) -> dict[str, list[str]]:
     }
 
 
+# The site's Lustre over InfiniBand: LNet's o2ib network on the declared IPoIB interface, on both machines.
+SITE_O2IB = {"o2ib": ["ib0"]}
+
+
 def test_lnet_runs_efa_on_efa_devices_and_tcp_where_there_are_none(site_runs: SiteRuns) -> None:
     efa_node, tcp_node = site_runs.machines
     default_if = _default_interface(efa_node)
     # The EFA node: the tcp network on the default route's interface, 8 of its 32 EFA devices on efa
-    # (the ConnectX port is not an EFA device), kefalnd loaded on the default route's interface.
-    assert _lnet_nets(efa_node) == {"lo": [], "tcp": [default_if], "efa": EFA_LNET_DEVICES}
-    # No EFA device: LNet falls back to tcp alone, and the EFA driver is never loaded.
-    assert _lnet_nets(tcp_node) == {"lo": [], "tcp": [default_if]}
+    # (the ConnectX port is not an EFA device), kefalnd loaded on the default route's interface; and the site's
+    # o2ib network on ib0 (ko2iblnd loaded).
+    assert _lnet_nets(efa_node) == {"lo": [], "tcp": [default_if], "efa": EFA_LNET_DEVICES, **SITE_O2IB}
+    # No EFA device: LNet falls back to tcp alone (with the site's o2ib), and the EFA driver is never loaded.
+    assert _lnet_nets(tcp_node) == {"lo": [], "tcp": [default_if], **SITE_O2IB}
+    for machine in site_runs.machines:
+        assert "ko2iblnd" in machine.run("cat /run/lustre-standin/modules", root=True).stdout
     assert f"kefalnd ipif_name={default_if}" in efa_node.run("cat /run/lustre-standin/modules", root=True).stdout
     assert "kefalnd" not in tcp_node.run("cat /run/lustre-standin/modules", root=True).stdout
     for machine in site_runs.machines:
@@ -289,6 +300,15 @@ def test_site_file_systems_are_in_fstab_and_mount_on_first_access(site_runs: Sit
             assert "x-systemd.automount" in fstab[path][2].split(",")
             assert _mounted(machine, path) == (source, "tmpfs"), _mount_status(machine, path)
             machine.run(f"touch {path}/written-by-test", root=True)
+        # The Lustre on o2ib requires the LNet unit that adds o2ib (its NIDs are unreachable without it): the
+        # stand-in mount.lustre refuses a source whose NIDs' network LNet does not have, and recorded o2ib.
+        options = set(fstab["/site/scratch"][2].split(","))
+        assert {"x-systemd.requires=gpuforge-lnet.service", "x-systemd.after=gpuforge-lnet.service"} <= options
+        requires = machine.run("systemctl show -p Requires --value site-scratch.mount").stdout.split()
+        assert "gpuforge-lnet.service" in requires
+        assert "o2ib" in _mount_record(machine, "/site/scratch").split(",")
+        # Only the Lustre mounts need LNet.
+        assert "gpuforge-lnet" not in fstab["/site/projects"][2] + fstab["/site/datasets"][2]
         assert "sysMgmtdHost = 10.64.9.20" in machine.run("cat /etc/beegfs/beegfs-client.conf").stdout
         assert machine.run("systemctl is-active weka-agent.service").stdout.strip() == "active"
         assert machine.run("dpkg-query -W -f '${Status}' beegfs-client").stdout == "install ok installed"
@@ -335,11 +355,11 @@ def test_lnet_is_configured_again_at_boot_before_the_mount(rebooted: Machines) -
     for machine in rebooted:
         journal = machine.run("journalctl -b -u gpuforge-lnet.service --no-pager", root=True, check=False).stdout
         assert machine.run("systemctl is-active gpuforge-lnet.service").stdout.strip() == "active", journal
-    assert _lnet_nets(efa_node) == {"lo": [], "tcp": [default_if], "efa": EFA_LNET_DEVICES}
-    assert _lnet_nets(tcp_node) == {"lo": [], "tcp": [default_if]}
+    assert _lnet_nets(efa_node) == {"lo": [], "tcp": [default_if], "efa": EFA_LNET_DEVICES, **SITE_O2IB}
+    assert _lnet_nets(tcp_node) == {"lo": [], "tcp": [default_if], **SITE_O2IB}
     # The first access mounts /fsx through its automount unit, which requires the LNet unit: the mount found
     # LNet configured (efa on the EFA node), not brought up on tcp alone as loading lustre.ko would.
-    for machine, nets in ((efa_node, "lo,tcp,efa"), (tcp_node, "lo,tcp")):
+    for machine, nets in ((efa_node, "lo,tcp,efa,o2ib"), (tcp_node, "lo,tcp,o2ib")):
         assert machine.run("systemctl is-active fsx.automount").stdout.strip() == "active"
         assert _mounted(machine, "/fsx") == (FSX_SOURCE, "tmpfs"), _mount_status(machine, "/fsx")
         # (The Lustre collector's timer may have triggered the automount first; the record is the same.)
@@ -353,3 +373,13 @@ def test_site_file_systems_mount_again_after_a_reboot(rebooted: Machines) -> Non
             assert _mounted(machine, path) == (source, "tmpfs"), _mount_status(machine, path)
             # A new tmpfs: what the test wrote before the reboot is gone (no file server keeps it here).
             assert machine.run(f"test -e {path}/written-by-test", check=False).returncode == 1
+        # The site's Lustre mounted after the boot's LNet unit had put o2ib back on ib0.
+        after = machine.run("systemctl show -p After --value site-scratch.mount").stdout.split()
+        assert "gpuforge-lnet.service" in after
+        assert "o2ib" in _mount_record(machine, "/site/scratch").split(",")
+
+
+def _mount_record(machine: Machine, path: str) -> str:
+    """The LNet networks the stand-in mount.lustre found when it last mounted *path* (since the last boot)."""
+    records = machine.run("cat /run/lustre-standin/mounts", root=True).stdout.splitlines()
+    return [line for line in records if line.split()[0] == path][-1].split()[1]

@@ -7,8 +7,9 @@ rule runs `lnetctl --standin-load lnet` (and records kefalnd's ipif_name). The c
 role runs behave as the real ones:
 
     lnetctl lnet configure             fails until lnet is loaded; brings up the lo network (0@lo)
-    lnetctl net add --net N --if I     N tcp: I must be a network interface; N efa: an RDMA device
-                                       whose driver is efa (sysfs); a duplicate is refused (EEXIST)
+    lnetctl net add --net N --if I     N tcp or o2ib[N]: I must be a network interface with an IPv4
+                                       address (o2iblnd takes the IPoIB interface's); N efa: an RDMA
+                                       device whose driver is efa (sysfs); a duplicate is refused (EEXIST)
     lnetctl net del --net N --if I     removes that NI (ENOENT when there is none)
     lnetctl net show [--net N]         the YAML of lustre_lnet_show_net() without --verbose
                                        (lnet/utils/lnetconfig/liblnetconfig.c, lustre/lustre-release):
@@ -18,7 +19,7 @@ role runs behave as the real ones:
     lnetctl udsp add --src N --priority P   a rule, as lustre_lnet_show_udsp() (liblnetconfig_udsp.c)
     lnetctl udsp show                  prints it: udsp: - idx, src, dst: NA, rte: NA, action: priority
 
-NIDs: tcp NIs carry the interface's IPv4 address; efa NIs carry the address of kefalnd's ipif_name
+NIDs: tcp and o2ib NIs carry the interface's IPv4 address; efa NIs carry the address of kefalnd's ipif_name
 (how kefalnd numbers its NIDs is not modelled: the role and the tests read interfaces, not NIDs).
 """
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import socket
 import struct
 import sys
@@ -158,7 +160,7 @@ def main(argv: list[str]) -> int:
         return 0
     if command == "net add":
         net, interface = opts.get("net", ""), opts.get("if", "")
-        if net == "tcp":
+        if net == "tcp" or re.fullmatch(r"o2ib\d*", net):
             address = _ipv4(interface)
         elif net == "efa":
             ipif = dict(o.split("=", 1) for o in state["modules"].get("kefalnd", "").split() if "=" in o)

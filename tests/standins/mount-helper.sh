@@ -2,7 +2,7 @@
 # gpuforge test stand-in for /sbin/mount.@FSTYPE@ (package @PACKAGE@): there is no @FSTYPE@ kernel module here.
 # mount(8) calls it as it calls the real helper (mount.@FSTYPE@ SOURCE DIR [-sfnv] [-o OPTIONS]). It refuses
 # what the real client refuses (a source not of the client's form; for BeeGFS a missing cfgFile or an empty
-# sysMgmtdHost; for WEKA a stopped weka-agent; for Lustre it brings LNet up as loading lustre.ko does) and
+# sysMgmtdHost; for WEKA a stopped weka-agent; for Lustre it brings LNet up as loading lustre.ko does, and needs the MGS NIDs' network among LNet's) and
 # otherwise mounts a tmpfs whose source is SOURCE on DIR: the mount point is live, and /proc/mounts names
 # the file system's source (with fstype tmpfs). tests/standins/packages.py fills in @FSTYPE@ and @PACKAGE@.
 set -eu
@@ -33,8 +33,16 @@ case $fstype in
       lnetctl lnet configure
       lnetctl net add --net tcp --if "$(awk '$2 == "00000000" { print $1; exit }' /proc/net/route)"
     fi
+    # The MGS NIDs' network must be one of the client's LNet networks (no LNet routers here): a NID on o2ib
+    # with no o2ib network configured has no route, and the real mount fails (ENETUNREACH).
+    nets=$(lnetctl net show | sed -n 's/.*- net type: //p' | paste -sd, -)
+    nidnet=$(printf '%s\n' "$source" | sed 's/:\/.*//; s/:.*//; s/.*@//')
+    case ",$nets," in
+      *",$nidnet,"*) ;;
+      *) fail "$source: no route to the MGS NIDs' network $nidnet (LNet networks: $nets)" ;;
+    esac
     mkdir -p /run/lustre-standin
-    echo "$dir $(lnetctl net show | sed -n 's/.*- net type: //p' | paste -sd, -)" >> /run/lustre-standin/mounts
+    echo "$dir $nets" >> /run/lustre-standin/mounts
     ;;
   beegfs)
     [ "$source" = beegfs_nodev ] || fail "$source: the source is beegfs_nodev"

@@ -273,11 +273,13 @@ def lustre_repository() -> list[Package]:
     """The FSx for Lustre client repository (dists/<codename>/main): the client's modules and utilities.
 
     The modules package carries no lustre.ko/lnet.ko/kefalnd.ko: its modprobe.d rules make `modprobe lnet`
-    (kefalnd, ksocklnd) record the load in the stand-in lnetctl's state instead. lustre-client-utils puts
+    (kefalnd, ksocklnd, ko2iblnd) record the load in the stand-in lnetctl's state instead. lustre-client-utils puts
     lnetctl where Lustre's packaging does (debian/lustre-client-utils.install.in: usr/sbin)."""
+    # lustre.ko depends on lnet.ko: modprobe loads lnet first.
     loads = "".join(
-        f"install {module} /usr/sbin/lnetctl --standin-load {module} $CMDLINE_OPTS\n"
-        for module in ("lnet", "kefalnd", "ksocklnd", "lustre")
+        f"install {module} {'/usr/sbin/lnetctl --standin-load lnet && ' if module == 'lustre' else ''}"
+        f"/usr/sbin/lnetctl --standin-load {module} $CMDLINE_OPTS\n"
+        for module in ("lnet", "kefalnd", "ksocklnd", "ko2iblnd", "lustre")
     )
     return [
         Package(
