@@ -76,6 +76,10 @@ def site_runs(machine_pool: MachinePool, standin_sources: StandinSources) -> Sit
         # EFA devices. It is mounted (the production default) through the stand-in mount.lustre.
         "lustre_client_sysfs": standin.STANDIN_SYSFS,
         "lustre_client_efa_interfaces": lustre_efa_interfaces(EFA_P5["gpuforge_instance_type"]),
+        # The machines have no NVMe: the scratch unit runs (installed, enabled, started as in production) and
+        # finds none, which a p5 would call an error. The script itself runs on loop devices standing in for
+        # instance store in tests/playbooks/test_local_scratch.py.
+        "local_scratch_required": False,
         # The site's Lustre (o2ib), BeeGFS and WEKA, their clients from the site's mirror.
         "site_mounts_mounts": SITE_MOUNTS,
         **standin_sources.site_mirror_variables(),
@@ -190,6 +194,7 @@ def test_daemons_run_under_systemd(site_runs: SiteRuns) -> None:
         "nvidia-dcgm.service",
         "dcgm-exporter.service",
         "gpuforge-cpu-governor.service",
+        "gpuforge-scratch.service",
     ]
     for machine in site_runs.machines:
         states = machine.run(f"systemctl is-active {' '.join(units)}", check=False).stdout.split()
@@ -201,6 +206,8 @@ def test_daemons_run_under_systemd(site_runs: SiteRuns) -> None:
             f"python3 -c 'import urllib.request; print(urllib.request.urlopen(\"{url}\").read().decode())'"
         ).stdout
         assert "node_textfile_scrape_error" in metrics
+        scratch = machine.run("journalctl -u gpuforge-scratch --no-pager -o cat", root=True).stdout
+        assert "no local NVMe: nothing to assemble" in scratch, scratch
 
 
 def _lnet_nets(machine: Machine) -> dict[str, list[str]]:

@@ -145,6 +145,11 @@ def test_failing_prolog_drains_the_node_and_the_job_runs_elsewhere(slurm_cluster
         )
         assert "found 1 GPUs, expected 2" in drained["Reason"], drained
         assert first.name in slurm_cluster.as_user("sinfo -R --noheader -o '%N %E'")
+        # Requeued, not held: pending until a begin time slurmctld sets past the job credential's lifetime
+        # (120 s), so the old credential cannot start it twice. The test brings that time forward.
+        pending = wait_for(f"job {job} requeued", lambda: _pending_reason(slurm_cluster, job))
+        assert pending == "BeginTime", pending
+        slurm_cluster.scontrol("update", f"jobid={job}", "StartTime=now")
         # The job was requeued (not held) and runs on the healthy compute.
         row = wait_for(f"job {job} to finish elsewhere", lambda: _finished(slurm_cluster, job), JOB_TIMEOUT_S)
         assert row["State"] == "COMPLETED" and row["NodeList"] == second.name, _sacct(slurm_cluster, job)
@@ -152,6 +157,12 @@ def test_failing_prolog_drains_the_node_and_the_job_runs_elsewhere(slurm_cluster
     finally:
         csv.write_text(NVIDIA_SMI_CSV)
         slurm_cluster.scontrol("update", f"nodename={first.name}", "state=resume")
+
+
+def _pending_reason(cluster: SlurmCluster, job: str) -> str | None:
+    """The reason *job* is pending (squeue's %r); None while it is not pending or not yet evaluated."""
+    reason = cluster.as_user(f"squeue -j {job} --noheader -t PENDING -o %r").strip()
+    return reason if reason not in ("", "None") else None
 
 
 def _requeued(cluster: SlurmCluster, job: str) -> bool:

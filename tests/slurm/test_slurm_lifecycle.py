@@ -197,7 +197,13 @@ def lifecycle(slurm_cluster: SlurmCluster, moto_endpoint: str) -> Iterator[Lifec
         (machine.root / STANDIN_DIR.lstrip("/") / "busbw").write_text(f"{GOOD_BUSBW}\n")
     inventory = copy.deepcopy(cluster.inventory)
     all_vars = inventory["all"]["vars"]
-    all_vars["slurm_config"] = {**all_vars["slurm_config"], "lifecycle": _lifecycle_config(moto_endpoint)}
+    config = all_vars["slurm_config"]
+    # The gate partition spans every node set (render/slurm.py), so a new node finds a healthy neighbour.
+    gate_nodesets = [group["nodeset"] for group in config["groups"].values()]
+    all_vars["slurm_config"] = {
+        **config,
+        "lifecycle": {**_lifecycle_config(moto_endpoint), "gate_nodesets": gate_nodesets},
+    }
     # The test drives each cycle; moto's dummy credentials stand in for the controller's instance profile.
     all_vars["slurm_scaler_timer_enabled"] = False
     all_vars["slurm_scaler_environment"] = dict(CREDENTIALS)

@@ -26,9 +26,10 @@ ELSEWHERE: dict[str, str] = {}
 # Entries of a task list that Ansible reports no result for: static imports (what they import is listed
 # where it is) and meta tasks. Dynamic includes are tasks: they run, or are skipped on a condition.
 _NOT_TASKS = {"meta", "import_role", "import_tasks", "import_playbook"}
-# Tasks Ansible adds itself, recorded at the play's or the role's place, not tasks of any file: the argument
-# validation of a role with meta/argument_specs.yml, and a play's fact gathering.
-_IMPLICIT_ACTIONS = {"validate_argument_spec", "gather_facts", "setup"}
+# Results recorded for no listed task, on purpose: what Ansible adds itself at the play's or the role's place
+# (the argument validation of a role with meta/argument_specs.yml, a play's fact gathering), and the meta
+# tasks the lister leaves out (Ansible reports a flush_handlers that has handlers to run).
+_UNLISTED_ACTIONS = {"validate_argument_spec", "gather_facts", "setup", "meta"}
 # Modules whose failure is their check's verdict: a failed result means the task ran.
 _VERDICT_ACTIONS = {"fail", "assert"}
 _BLOCK_KEYS = ("block", "rescue", "always")
@@ -157,7 +158,7 @@ def outcomes(
         if path is None or not path.startswith(f"{root.name}/"):
             continue
         task = by_key.get((path, int(str(event["line"]))))
-        if task is None and str(event.get("action", "")).rpartition(".")[2] in _IMPLICIT_ACTIONS:
+        if task is None and str(event.get("action", "")).rpartition(".")[2] in _UNLISTED_ACTIONS:
             continue
         if task is None:
             unmatched.add(f"{path}:{event['line']} {event['task']}")
