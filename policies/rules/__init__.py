@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import power, redundancy, security, security_aws, wiring_aws, wiring_k8s
+from . import power, redundancy, security, security_aws, wiring_aws, wiring_k8s, wiring_slurm
 from .base import (
     PACKS,
     REGISTRY,
@@ -34,6 +34,7 @@ __all__ = [
     "security_aws",
     "wiring_aws",
     "wiring_k8s",
+    "wiring_slurm",
 ]
 
 

@@ -9,7 +9,9 @@ resources that must pass beside resources that must fail, and names exactly the 
              depends_on?: [<name>, ...], provider?: <name>}
         failing: [<name>, ...]
 
-URNs are made from type and name; `parent` and `deps` name other resources of the case.
+URNs are made from type and name; `parent` and `deps` name other resources of the case. A list inside
+`resources` (a YAML alias of an earlier case's resources, `- *base`) is spliced in, so a failing case can
+say "the passing one, plus this".
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def load_cases(rule_id: str) -> list[Case]:
     data = yaml.safe_load(fixture_path(rule_id).read_text())
     cases = []
     for i, case in enumerate(data["cases"]):
-        raw = case["resources"]
+        raw = [r for item in case["resources"] for r in (item if isinstance(item, list) else [item])]
         urns = {r["name"]: urn(r["type"], r["name"]) for r in raw}
         resources = [
             Resource(

@@ -106,6 +106,8 @@ def test_packs_cover_the_issue() -> None:
         "wiring-asg-health-check",
         "wiring-datasync-server-certificate",
         "wiring-alert-secrets-reader",
+        "wiring-slurm-burst-ports",
+        "wiring-slurm-burst-credentials",
     }
     assert expected <= set(REGISTRY)
 
