@@ -307,7 +307,7 @@ def bake(
         # An image holds no deployed stack's values: leave out what only the engine knows.
         image_unknown = {path.split(".")[-2] for path in engine_only_values(inventory)}
         group_vars = {k: v for k, v in node_group_vars(inventory, node_group).items() if k not in image_unknown}
-        group_vars.update(image_slurm_vars(inventory))
+        group_vars.update(image_slurm_vars(inventory, group_vars.get("gpuforge_node_group", "")))
         _refuse_unverified_enroot(stack, inventory, extravars, group_vars.get("gpuforge_node_group", ""))
         return run_playbook("bake-image.yml", rootfs_inventory(rootfs, group_vars), **options)
     aws_hosts = _aws_credentials() and any(
@@ -386,13 +386,26 @@ def unverified_enroot_assets(inventory: Mapping[str, Any], group: str | None = N
     )
 
 
-def image_slurm_vars(inventory: Mapping[str, Any]) -> dict[str, Any]:
-    """What an image of a Slurm cluster's node carries from slurm_config: enroot (containers) and the
-    job_container BasePath the local scratch binds; the rest (controllers, secrets' ids, accounting) is
-    the live cluster's, configured by slurm.yml."""
-    config = inventory["all"]["vars"].get("slurm_config")
+def image_slurm_vars(inventory: Mapping[str, Any], group: str = "") -> dict[str, Any]:
+    """What an image of a Slurm cluster's node carries from slurm_config. A compute group's image carries the
+    whole of it (bake-image-slurm.yml: slurmd configless against the controllers' planned addresses,
+    dynamic registration, the users, the key's store and id with the region the boot unit reads it from):
+    an Auto Scaling instance joins with no Ansible run on it. Other groups' images carry enroot
+    (containers) and the job_container BasePath the local scratch binds; the rest is the live cluster's,
+    configured by slurm.yml."""
+    all_vars = inventory["all"]["vars"]
+    config = all_vars.get("slurm_config")
     if not config:
         return {}
+    if group in config["groups"]:
+        from gpuforge.nodes.inventory import group_name
+
+        computes = inventory["all"]["children"].get("slurm_compute", {}).get("children", {})
+        group_vars = computes.get(group_name("ng", group), {}).get("vars") or {}
+        # A hybrid cluster's cloud group reads its own key (slurm_inventory.py's munge_key_ref).
+        key_ref = group_vars.get("munge_key_ref") or config["secrets"]["munge_key"]
+        region = all_vars.get("gpuforge_region") or ""
+        return {"slurm_config": config, "munge_key_ref": key_ref, "munge_key_aws_region": region}
     return {"slurm_config": {"containers": config["containers"], "job_container": config["job_container"]}}
 
 

@@ -37,6 +37,21 @@ def machines_unavailable() -> str | None:
     return None
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that boots machines is marked slow: `-m "not slow"` must never boot them (nor hold the Slurm
+    ports or the machines' addresses a booted run under its lock is using)."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if "machine_pool" in getattr(item, "fixturenames", ()) and item.get_closest_marker("slow") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            "these tests boot machines (machine_pool) but are not marked slow; add "
+            "`pytestmark = pytest.mark.slow` to their modules:\n  " + "\n  ".join(unmarked)
+        )
+
+
 @pytest.fixture(scope="session")
 def machine_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MachinePool]:
     reason = machines_unavailable()

@@ -36,6 +36,8 @@ from gpuforge.render.slurm import slurm_config
 
 from .cluster import ACCOUNT, SlurmCluster, wait_for
 
+pytestmark = pytest.mark.slow
+
 BASE = "dc=lab,dc=example"
 BIND_DN = f"cn=sssd,ou=services,{BASE}"
 USER, UID, GROUP, GID = "carol", 3101, "vision", 4101
@@ -77,8 +79,9 @@ def _tls(address: str) -> tuple[bytes, bytes, bytes]:
         .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .sign(ca_key, hashes.SHA256())
     )  # fmt: skip
-    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     return ca.public_bytes(serialization.Encoding.PEM), server.public_bytes(serialization.Encoding.PEM), key_pem
 
 
@@ -256,4 +259,3 @@ def test_the_directory_user_runs_a_job_on_both_computes_and_is_accounted(directo
         60,
     )
     assert row[-1] == f"{USER}|{ACCOUNT}|COMPLETED", row
-
