@@ -61,6 +61,14 @@ def check_slurm_burst(spec: ClusterSpec) -> list[SpecIssue]:
                                     f"mixes site pools ({', '.join(site)}) and cloud groups ({', '.join(cloud)}): a "
                                     "job in it could span the link",
                                     "split it: one partition of the site's pools, one of the cloud groups"))
+    if sched.directory is not None:
+        # The cloud groups' images carry local users (bake-image-slurm.yml), not SSSD: the directory's users
+        # would not resolve on cloud nodes, and their jobs would fail there.
+        issues.append(SpecIssue("cluster.scheduler.directory", "the site's directory in a Slurm burst: cloud nodes "
+                                "boot from their image with local users only (no SSSD, no bind password in AWS), "
+                                "so the directory's users would not resolve there and their jobs would fail",
+                                "declare the users in scheduler.users without a directory (created with the same "
+                                "uids on site and cloud nodes), or keep the directory on an onprem cluster"))
     if not any(g in spec.node_groups for p in sched.partitions.values() for g in p.node_groups):
         issues.append(SpecIssue("cluster.scheduler.partitions", "no partition holds a cloud node group: the burst "
                                 "nodes would join and run nothing", "add a cloud partition, e.g. cloud: "

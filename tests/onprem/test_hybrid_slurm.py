@@ -193,6 +193,18 @@ def test_bad_slurm_bursts_are_refused_all_at_once(tmp_path: Path) -> None:
     assert {"cluster.hybrid.burst.mechanism", "cluster.node_groups[cloud].orchestrator"} <= reported
 
 
+def test_a_directory_is_refused_in_a_slurm_burst() -> None:
+    """Cloud nodes join from an image with local users and no SSSD: the directory's users would not resolve
+    there. The onprem-lab's directory, put in the hybrid spec, is refused with the way out."""
+    spec = hybrid_spec()
+    lab = yaml.safe_load((ROOT / "stacks" / "Pulumi.onprem-lab.yaml").read_text())["config"]["gpuforge:cluster"]
+    spec["scheduler"]["directory"] = lab["scheduler"]["directory"]
+    with pytest.raises(SpecError) as caught:
+        resolve(spec)
+    (issue,) = [i for i in caught.value.issues if i.path == "cluster.scheduler.directory"]
+    assert "would not resolve" in issue.message and "scheduler.users" in issue.fix
+
+
 def test_home_must_be_nfs_over_the_link() -> None:
     spec = hybrid_spec()
     spec["site"]["storage"]["mounts"]["home"] = {"kind": "lustre", "mgs_nids": ["10.72.8.40@o2ib"], "fsname": "home1",
