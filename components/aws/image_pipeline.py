@@ -24,6 +24,7 @@ import pulumi_aws as aws
 import yaml
 
 from components.assets import asset_dir
+from components.catalog.aws_wiring import load_aws_wiring
 from components.spec.models import ImagePipelineSpec, Software
 from components.spec.models import ObjectStore as ObjectStoreSpec
 
@@ -53,6 +54,10 @@ class ImagePipelineArgs:
     kms_key_arn: pulumi.Input[str]
     fabric: str = "none"  # efa when a group that launches from the image has EFA
     nvswitch: bool = False  # Fabric Manager, when such a group is an NVSwitch system
+    # The cluster's FSx for Lustre file system: None without one, else whether it is EFA-enabled. The image
+    # carries the client (and, EFA-enabled, gpuforge-lnet.service); the node's user data writes the mount.
+    lustre_efa: bool | None = None
+    lustre_efa_interfaces: int = 1  # EFA devices the LNet unit puts on the efa network (FSx's per-type default)
     root_device_name: str = "/dev/sda1"  # Ubuntu's
     protected: bool = False
     tags: dict[str, str] = field(default_factory=dict)
@@ -98,6 +103,19 @@ def bake_extra_vars(args: ImagePipelineArgs) -> dict[str, Any]:
             "nccl_tuning_aws_ofi_nccl_version": software.aws_ofi_nccl_version,
             "nccl_tuning_efa_installer_version": software.efa_installer_version,
         }
+    if args.lustre_efa is not None:
+        # The client and, for an EFA-enabled file system, the LNet unit the user data's mount entry requires
+        # (templates/lustre/fsx-mount.yaml.j2); no fstab entry: one image serves launches whose file system it
+        # does not name, and the file system's name is the launch template's.
+        lustre = load_aws_wiring().lustre
+        variables |= {"lustre_client_filesystem": {"efa": args.lustre_efa}, "lustre_client_fstab": False}
+        if args.lustre_efa:
+            variables |= {
+                "lustre_client_efa_interfaces": args.lustre_efa_interfaces,
+                "lustre_client_efa_peer_credits": lustre.efa_client_peer_credits,
+                "lustre_client_lnet_discovery": lustre.efa_client_discovery,
+                "lustre_client_efa_udsp_priority": lustre.efa_client_udsp_priority,
+            }
     return variables | dict(args.spec.extra_vars)
 
 

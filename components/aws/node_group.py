@@ -32,6 +32,7 @@ from components.templates import render
 
 from .efa import efa_layout
 from .iam import assume_role_policy, bucket_access_policy
+from .lustre_mount import fsx_mount_entry
 
 NODE_FACTS = ("nodeGroup", "role", "instanceType", "gpuModel", "gpusPerNode", "fabric", "efaInterfacesPerNode")
 # The stable tag every instance of a node group carries (ASG names get a random suffix from Pulumi):
@@ -61,6 +62,8 @@ class LustreMount:
     dns_name: pulumi.Input[str]
     mount_name: pulumi.Input[str]
     mount_point: str = "/fsx"
+    # EFA-enabled file system: the entry requires gpuforge-lnet.service (LNet over EFA before the mount).
+    efa: bool = False
 
 
 @dataclass(frozen=True)
@@ -393,7 +396,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
                     render(
                         "cloud-init/node.yaml.j2",
                         node=node,
-                        lustre={"dns_name": values[0], "mount_name": values[1], "mount_point": lustre.mount_point},
+                        lustre=fsx_mount_entry(values[0], values[1], lustre.mount_point, lustre.efa),
                     )
                 ).encode()
             ).decode()

@@ -179,7 +179,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 kms_key_arn=key.arn,
                 read_bucket_arns=bucket_arns(READ_PURPOSES),
                 write_bucket_arns=bucket_arns(WRITE_PURPOSES),
-                lustre=LustreMount(lustre.dns_name, lustre.mount_name) if lustre else None,
+                lustre=LustreMount(lustre.dns_name, lustre.mount_name, efa=fs.efa) if lustre and fs else None,
                 tags=tags,
                 eks=(
                     EksAttachment(eks.name, eks.cluster_security_group_id, kube.version, eks.network_addons)
@@ -355,6 +355,13 @@ def _image_pipeline(
     if spec.image_pipeline is None or resolved.image_build_az is None or spec.region is None:
         return None
     users = [g for g in resolved.node_groups.values() if g.image_parameter] or list(resolved.node_groups.values())
+    fs = spec.storage.parallel_fs
+    # One image for every EFA type that launches from it: the fewest FSx's defaults give, since each device on
+    # LNet's efa network counts against the file system's 1024 EFA connections.
+    lustre = load_aws_wiring().lustre
+    efa_interfaces = [
+        lustre.efa_interfaces_for(g.spec.instance_type, g.instance.max_network_cards) for g in users if g.efa_interfaces
+    ]
     return ImagePipeline(
         f"{name}-image",
         ImagePipelineArgs(
@@ -368,6 +375,8 @@ def _image_pipeline(
             kms_key_arn=kms_key_arn,
             fabric="efa" if any(g.efa_interfaces for g in users) else "none",
             nvswitch=any(g.instance.nvswitch for g in users),
+            lustre_efa=fs.efa if fs is not None else None,
+            lustre_efa_interfaces=min(efa_interfaces, default=1),
             protected=spec.protected,
             tags=tags,
         ),

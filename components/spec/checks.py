@@ -542,6 +542,23 @@ def _check_lustre(spec: ClusterSpec, fs: FsxLustre, catalog: Catalog) -> list[Sp
                 "set deployment_type: PERSISTENT_2 or efa: false",
             )
         )
+    eks_groups = sorted(n for n, g in spec.node_groups.items() if g.orchestrator == "eks")
+    if fs.efa and eks_groups:
+        # EKS nodes run the EKS-optimized AMI with nodeadm and none of the playbooks, so nothing installs
+        # gpuforge-lnet.service there: the EKS User Guide's EFA tuning ("Optimize Amazon FSx for Lustre
+        # performance on nodes (EFA)") configures LNet over EFA with a script in each node group's
+        # bootstrap, which gpuforge does not ship. The mount entry requires the unit (docs/wiring.md).
+        issues.append(
+            SpecIssue(
+                f"{path}.efa",
+                f"an EFA-enabled file system on EKS node groups ({', '.join(eks_groups)}): EKS nodes get no LNet "
+                "over EFA from gpuforge (the EKS User Guide's 'Optimize Amazon FSx for Lustre performance on "
+                "nodes (EFA)' sets it up with a bootstrap script per node group), and their mount requires "
+                "gpuforge-lnet.service",
+                "set efa: false (EKS nodes then reach Lustre over tcp), or run the groups that need EFA Lustre "
+                "with orchestrator slurm or none",
+            )
+        )
     if fs.metadata is not None and fs.deployment_type != "PERSISTENT_2":
         issues.append(
             SpecIssue(

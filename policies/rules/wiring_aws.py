@@ -7,10 +7,15 @@ Every rule cites its source in `why`; docs/wiring.md says what each guards again
 
 from __future__ import annotations
 
+import base64
+import binascii
+import email
 import ipaddress
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
+
+import yaml
 
 from components.catalog.aws_wiring import load_aws_wiring, version_tuple
 
@@ -439,6 +444,79 @@ def lustre_ports(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
                     f"{fs.name}: security group {sg.name} does not allow tcp {', '.join(missing)} from itself; "
                     "add self-referencing ingress rules for them",
                 )
+
+
+LNET_UNIT = "gpuforge-lnet.service"
+
+
+def _user_data(lt: Resource) -> dict[str, Any] | None:
+    """The cloud-config of a launch template's user data (base64; MIME multi-part on EKS), or None where it is
+    unknown or not cloud-config."""
+    raw = lt.get("userData")
+    if not isinstance(raw, str) or not raw:
+        return None
+    try:
+        text = base64.b64decode(raw, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    if text.startswith("MIME-Version"):
+        message = email.message_from_string(text)
+        parts = [p.get_payload() for p in message.walk() if p.get_content_type() == "text/cloud-config"]
+        text = str(parts[0]) if parts else ""
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def _lustre_mounts(cloud_config: Mapping[str, Any]) -> Iterator[tuple[str, str, str]]:
+    """(how, mount point, options) of each Lustre entry the user data puts in fstab: cloud-init's mounts
+    module, or lines a write_files entry writes to /etc/fstab."""
+    for entry in as_list(cloud_config.get("mounts")):
+        if isinstance(entry, list) and len(entry) >= 4 and entry[2] == "lustre":
+            yield "mounts", str(entry[1]), str(entry[3])
+    for item in as_list(cloud_config.get("write_files")):
+        if isinstance(item, Mapping) and item.get("path") == "/etc/fstab":
+            for line in str(item.get("content") or "").splitlines():
+                fields = line.split()
+                if len(fields) >= 4 and not fields[0].startswith("#") and fields[2] == "lustre":
+                    yield "fstab", fields[1], fields[3]
+
+
+@stack_rule(
+    "wiring-launchtemplate-lustre-lnet",
+    why="An EFA-enabled FSx for Lustre file system moves data over EFA only once the client's LNet has an efa "
+    "network, which is kernel state configured at every boot; a mount that runs first uses tcp alone. FSx's own "
+    "fstab line for EFA-enabled file systems therefore requires the unit that configures LNet "
+    "(x-systemd.requires= gives Requires= and After=), and only systemd honours it: cloud-init's mounts module "
+    "runs `mount -a`, which ignores x-systemd options (FSx for Lustre User Guide, 'Configuring EFA clients' and "
+    "'Mounting Amazon FSx file systems automatically'; systemd.mount(5)).",
+    fix="write the file system's fstab entry with x-systemd.requires=gpuforge-lnet.service (the one template, "
+    "templates/lustre/fsx-mount.yaml.j2) from write_files, not cloud-init's mounts module, and start its automount "
+    "through systemd",
+)
+def lustre_lnet_mount(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
+    efa = [fs for fs in stack.of_type(LUSTRE) if truthy(fs.get("efaEnabled"))]
+    for lt in stack.of_type(LAUNCH_TEMPLATE):
+        mounted = [fs for fs in efa if mentions(lt, "userData", fs, "dnsName")]
+        cloud_config = _user_data(lt) if mounted else None
+        if cloud_config is None:
+            continue
+        for how, path, options in _lustre_mounts(cloud_config):
+            if how == "mounts":
+                problem = "by cloud-init's mounts module, whose `mount -a` ignores x-systemd.requires"
+            elif f"x-systemd.requires={LNET_UNIT}" not in options.split(","):
+                problem = f"without x-systemd.requires={LNET_UNIT}"
+            else:
+                continue
+            yield Violation(
+                "wiring-launchtemplate-lustre-lnet",
+                lt.urn,
+                f"{lt.name}: user data mounts EFA-enabled {', '.join(fs.name for fs in mounted)} at {path} {problem}, "
+                f"so it can mount over tcp before LNet over EFA is configured; write the fstab entry from "
+                f"templates/lustre/fsx-mount.yaml.j2 (it requires {LNET_UNIT}) and start its automount with systemctl",
+            )
 
 
 @stack_rule(

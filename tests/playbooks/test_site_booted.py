@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from components.aws.lustre_mount import fsx_mount_entry
 from gpuforge.nodes.bake import PlaybookResult, run_playbook
 from gpuforge.nodes.inventory import lustre_efa_interfaces, o2ib_networks
 from tests.machines import SSH_IMAGE, Machine, MachinePool, Machines
@@ -248,6 +249,10 @@ def test_lnet_runs_efa_on_efa_devices_and_tcp_where_there_are_none(site_runs: Si
         assert {"x-systemd.requires=gpuforge-lnet.service", "x-systemd.after=gpuforge-lnet.service"} <= set(
             options.split(",")
         )
+        # One template, two renderers: the entry a launched node's user data writes (components/aws/lustre_mount.py).
+        dns_name, _, mount_name = FSX_SOURCE.partition("@tcp:/")
+        launched = fsx_mount_entry(dns_name, mount_name, "/fsx", efa=True)
+        assert (source, fstype, options) == (launched["src"], launched["fstype"], launched["opts"])
         assert machine.run("systemctl is-enabled gpuforge-lnet.service").stdout.strip() == "enabled"
         assert machine.run("systemctl is-active gpuforge-lnet.service").stdout.strip() == "active"
         assert yaml.safe_load(machine.run("lnetctl global show", root=True).stdout)["global"]["discovery"] == 1

@@ -4,13 +4,16 @@ resources the checks ask for. Rule-by-rule pass/fail cases are in tests/policies
 
 from __future__ import annotations
 
+import base64
 import json
+import shlex
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from support import HYBRID_MULTIKUEUE, planned
+from support import HYBRID_MULTIKUEUE, ONPREM_K8S, planned
 from typer.testing import CliRunner
 
 from components.catalog.aws_wiring import load_aws_wiring
@@ -57,9 +60,77 @@ def variant(tmp_path: Path, stack: str, edit: Any, extra_config: dict[str, Any] 
     return path
 
 
-@pytest.mark.parametrize("stack", ["prod", "staging", "hybrid", HYBRID_MULTIKUEUE])
+@pytest.mark.parametrize("stack", ["prod", "staging", "onprem-lab", "hybrid", HYBRID_MULTIKUEUE, ONPREM_K8S])
 def test_example_stacks_pass_every_wiring_check(stack: str) -> None:
+    # Every wiring rule runs on the plan as a plain function, whatever level the stack's environment gives it
+    # (onprem-lab is a dev environment, where the pack is advisory): any violation fails the test.
     assert run_rules(planned(stack), WIRING) == {}
+
+
+def _old_user_data(lt: Any) -> str:
+    """The user data the AWS path rendered before: cloud-init's mounts module with plain @tcp options."""
+    document = yaml.safe_load(base64.b64decode(lt.inputs["userData"]).decode())
+    fstab = next(f for f in document["write_files"] if f["path"] == "/etc/fstab")
+    source, path, *_ = fstab["content"].split()
+    document["write_files"].remove(fstab)
+    document["mounts"] = [[source, path, "lustre", "defaults,noatime,flock,_netdev,x-systemd.automount", "0", "0"]]
+    return base64.b64encode(("#cloud-config\n" + yaml.safe_dump(document)).encode()).decode()
+
+
+def test_a_plain_tcp_mount_of_the_efa_file_system_is_caught_on_the_prod_plan() -> None:
+    plan = planned("prod")
+    resources = to_rule_resources(plan.resources)
+    lts = {
+        r.name: r
+        for r in plan.resources
+        if r.type == "aws:ec2/launchTemplate:LaunchTemplate" and r.inputs.get("userData")
+    }
+    old = {
+        name: _old_user_data(lt)
+        for name, lt in lts.items()
+        if "fstab" in base64.b64decode(lt.inputs["userData"]).decode()
+    }
+    assert sorted(old) == ["forge-prod-login-lt", "forge-prod-services-lt", "forge-prod-train-lt"]
+    edited = [replace(r, inputs={**r.inputs, "userData": old[r.name]}) if r.name in old else r for r in resources]
+    rule = REGISTRY["wiring-launchtemplate-lustre-lnet"]
+    hits = rule.run(edited, RuleContext(plan.resolved.spec.environment, rule.defaults()))
+    assert sorted(v.urn.rsplit("::", 1)[-1] for v in hits) == sorted(old)
+    assert all("mounts module" in v.message for v in hits)
+
+
+def test_the_image_pipeline_bakes_the_lustre_client_and_lnet_unit(tmp_path: Path) -> None:
+    def pipeline(cluster: dict[str, Any]) -> None:
+        cluster["image_pipeline"] = {"extra_vars": {"dcgm_exporter_enabled": False}}
+        cluster["node_groups"]["train"]["image"] = {"pipeline": True}
+
+    plan = plan_stack(variant(tmp_path, "prod", pipeline))
+    (component,) = plan.by_type("aws:imagebuilder/component:Component")
+    document = yaml.safe_load(component.inputs["data"])
+    command = next(
+        c
+        for phase in document["phases"]
+        for step in phase["steps"]
+        if isinstance(step["inputs"], dict)
+        for c in step["inputs"].get("commands", [])
+        if "bake-image.yml" in c
+    )
+    extra = json.loads(shlex.split(command)[shlex.split(command).index("-e") + 1])
+    # The client and the LNet unit for the EFA-enabled file system, no fstab entry (the user data's), and
+    # FSx's default number of EFA devices for a p5.
+    assert extra["lustre_client_filesystem"] == {"efa": True}
+    assert extra["lustre_client_fstab"] is False
+    assert extra["lustre_client_efa_interfaces"] == load_aws_wiring().lustre.efa_client_interfaces["p5.48xlarge"]
+
+
+def test_an_efa_file_system_on_eks_is_refused_with_the_fix(tmp_path: Path) -> None:
+    def efa(cluster: dict[str, Any]) -> None:
+        cluster["storage"]["parallel_fs"] |= {"efa": True, "metadata": {"mode": "AUTOMATIC"}}
+
+    with pytest.raises(SpecError) as caught:
+        plan_stack(variant(tmp_path, "staging", efa))
+    (issue,) = [i for i in caught.value.issues if i.path == "cluster.storage.parallel_fs.efa"]
+    assert "EKS node groups" in issue.message and "Optimize Amazon FSx for Lustre performance" in issue.message
+    assert "efa: false" in issue.fix
 
 
 def test_cluster_key_policy_names_the_services_that_use_it() -> None:
