@@ -31,7 +31,7 @@ def facility_power_kw(groups: Iterable[GroupLoad], pue: float, spare_draw_fracti
     return pue * it_power_kw(groups, spare_draw_fraction)
 
 
-# --- budgets, racks and A/B feeds ------------------------------------------------------------
+# --- budgets, racks and feeds ---------------------------------------------------------------
 #
 # A budget check reports headroom, not only pass or fail. Racks and feeds are plain data so the
 # on-prem site model can feed them (from its resources or the spec) without touching the checks.

@@ -1,4 +1,4 @@
-"""On-premises placement: site, racks with A/B feeds, hosts, rail-optimized fabric, storage endpoints.
+"""On-premises placement: site, racks with their power feeds, hosts, rail-optimized fabric, storage endpoints.
 Imports no other placement (components/aws never appears here); hybrid composes both."""
 
 from .host import Host, HostArgs, host_labels, host_props

@@ -1,10 +1,10 @@
 """The site model (on-premises and hybrid placements) and the hybrid link, as spec models.
 
-A site is what a datacenter team owns: racks with A/B power feeds and cooling, bare-metal
+A site is what a datacenter team owns: racks with two or more power feeds and cooling, bare-metal
 hosts at U positions with their BMC and management addresses, a rail-optimized InfiniBand or
 RoCE fabric, storage endpoints, and (optionally) the Kubernetes cluster the hosts run. Rules
-that cross models (a host in an unknown rack, overlapping U positions, HCAs against rails, feeds
-under N+N, leaf ports) live in `site_checks.py`, so every problem is reported at once.
+that cross models (a host in an unknown rack, overlapping U positions, HCAs against rails, what
+survives the loss of a feed, leaf ports) live in `site_checks.py`, so every problem is reported at once.
 """
 
 from __future__ import annotations
