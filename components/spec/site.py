@@ -179,7 +179,8 @@ class SiteFabric(SpecModel):
     island_subnet_managers: dict[RailKey, list[HostName]] = Field(
         default_factory=dict,
         description="Rail islands on InfiniBand: per rail, the subnet_managers hosts running a subnet manager on "
-        "that rail's subnet (every disconnected subnet needs its own).",
+        "that rail's subnet (every disconnected subnet needs its own: OpenSM, one subnet manager per InfiniBand "
+        "subnet).",
     )
     switch_power_kw: float | None = Field(
         default=None,
@@ -221,7 +222,8 @@ class SiteFabric(SpecModel):
 
     @property
     def oversubscription(self) -> float:
-        """Leaf host ports per uplink port: 1.0 is non-blocking."""
+        """Leaf host ports per uplink port: 1.0 is non-blocking, as the DGX SuperPOD's leaves are (site_checks.py
+        RAIL_FABRIC_SOURCE: per SU 252 host and UFM cables against 256 spine-leaf cables)."""
         return self.downlinks / self.uplinks if self.uplinks else float("inf")
 
     @property

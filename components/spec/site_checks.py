@@ -23,6 +23,23 @@ from .slurm_burst_checks import check_slurm_burst
 from .suggest import suggestion, unusual_characters
 
 SITE = "cluster.site"
+# Where the fabric checks' rules come from. Rail-optimized fabric: NVIDIA DGX SuperPOD Reference Architecture,
+# DGX H100 (RA-11333-001, "Network Fabrics", Compute - InfiniBand Fabric): each SU's nodes are rail-aligned, a
+# rail's traffic is one hop away inside the SU, and "traffic between nodes, or between rails, traverses the spine
+# layer"; its Table 4 (one SU: 8 leaves, 4 spines, 252 compute and UFM cables, 256 spine-leaf cables) gives each
+# 64-port leaf as many uplinks as host ports, i.e. non-blocking at 1:1, the oversubscription the plan prints.
+RAIL_FABRIC_SOURCE = (
+    "NVIDIA DGX SuperPOD Reference Architecture, DGX H100, 'Network Fabrics' (traffic between rails traverses "
+    "the spine layer; Table 4: per SU 8 leaves, 4 spines, 256 spine-leaf cables)"
+)
+# A subnet comes up only under a subnet manager, and each disconnected fabric is a subnet of its own: Debian's
+# opensm package ("One Subnet Manager is required to run on each InfiniBand subnet in order to initialize the
+# InfiniBand hardware"); NVIDIA UFM Enterprise User Manual, "Subnet Manager Tab" (the SM "discovers and
+# configures all the InfiniBand fabric devices to enable traffic flow throughout the fabric").
+SUBNET_MANAGER_SOURCE = (
+    "OpenSM (Debian opensm: one subnet manager is required on each InfiniBand subnet); NVIDIA UFM Enterprise "
+    "User Manual, 'Subnet Manager Tab'"
+)
 
 
 @dataclass(frozen=True)
@@ -364,7 +381,8 @@ def _check_hcas(site: Site, hosts: dict[str, ResolvedHost]) -> list[SpecIssue]:
 
 def _check_leaf_ports(site: Site, hosts: dict[str, ResolvedHost]) -> list[SpecIssue]:
     """Rail-optimized: each SU has one leaf per rail, and every fabric host of the SU takes one
-    downlink port on each of them; leaves' uplinks land on the spines."""
+    downlink port on each of them; leaves' uplinks land on the spines (RAIL_FABRIC_SOURCE: the SuperPOD's
+    leaves split their ports evenly between hosts and spines, so leaf_uplinks defaults to half)."""
     fabric = site.fabric
     if fabric is None:
         return []
@@ -610,9 +628,10 @@ def _check_burst(spec: ClusterSpec) -> list[SpecIssue]:
 
 
 def _check_islands(site: Site) -> list[SpecIssue]:
-    """Rail-optimized without spines: each rail's leaves are cut off from the others. That is a
-    valid design (rail islands, NCCL crossing rails over NVLink) only when declared, and every
-    InfiniBand island, being its own subnet, needs its own subnet manager."""
+    """Rail-optimized without spines: each rail's leaves are cut off from the others, since traffic between
+    rails crosses the spines (RAIL_FABRIC_SOURCE). That is a valid design (rail islands, NCCL crossing rails
+    over NVLink) only when declared, and every InfiniBand island, being its own subnet, needs its own subnet
+    manager (SUBNET_MANAGER_SOURCE)."""
     fabric = site.fabric
     if fabric is None:
         return []
@@ -625,7 +644,7 @@ def _check_islands(site: Site) -> list[SpecIssue]:
             SpecIssue(
                 f"{path}.spines",
                 f"{fabric.rails} rails and no spines: each rail's leaves form a separate fabric, unreachable from the "
-                "others",
+                f"others (traffic between rails crosses the spines: {RAIL_FABRIC_SOURCE})",
                 "add spines, or declare rail_islands: true (and on InfiniBand a subnet manager per rail in "
                 "island_subnet_managers)",
             )
@@ -638,7 +657,7 @@ def _check_islands(site: Site) -> list[SpecIssue]:
                 SpecIssue(
                     f"{path}.island_subnet_managers",
                     f"rail(s) {', '.join(map(str, missing))} have no subnet manager; an island without one never "
-                    "comes up",
+                    f"comes up ({SUBNET_MANAGER_SOURCE})",
                     "name a subnet_managers host for every rail, e.g. {'0': [ufm-01], '1': [ufm-01], ...}",
                 )
             )

@@ -86,11 +86,16 @@ def test_three_feeds_too_small_for_half_the_rack() -> None:
 def test_rail_islands_need_declaring_and_a_subnet_manager_each() -> None:
     spec = lab_spec()
     spec["site"]["fabric"]["spines"] = 0
-    assert "cluster.site.fabric.spines" in paths(spec)
+    (no_spines,) = [i for i in _issues(spec) if i.path == "cluster.site.fabric.spines"]
+    # Each message says where the rule comes from.
+    assert "DGX SuperPOD Reference Architecture" in no_spines.message
     spec["site"]["fabric"]["rail_islands"] = True
     spec["site"]["fabric"]["island_subnet_managers"] = {str(r): ["ufm-01"] for r in range(6)} | {"9": ["ufm-09"]}
     issues = {i.path: i for i in _issues(spec)}
     assert "rail(s) 6, 7 have no subnet manager" in issues["cluster.site.fabric.island_subnet_managers"].message
+    assert "one subnet manager is required on each InfiniBand subnet" in issues[
+        "cluster.site.fabric.island_subnet_managers"
+    ].message
     assert "ufm-09 not in subnet_managers" in issues["cluster.site.fabric.island_subnet_managers[9]"].message
     spec["site"]["fabric"]["island_subnet_managers"] = {str(r): ["ufm-01", "ufm-02"] for r in range(8)}
     resolve(spec)
