@@ -314,7 +314,10 @@ def bake(
     aws_hosts = _aws_credentials() and any(
         not group.get("hosts") for name, group in inventory["all"]["children"].items() if name.startswith("ng_")
     )
-    unknown = sorted({path.split(".")[-2] for path in engine_only_values(inventory)} - set(extravars or {}))
+    # Named by the variable --extra-vars would set: a group variable (lustre_client_filesystem) or, for the
+    # Slurm cluster's deployed values (database endpoint, EFS names), slurm_config.
+    unknown = sorted({"slurm_config" if path.startswith("all.vars.slurm_config.") else path.split(".")[-2]
+                      for path in engine_only_values(inventory)} - set(extravars or {}))
     if unknown and (aws_hosts or inventory_files):
         raise ValueError(
             f"stack {stack}: its outputs come from the offline plan, which does not know {', '.join(unknown)}; "
