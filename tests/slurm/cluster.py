@@ -65,6 +65,9 @@ SLURM_IMAGE = SSH_IMAGE.derive(
         # Nothing runs or is keyed until a role says so.
         "systemctl disable munge slurmctld slurmd slurmdbd mariadb mariadb.socket sssd slapd",
         "rm -f /etc/munge/munge.key",
+        # nfs-common's rpcbind (NFSv3 only; /home is NFSv4) would bind port 111 on the shared host network in
+        # all five machines: no role asks for it.
+        "systemctl disable rpcbind.socket rpcbind.service",
         # libnss-sss's install put sss into nsswitch.conf: take it out, so NSS asks SSSD because the role said so.
         "sed -i -E 's/[[:space:]]+sss\\b//' /etc/nsswitch.conf",
     ),
