@@ -34,6 +34,9 @@ from .efa import efa_layout
 from .iam import assume_role_policy, bucket_access_policy
 from .lustre_mount import fsx_mount_entry
 
+# The shared /home (EFS) in a Slurm node's fstab: AWS's NFS options (catalog), then the site_mounts role's own
+# for the efs kind (after the network, on first access), so user data and slurm.yml write the same entry.
+EFS_MOUNT_OPTIONS = f"{load_aws_wiring().efs.nfs_options},_netdev,x-systemd.automount"
 NODE_FACTS = ("nodeGroup", "role", "instanceType", "gpuModel", "gpusPerNode", "fabric", "efaInterfacesPerNode")
 # The stable tag every instance of a node group carries (ASG names get a random suffix from Pulumi):
 # gpuforge/nodes/inventory.py's aws_ec2 inventory selects hosts by it.
@@ -76,6 +79,8 @@ class GpuNodeGroupArgs:
     read_bucket_arns: list[pulumi.Input[str]] = field(default_factory=list)
     write_bucket_arns: list[pulumi.Input[str]] = field(default_factory=list)
     lustre: LustreMount | None = None
+    # A Slurm group's shared /home: the DNS name of the cluster's EFS (components/aws/slurm.py).
+    home: pulumi.Input[str] | None = None
     tags: dict[str, str] = field(default_factory=dict)
     eks: EksAttachment | None = None  # set for orchestrator eks: an EKS managed node group instead of an ASG
 
@@ -385,22 +390,21 @@ class GpuNodeGroup(pulumi.ComponentResource):
     def _user_data(group: ResolvedNodeGroup, args: GpuNodeGroupArgs, mime: bool = False) -> pulumi.Output[str]:
         # Only what a node needs to know about itself: scaling the group must not change user data.
         node = {"cluster": args.cluster, **{k: v for k, v in node_group_props(group).items() if k in NODE_FACTS}}
-        lustre = args.lustre
-        wrap = _mime_multipart if mime else _as_is
-        if lustre is None:
-            text = wrap(render("cloud-init/node.yaml.j2", node=node, lustre=None))
-            return pulumi.Output.from_input(base64.b64encode(text.encode()).decode())
-        return pulumi.Output.all(lustre.dns_name, lustre.mount_name).apply(
-            lambda values: base64.b64encode(
-                wrap(
-                    render(
-                        "cloud-init/node.yaml.j2",
-                        node=node,
-                        lustre=fsx_mount_entry(values[0], values[1], lustre.mount_point, lustre.efa),
-                    )
-                ).encode()
-            ).decode()
-        )
+        lustre, wrap = args.lustre, (_mime_multipart if mime else _as_is)
+
+        def text(values: list[Any]) -> str:
+            mounts = {
+                "lustre": fsx_mount_entry(values[0], values[1], lustre.mount_point, lustre.efa)
+                if lustre is not None
+                else None,
+                # The shared /home with the NFS options slurm.yml's site_mounts writes (EFS_MOUNT_OPTIONS).
+                "home": {"server": values[2], "options": EFS_MOUNT_OPTIONS} if args.home is not None else None,
+            }
+            return base64.b64encode(wrap(render("cloud-init/node.yaml.j2", node=node, **mounts)).encode()).decode()
+
+        return pulumi.Output.all(
+            lustre.dns_name if lustre else "", lustre.mount_name if lustre else "", args.home or ""
+        ).apply(text)
 
     def _eks_node_group(
         self,

@@ -161,6 +161,35 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
             opts=child,
         )
 
+    # The Slurm control plane before the node groups: their user data mounts its /home (EFS).
+    slurm_outputs: dict[str, Any] = {}
+    slurm: SlurmControlPlane | None = None
+    # An AWS control plane only for controllers on AWS: a hybrid Slurm burst keeps its controller on the
+    # site (components/hybrid/slurm_burst.py) and hands this function no scheduler.
+    if sched is not None:
+        slurm = SlurmControlPlane(
+            f"{name}-slurm",
+            SlurmControlPlaneArgs(
+                resolved=resolved,
+                scheduler=sched,
+                subnet_ids=network.subnet_ids,
+                security_group_ids=network.security_group_ids,
+                kms_key_arn=key.arn,
+                tags=tags,
+            ),
+            opts=child,
+        )
+        slurm_outputs["slurm"] = {
+            "controllers": {c.name: c.address for c in sched.controllers},
+            "databaseEndpoint": slurm.database_endpoint,
+            "homeFileSystem": slurm.home_file_system_id,
+            "homeDnsName": slurm.home_dns_name,
+            **({"stateFileSystem": slurm.state_file_system_id, "stateDnsName": slurm.state_dns_name}
+               if slurm.state_dns_name is not None else {}),
+            "secretArns": slurm.secret_arns,
+        }
+    slurm_groups = {*sched.groups, *sched.login_groups} if sched is not None else set()
+
     groups: dict[str, GpuNodeGroup] = {}
     for group_name, group in resolved.node_groups.items():
         tier: Tier = "compute" if group.spec.role == "training" else "management"
@@ -180,6 +209,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 read_bucket_arns=bucket_arns(READ_PURPOSES),
                 write_bucket_arns=bucket_arns(WRITE_PURPOSES),
                 lustre=LustreMount(lustre.dns_name, lustre.mount_name, efa=fs.efa) if lustre and fs else None,
+                home=slurm.home_dns_name if slurm is not None and group_name in slurm_groups else None,
                 tags=tags,
                 eks=(
                     EksAttachment(eks.name, eks.cluster_security_group_id, kube.version, eks.network_addons)
@@ -190,34 +220,12 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
             opts=_keep_identity(child, f"{name}-{group.spec.renamed_from}" if group.spec.renamed_from else None),
         )
 
-    image_pipeline = _image_pipeline(name, resolved, network, key.arn, tags, child)
+    if slurm is not None:
+        slurm.allow_munge_read(resolved, {n: g.role_name for n, g in groups.items() if n in slurm_groups})
 
-    slurm_outputs: dict[str, Any] = {}
-    # An AWS control plane only for controllers on AWS: a hybrid Slurm burst keeps its controller on the
-    # site (components/hybrid/slurm_burst.py) and hands this function no scheduler.
-    if sched is not None:
-        slurm_groups = {*sched.groups, *sched.login_groups}
-        slurm = SlurmControlPlane(
-            f"{name}-slurm",
-            SlurmControlPlaneArgs(
-                resolved=resolved,
-                scheduler=sched,
-                subnet_ids=network.subnet_ids,
-                security_group_ids=network.security_group_ids,
-                kms_key_arn=key.arn,
-                node_role_names={n: g.role_name for n, g in groups.items() if n in slurm_groups},
-                tags=tags,
-            ),
-            opts=child,
-        )
-        slurm_outputs["slurm"] = {
-            "controllers": {c.name: c.address for c in sched.controllers},
-            "databaseEndpoint": slurm.database_endpoint,
-            "homeFileSystem": slurm.home_file_system_id,
-            "secretArns": slurm.secret_arns,
-        }
-        if bastion is not None:
-            slurm_outputs["slurm"]["bastion"] = bastion.public_ip
+    image_pipeline = _image_pipeline(name, resolved, network, key.arn, tags, child)
+    if bastion is not None and "slurm" in slurm_outputs:
+        slurm_outputs["slurm"]["bastion"] = bastion.public_ip
 
     platform: GpuPlatform | None = None
     roles: ServiceAccountRoles | None = None

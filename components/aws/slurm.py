@@ -5,7 +5,8 @@
 - Accounting: Amazon RDS for MariaDB (encrypted with the cluster key, automated backups, Multi-AZ and
   deletion protection in prod), reachable from the management tier only.
 - /home: Amazon EFS (encrypted, AWS Backup policy on), mount targets in every AZ's storage subnet,
-  NFS from the compute and management tiers; the backup controller's state directory lives on it too.
+  NFS from the compute and management tiers. With a backup controller, a second EFS holds the
+  controllers' shared StateSaveLocation (same settings, protected in prod).
 - Secrets: the munge key and the database password are generated here (pulumi_random, secret
   outputs) and stored in AWS Secrets Manager; node roles may read them. They never reach user data,
   outputs or the plan: only the secrets' names do.
@@ -41,13 +42,13 @@ class SlurmControlPlaneArgs:
     subnet_ids: dict[Tier, dict[str, pulumi.Output[str]]]  # tier -> AZ -> subnet id
     security_group_ids: dict[str, pulumi.Output[str]]
     kms_key_arn: pulumi.Input[str]
-    node_role_names: dict[str, pulumi.Input[str]] = field(default_factory=dict)  # node group -> its role
     tags: dict[str, str] = field(default_factory=dict)
 
 
 class SlurmControlPlane(pulumi.ComponentResource):
     database_endpoint: pulumi.Output[str]
     home_file_system_id: pulumi.Output[str]
+    home_dns_name: pulumi.Output[str]
     secret_arns: dict[str, pulumi.Output[str]]
 
     def __init__(self, name: str, args: SlurmControlPlaneArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -56,6 +57,7 @@ class SlurmControlPlane(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         keep = stateful(child, spec.protected)
         sg = args.security_group_ids
+        self._name = name
 
         self._rules(name, sg, args.resolved.catalog.slurm.ports, child)
         secrets = self._secrets(name, spec.name, args, keep)
@@ -93,28 +95,18 @@ class SlurmControlPlane(pulumi.ComponentResource):
         )
         self.database_endpoint = database.address
 
-        # /home (and the shared controller state) on EFS, a mount target in every AZ.
-        home = aws.efs.FileSystem(
-            f"{name}-home",
-            encrypted=True,
-            kms_key_id=args.kms_key_arn,
-            performance_mode="generalPurpose",
-            throughput_mode="elastic",
-            tags={"Name": f"{spec.name}-home"},
-            opts=keep,
-        )
-        aws.efs.BackupPolicy(
-            f"{name}-home-backup",
-            file_system_id=home.id,
-            backup_policy=aws.efs.BackupPolicyBackupPolicyArgs(status="ENABLED"),
-            opts=child,
-        )
-        for az, subnet in sorted(args.subnet_ids["storage"].items()):
-            aws.efs.MountTarget(
-                f"{name}-home-{az}", file_system_id=home.id, subnet_id=subnet, security_groups=[sg["storage"]],
-                opts=child,
-            )
-        self.home_file_system_id = home.id
+        # /home on EFS, a mount target in every AZ (nodes mount it with the kernel's NFS client).
+        home = self._file_system(f"{name}-home", f"{spec.name}-home", args, keep)
+        self.home_file_system_id, self.home_dns_name = home.id, home.dns_name
+        # With a backup controller: StateSaveLocation on a file system of its own, mounted by both controllers
+        # (slurm.yml; slurmctld requires the mount). Not a directory of /home: users never see slurmctld's
+        # state, and its root is slurm's. Not an EFS access point: access points mount only through the EFS
+        # mount helper (amazon-efs-utils), which neither Debian nor Ubuntu package (docs/slurm.md).
+        self.state_file_system_id: pulumi.Output[str] | None = None
+        self.state_dns_name: pulumi.Output[str] | None = None
+        if sched.state_shared:
+            state = self._file_system(f"{name}-state", f"{spec.name}-slurmctld-state", args, keep)
+            self.state_file_system_id, self.state_dns_name = state.id, state.dns_name
 
         profile = aws.iam.InstanceProfile(f"{name}-ctl-profile", role=controller_role.name, opts=child)
         for controller in sched.controllers:
@@ -139,9 +131,40 @@ class SlurmControlPlane(pulumi.ComponentResource):
             {
                 "databaseEndpoint": self.database_endpoint,
                 "homeFileSystem": self.home_file_system_id,
+                "homeDnsName": self.home_dns_name,
+                **({"stateFileSystem": self.state_file_system_id, "stateDnsName": self.state_dns_name}
+                   if self.state_dns_name is not None else {}),
                 "secretArns": self.secret_arns,
             }
         )
+
+    def _file_system(
+        self, name: str, tag: str, args: SlurmControlPlaneArgs, keep: pulumi.ResourceOptions
+    ) -> aws.efs.FileSystem:
+        """An EFS file system: encrypted with the cluster key, elastic throughput, AWS Backup on, protected in
+        prod (keep), a mount target in every AZ's storage subnet (NFS from the compute and management tiers)."""
+        child = pulumi.ResourceOptions(parent=self)
+        fs = aws.efs.FileSystem(
+            name,
+            encrypted=True,
+            kms_key_id=args.kms_key_arn,
+            performance_mode="generalPurpose",
+            throughput_mode="elastic",
+            tags={"Name": tag},
+            opts=keep,
+        )
+        aws.efs.BackupPolicy(
+            f"{name}-backup",
+            file_system_id=fs.id,
+            backup_policy=aws.efs.BackupPolicyBackupPolicyArgs(status="ENABLED"),
+            opts=child,
+        )
+        for az, subnet in sorted(args.subnet_ids["storage"].items()):
+            aws.efs.MountTarget(
+                f"{name}-{az}", file_system_id=fs.id, subnet_id=subnet,
+                security_groups=[args.security_group_ids["storage"]], opts=child,
+            )
+        return fs
 
     def _secrets(
         self, name: str, cluster: str, args: SlurmControlPlaneArgs, keep: pulumi.ResourceOptions
@@ -200,7 +223,7 @@ class SlurmControlPlane(pulumi.ComponentResource):
             allow(f"nfs-{client}", "storage", client, (NFS_PORT, NFS_PORT), f"/home (EFS) from the {client} tier")
 
     def _secret_readers(self, name: str, args: SlurmControlPlaneArgs, child: pulumi.ResourceOptions) -> aws.iam.Role:
-        """The controller's role reads both secrets; node roles read the munge key only."""
+        """The controller's role reads both secrets (node roles: allow_munge_read)."""
         role = aws.iam.Role(f"{name}-ctl-role", assume_role_policy=assume_role_policy("ec2.amazonaws.com"), opts=child)
         aws.iam.RolePolicyAttachment(f"{name}-ctl-ssm", role=role.name, policy_arn=SSM_CORE_POLICY, opts=child)
 
@@ -219,11 +242,16 @@ class SlurmControlPlane(pulumi.ComponentResource):
         topology_read = {"Version": "2012-10-17", "Statement": [
             {"Effect": "Allow", "Action": ["ec2:DescribeInstances", "ec2:DescribeInstanceTopology"], "Resource": "*"}]}
         aws.iam.RolePolicy(f"{name}-ctl-topology", role=role.id, policy=json.dumps(topology_read), opts=child)
-        munge_only = policy([self.secret_arns["munge_key"]])
-        for group, reader in sorted(args.node_role_names.items()):
-            # A renamed group (renamed_from) keeps its policy: the old name becomes an alias.
-            old = args.resolved.spec.node_groups[group].renamed_from
-            aliases = [pulumi.Alias(name=f"{name}-{old}-munge")] if old else None
-            aws.iam.RolePolicy(f"{name}-{group}-munge", role=reader, policy=munge_only,
-                               opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(aliases=aliases)))
+        self._munge_only = policy([self.secret_arns["munge_key"]])
         return role
+
+    def allow_munge_read(self, resolved: ResolvedSpec, node_role_names: dict[str, pulumi.Input[str]]) -> None:
+        """Node roles read the munge key only. Called once the node groups exist: they are declared after
+        the control plane, whose /home their user data mounts."""
+        child = pulumi.ResourceOptions(parent=self)
+        for group, reader in sorted(node_role_names.items()):
+            # A renamed group (renamed_from) keeps its policy: the old name becomes an alias.
+            old = resolved.spec.node_groups[group].renamed_from
+            aliases = [pulumi.Alias(name=f"{self._name}-{old}-munge")] if old else None
+            aws.iam.RolePolicy(f"{self._name}-{group}-munge", role=reader, policy=self._munge_only,
+                               opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(aliases=aliases)))

@@ -138,6 +138,11 @@ class InstanceStore(_Frozen):
     source: str
 
 
+class EfsFacts(_Frozen):
+    nfs_options: str  # the NFS mount options AWS recommends for EFS (kernel client, NFSv4.1)
+    source: str
+
+
 class AwsWiring(_Frozen):
     service_linked_roles: dict[str, ServiceLinkedRole]
     kms: KmsFacts
@@ -149,6 +154,7 @@ class AwsWiring(_Frozen):
     capacity_blocks: CapacityBlocks
     on_demand_quotas: OnDemandQuotas
     instance_store: InstanceStore
+    efs: EfsFacts
 
     def service_linked_role_arn(self, key: str, account: str, partition: str = "aws") -> str:
         return f"arn:{partition}:iam::{account}:role/{self.service_linked_roles[key].path}"

@@ -59,7 +59,8 @@ class SlurmController(SpecModel):
     state_mount: Name | None = Field(
         default=None,
         description="On a site with two controller hosts: the key of the site mount (site.storage.mounts) that "
-        "holds the shared state directory.",
+        "holds the shared state directory. Its export is mounted at StateSaveLocation on both controllers and its "
+        "root made slurm's: a mount of its own, never the users' /home.",
     )
 
     @field_validator("hosts")

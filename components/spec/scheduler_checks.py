@@ -248,6 +248,13 @@ def _controllers(
             elif ctl.state_mount not in mounts:
                 issues.append(SpecIssue(f"{path}.state_mount", f"no site mount named {ctl.state_mount!r}",
                                         f"use one of {', '.join(mounts) or '(none declared)'}"))
+            elif mounts[ctl.state_mount].mount_point == "/home":
+                # The controllers mount it at StateSaveLocation and make its root slurm's, 0750: the users'
+                # homes would become slurmctld's state directory.
+                issues.append(SpecIssue(f"{path}.state_mount", f"{ctl.state_mount!r} is the users' /home",
+                                        "declare a separate export for the controllers' state in "
+                                        "site.storage.mounts, e.g. slurm-state: {kind: nfs, server: ..., "
+                                        "export: /export/slurm-state, mount_point: /srv/slurm-state}"))
         return tuple(found), issues
     if ctl.hosts or ctl.state_mount:
         issues.append(SpecIssue(path, "hosts and state_mount name site hosts; this is an AWS cluster",

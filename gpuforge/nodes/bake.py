@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import shlex
 import sys
@@ -313,7 +314,10 @@ def bake(
     aws_hosts = _aws_credentials() and any(
         not group.get("hosts") for name, group in inventory["all"]["children"].items() if name.startswith("ng_")
     )
-    unknown = sorted({path.split(".")[-2] for path in engine_only_values(inventory)} - set(extravars or {}))
+    # Named by the variable --extra-vars would set: a group variable (lustre_client_filesystem) or, for the
+    # Slurm cluster's deployed values (database endpoint, EFS names), slurm_config.
+    unknown = sorted({"slurm_config" if path.startswith("all.vars.slurm_config.") else path.split(".")[-2]
+                      for path in engine_only_values(inventory)} - set(extravars or {}))
     if unknown and (aws_hosts or inventory_files):
         raise ValueError(
             f"stack {stack}: its outputs come from the offline plan, which does not know {', '.join(unknown)}; "
@@ -405,8 +409,22 @@ def image_slurm_vars(inventory: Mapping[str, Any], group: str = "") -> dict[str,
         # A hybrid cluster's cloud group reads its own key (slurm_inventory.py's munge_key_ref).
         key_ref = group_vars.get("munge_key_ref") or config["secrets"]["munge_key"]
         region = all_vars.get("gpuforge_region") or ""
-        return {"slurm_config": config, "munge_key_ref": key_ref, "munge_key_aws_region": region}
+        return {"slurm_config": _without_deployed_values(config), "munge_key_ref": key_ref,
+                "munge_key_aws_region": region}
     return {"slurm_config": {"containers": config["containers"], "job_container": config["job_container"]}}
+
+
+def _without_deployed_values(config: Mapping[str, Any]) -> dict[str, Any]:
+    """slurm_config without what only the deployed stack knows and an image never reads: the accounting
+    database's endpoint (slurmd has no database) and the EFS file systems' names (a cloud node's user data
+    mounts its /home; the state file system is the controllers'). An image is baked before or apart from
+    `pulumi up`, so these read "" rather than a value that may be stale or a placeholder."""
+    image = copy.deepcopy(dict(config))
+    image["accounting"]["database"]["host"] = ""
+    for mount in (image["home"], image["state_shared"]):
+        if mount.get("kind") == "efs":
+            mount.update(server="", source="")
+    return image
 
 
 def _no_hosts_reason(

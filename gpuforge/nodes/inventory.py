@@ -37,7 +37,11 @@ Origin = Literal["stack", "plan"]
 # What an inventory built from the offline plan shows for a value only the deployed stack knows.
 ENGINE_ONLY = "<known after pulumi up>"
 # Output fields the engine computes (the offline plan's mocks invent them): never real offline.
-_ENGINE_ONLY_FIELDS = {"parallelFs": ("dnsName", "mountName", "fileSystemId")}
+_ENGINE_ONLY_FIELDS = {
+    "parallelFs": ("dnsName", "mountName", "fileSystemId"),
+    # The Slurm cluster's EFS file systems (/home, the controllers' state): ids and DNS names.
+    "slurm": ("databaseEndpoint", "homeFileSystem", "homeDnsName", "stateFileSystem", "stateDnsName"),
+}
 # The tags the aws_ec2 inventory selects a node group's instances by (components/aws/node_group.py).
 NODE_GROUP_TAG = "gpuforge:node-group"
 CLUSTER_TAG = "gpuforge:cluster"

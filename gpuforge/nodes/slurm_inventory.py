@@ -33,6 +33,12 @@ def slurm_inventory(stack: str, outputs: Mapping[str, Any], group_name: Any) -> 
         config["accounting"]["database"]["host"] = deployed["databaseEndpoint"]
     if deployed.get("homeFileSystem"):
         config["home"]["source"] = deployed["homeFileSystem"]
+    # The EFS file systems' DNS names: what login, controller and compute hosts mount (slurm.yml's site_mounts).
+    if config["home"]["kind"] == "efs":
+        config["home"]["server"] = deployed.get("homeDnsName") or ""
+    if config["state_shared"].get("kind") == "efs":
+        config["state_shared"]["server"] = deployed.get("stateDnsName") or ""
+        config["state_shared"]["source"] = deployed.get("stateFileSystem") or ""
     # A hybrid cluster's cloud nodes read the munge key from Secrets Manager with their role; the site's
     # hosts from the site's vault (slurm_config.secrets.munge_key, the munge role's default).
     cloud_key = config["secrets"].get("cloud_munge_key")

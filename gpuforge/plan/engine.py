@@ -56,6 +56,9 @@ class _Mocks(mocks.Mocks):
             state.setdefault("bucket", args.name)
         elif args.typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
             state.update(dnsName=f"{args.name}.fsx.mock.amazonaws.com", mountName="mockmnt")
+        elif args.typ == "aws:efs/fileSystem:FileSystem":
+            # EFS's documented name, <file-system-id>.efs.<region>.amazonaws.com (the user data a Slurm node mounts).
+            state.update(dnsName=f"{args.name}-id.efs.mock.amazonaws.com")
         elif args.typ in MOCK_SECRETS:
             # Generated secrets get a recognisable value, so a test can prove none reaches any output.
             field, value = MOCK_SECRETS[args.typ]

@@ -33,6 +33,8 @@ SLURMD_DEFAULTS = "slurm/slurmd.default.j2"
 PYXIS_CONF = "containers/pyxis.conf.j2"
 ENROOT_CONF = "containers/enroot.conf.j2"
 STATE_SAVE_LOCATION = "/var/spool/slurmctld"
+# The shared state directory's root, as the slurm_controller role makes StateSaveLocation.
+STATE_OWNER = {"owner": "slurm", "group": "slurm", "mode": "0750"}
 JOB_TMPFS_BASE = "/var/spool/slurmd-tmpfs"
 MARIADB_PORT = 3306
 # SPANK plugins' configuration files: plugstack.conf (served by the controller) includes them on each node.
@@ -359,20 +361,39 @@ def _directory(sched: ResolvedScheduler) -> dict[str, Any]:
 
 
 def _home(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any]:
+    """The shared /home as the site_mounts role takes a mount (slurm.yml mounts it on every Slurm host):
+    on AWS the cluster's EFS (`server`, its DNS name, and `source`, its id, come from the deployed stack's
+    outputs), on a site the spec's mount at /home."""
     if sched.home == "efs":
-        return {"kind": "efs", "mount_point": "/home", "source": ""}  # the file system id comes from outputs
+        return {"name": "home", "kind": "efs", "mount_point": "/home", "server": "", "export": "/", "source": "",
+                "nfs_options": _efs_nfs_options()}
     assert resolved.spec.site is not None
     mount = resolved.spec.site.storage.mounts[sched.home]
     source = f"{mount.server}:{mount.export}" if mount.kind == "nfs" else ""
-    return {"kind": mount.kind, "mount_point": mount.mount_point, "source": source,
+    return {"name": sched.home, **mount.model_dump(mode="json"), "source": source,
             "version": getattr(mount, "version", "")}
 
 
+def _efs_nfs_options() -> str:
+    from components.catalog.aws_wiring import load_aws_wiring
+
+    return load_aws_wiring().efs.nfs_options
+
+
 def _state_shared(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any]:
+    """Where two controllers share StateSaveLocation, as a site_mounts mount at that path (slurm.yml mounts
+    it on the controllers, and slurmctld requires it): on AWS the cluster's own state EFS (`server` from the
+    deployed stack's outputs), on a site the spec's `state_mount`'s export. {} with one controller."""
     if not sched.state_shared:
         return {}
-    mount = sched.spec.controller.state_mount
-    return {"kind": "site_mount", "mount": mount} if mount else {"kind": "efs", "mount": "slurm-state"}
+    key = sched.spec.controller.state_mount
+    if key is None:
+        return {"name": "slurm-state", "kind": "efs", "mount": "slurm-state", "mount_point": STATE_SAVE_LOCATION,
+                "server": "", "export": "/", "source": "", "nfs_options": _efs_nfs_options(), **STATE_OWNER}
+    assert resolved.spec.site is not None
+    mount = resolved.spec.site.storage.mounts[key]
+    return {**mount.model_dump(mode="json"), "name": "slurm-state", "kind": mount.kind, "mount": key,
+            "mount_point": STATE_SAVE_LOCATION, **STATE_OWNER}
 
 
 def _containers(resolved: ResolvedSpec, sched: ResolvedScheduler, groups: Mapping[str, Any]) -> dict[str, Any]:

@@ -170,7 +170,10 @@ def test_a_prod_site_needs_a_backup_controller_on_shared_state(tmp_path: Path) -
         prod(cluster)
         controller = cluster["scheduler"]["controller"]
         controller["hosts"]["slurm-02"] = "10.64.1.8"
-        controller["state_mount"] = "home"
+        # Its own export: the users' /home is refused as the state directory (scheduler_checks.py).
+        cluster["site"]["storage"]["mounts"]["slurm-state"] = {
+            "kind": "nfs", "server": "10.64.8.20", "export": "/export/slurm-state", "mount_point": "/srv/slurm-state"}
+        controller["state_mount"] = "slurm-state"
 
     single = plan_stack(_lab_variant(tmp_path, prod))
     assert single.policy is not None
@@ -180,4 +183,4 @@ def test_a_prod_site_needs_a_backup_controller_on_shared_state(tmp_path: Path) -
     assert paired.policy is not None
     assert not [f for f in paired.policy.findings if f.rule.startswith("redundancy-slurm")]
     (slurm,) = paired.by_type("gpuforge:onprem:SlurmControlPlane")
-    assert slurm.inputs["controllers"] == 2 and slurm.inputs["stateSaveLocation"] == "site mount home"
+    assert slurm.inputs["controllers"] == 2 and slurm.inputs["stateSaveLocation"] == "site mount slurm-state"

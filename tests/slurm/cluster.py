@@ -15,6 +15,10 @@ What stands in, and why:
   slurm_compute_imds_endpoint points there).
 - systemd-nspawn mounts the cgroup v1 controllers read-only; a machine remounts them writable before the
   roles run (a real host's slurmd owns its cgroups), so proctrack/task cgroup confinement runs for real.
+- The shared /home: this kernel has no NFS client and there is no file server, so slurm_config.home is a
+  site's NFS export at a mount point nothing accesses (HOME_STAND_IN): every machine gets its fstab entry
+  and automount unit, and the users' homes are made on each machine's own /home (in production the primary
+  controller makes them once, on the shared /home).
 - The MUNGE key and the database password are generated here and delivered as Ansible vault variables,
   the on-premises path of the secret_store role.
 - Containers for jobs: enroot, pyxis and NVIDIA's container toolkit come from the stand-in sources of
@@ -54,11 +58,16 @@ SLURM_IMAGE = SSH_IMAGE.derive(
         "munge", "slurmctld", "slurmd", "slurmdbd", "slurm-client", "libpam-slurm-adopt", "mariadb-server",
         # The sssd role's packages, and slapd with ldap-utils for the stand-in directory (test_slurm_directory.py).
         "sssd-ldap", "libnss-sss", "libpam-sss", "slapd", "ldap-utils",
+        # site_mounts' NFS client, for the shared /home every Slurm host mounts.
+        "nfs-common",
     ),
     setup=(
         # Nothing runs or is keyed until a role says so.
         "systemctl disable munge slurmctld slurmd slurmdbd mariadb mariadb.socket sssd slapd",
         "rm -f /etc/munge/munge.key",
+        # nfs-common's rpcbind (NFSv3 only; /home is NFSv4) would bind port 111 on the shared host network in
+        # all five machines: no role asks for it.
+        "systemctl disable rpcbind.socket rpcbind.service",
         # libnss-sss's install put sss into nsswitch.conf: take it out, so NSS asks SSSD because the role said so.
         "sed -i -E 's/[[:space:]]+sss\\b//' /etc/nsswitch.conf",
     ),
@@ -74,6 +83,12 @@ SLURM_PORTS = (6817, 6818, 6819, *STATIC_PORTS.values())
 CLUSTER = "forge-dev"
 CLOUD_GROUP = "cloud"
 CLOUD_INSTANCE = "i-0c10d0000000000a1"  # the instance the cloud machine is when the cluster is built
+# The /home mount every Slurm host gets (slurm_config.home, a site's NFS export), at a stand-in mount point.
+HOME_STAND_IN = {"name": "home", "kind": "nfs", "server": "10.64.8.20", "export": "/export/home", "version": "4.2",
+                 "mount_point": "/shared/home", "source": "10.64.8.20:/export/home"}
+HOME_FSTAB = ("10.64.8.20:/export/home /shared/home nfs "
+              "vers=4.2,_netdev,x-systemd.automount,noatime,hard,timeo=600,retrans=2")
+HOME_AUTOMOUNT = "shared-home.automount"
 
 # nvidia-smi --query-gpu=index,name,uuid,driver_version,pci.bus_id --format=csv of a healthy node.
 NVIDIA_SMI_CSV = "index, name, uuid, driver_version, pci.bus_id\n" + "".join(
@@ -241,6 +256,8 @@ def cluster_config(machines: Machines, cpus: int, real_memory: int) -> dict[str,
     config["accounts"] = {ACCOUNT: {"description": "Research engineers", "fairshare": 1}}
     config["users"] = {USER: {"uid": UID, "account": ACCOUNT, "ssh_public_keys": []}}
     config["cluster_name"] = CLUSTER
+    # The shared /home at a stand-in mount point (the module's docstring says why), as test_bake_ssh.py does.
+    config["home"] = dict(HOME_STAND_IN)
     # enroot's settings per node group of these machines (none has local NVMe: the root disk's paths, which
     # the dev stack's login group has), and the toolkit for enroot's GPU hook on both compute groups.
     enroot = config["containers"]["enroot"]
@@ -291,6 +308,9 @@ def inventory(
                 "vault_slurm_db_password": secret_values["db_password"],
                 # MariaDB on the controller's own address: the machines share one network namespace.
                 "slurm_dbd_mariadb_bind_address": machines[CONTROLLER].address,
+                # No shared file system behind /home here (HOME_STAND_IN): each machine makes the users' homes,
+                # which in production the primary controller makes once on the shared /home.
+                "slurm_users_create_home": True,
                 **extra_vars,
             },
             "children": {

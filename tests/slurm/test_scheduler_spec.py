@@ -108,6 +108,19 @@ def test_site_service_hosts_are_checked_all_at_once() -> None:
     assert problems["cluster.site.fabric.partitions[robotics]"] == "robotics is not a Slurm account"
 
 
+def test_the_users_home_is_no_state_directory() -> None:
+    """Both controllers mount the state mount at StateSaveLocation and make its root slurm's: /home is refused."""
+    data = _lab()
+    data["scheduler"]["controller"]["hosts"]["slurm-02"] = "10.64.1.8"
+    data["scheduler"]["controller"]["state_mount"] = "home"
+    problems = _problems(data)
+    assert problems["cluster.scheduler.controller.state_mount"] == "'home' is the users' /home"
+    data["site"]["storage"]["mounts"]["slurm-state"] = {
+        "kind": "nfs", "server": "10.64.8.21", "export": "/export/slurm-state", "mount_point": "/srv/slurm-state"}
+    data["scheduler"]["controller"]["state_mount"] = "slurm-state"
+    assert resolve(data, "onprem-lab").scheduler.state_shared
+
+
 def test_login_hosts_are_for_sites() -> None:
     data = _dev()
     data["scheduler"]["login"]["hosts"] = {"login-01": "10.20.0.7"}

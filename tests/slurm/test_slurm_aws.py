@@ -63,9 +63,12 @@ def test_prod_controllers_database_home_and_protection() -> None:
     db = _one(plan, "aws:rds/instance:Instance")
     assert db["engine"] == "mariadb" and db["storageEncrypted"] and db["multiAz"] and db["deletionProtection"]
     assert db["protect"] and db["password"] == "[secret]" and not db["publiclyAccessible"]
-    home = _one(plan, "aws:efs/fileSystem:FileSystem")
-    assert home["encrypted"] and home["protect"]
-    assert _one(plan, "aws:efs/backupPolicy:BackupPolicy")["backupPolicy"]["status"] == "ENABLED"
+    # /home and, with the backup controller, the controllers' state (tests/slurm/test_slurm_home.py).
+    efs = [r for r in plan.resources if r.type.startswith("aws:efs/") and SLURM in r.urn]
+    file_systems = [r for r in efs if r.type == "aws:efs/fileSystem:FileSystem"]
+    assert len(file_systems) == 2 and all(r.inputs["encrypted"] and r.protect for r in file_systems)
+    backups = [r for r in efs if r.type == "aws:efs/backupPolicy:BackupPolicy"]
+    assert len(backups) == 2 and all(r.inputs["backupPolicy"]["status"] == "ENABLED" for r in backups)
     names = {r.inputs["name"] for r in plan.resources
              if r.type == "aws:secretsmanager/secret:Secret" and SLURM in r.urn}
     assert names == {"gpuforge/forge-prod/slurm/munge-key", "gpuforge/forge-prod/slurm/db-password"}

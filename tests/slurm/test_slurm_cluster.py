@@ -16,6 +16,8 @@ from gpuforge.nodes.check import run_checks
 from .cluster import (
     ACCOUNT,
     GPUS,
+    HOME_AUTOMOUNT,
+    HOME_FSTAB,
     NVIDIA_SMI_CSV,
     STANDIN_DIR,
     USER,
@@ -81,6 +83,20 @@ def test_daemons_run_where_their_roles_put_them(slurm_cluster: SlurmCluster) -> 
     cred = slurm_cluster.login.run("munge -n").stdout
     decoded = ctl.run(f"echo {cred.strip()} | unmunge", check=False)
     assert decoded.returncode == 0, decoded.stderr
+
+
+def test_every_slurm_machine_has_the_shared_home_in_fstab_and_its_automount_unit(slurm_cluster: SlurmCluster) -> None:
+    """slurm.yml mounts slurm_config.home on the controller, the login machine and every compute (site_mounts):
+    the fstab entry and its automount unit, active. Not accessed: this kernel has no NFS client and there is
+    no file server (cluster.py, HOME_STAND_IN)."""
+    for machine in slurm_cluster.machines:
+        fstab = machine.run("cat /etc/fstab").stdout
+        assert HOME_FSTAB in fstab, (machine.name, fstab)
+        assert machine.run(f"systemctl is-active {HOME_AUTOMOUNT}").stdout.strip() == "active", machine.name
+        assert machine.run("dpkg-query -W -f '${Status}' nfs-common").stdout == "install ok installed"
+    # One controller: no shared state directory, so slurmctld requires no mount.
+    dropin = "/etc/systemd/system/slurmctld.service.d/gpuforge-state.conf"
+    assert slurm_cluster.controller.run(f"test ! -e {dropin}", check=False).returncode == 0
 
 
 def test_secrets_stay_out_of_logs_and_configs_readable_by_users(slurm_cluster: SlurmCluster) -> None:

@@ -106,8 +106,9 @@ def test_site_nodes_are_static_with_catalog_facts_and_the_fabric_tree() -> None:
     assert "SwitchName=su1-leaves Nodes=dgx-a[01-04],dgx-b[01-04]" in files["topology.conf"]
     assert "SwitchName=spines Switches=su1-leaves" in files["topology.conf"]
     assert "MaxNodeCount" not in files["slurm.conf"]  # static nodes only: no room kept for dynamic ones
-    assert config["home"] == {"kind": "nfs", "mount_point": "/home", "source": "10.64.8.20:/export/home",
-                              "version": "4.2"}
+    # The site's /home as the site_mounts role takes a mount (slurm.yml mounts it on every Slurm host).
+    assert config["home"] == {"name": "home", "kind": "nfs", "server": "10.64.8.20", "export": "/export/home",
+                              "mount_point": "/home", "source": "10.64.8.20:/export/home", "version": "4.2"}
     assert config["login_hosts"] == [{"name": "login-01", "address": "10.64.1.7"}]
     assert config["secrets"]["munge_key"] == {"store": "ansible_vault", "id": "vault_slurm_munge_key"}
 
