@@ -133,12 +133,14 @@ def read_log(paths: Iterable[Path]) -> Iterator[dict[str, object]]:
 
 def _relative(path: str, root: Path) -> str | None:
     """A recorded absolute path under *root* (or under the playbooks/ of another checkout: a worktree, a
-    clean clone) as a path relative to *root*'s parent; None for files outside any playbooks/."""
+    clean clone) as a path relative to *root*'s parent; None for files outside any playbooks/, and for the
+    test playbooks under another checkout's tests/ (tests/playbooks/*.yml play production roles, but are
+    not production playbooks themselves)."""
     try:
         return str(Path(path).resolve().relative_to(root.parent))
     except ValueError:
-        marker = f"/{root.name}/"
-        return root.name + "/" + path.split(marker, 1)[1] if marker in path else None
+        prefix, marker, rest = path.partition(f"/{root.name}/")
+        return f"{root.name}/{rest}" if marker and "tests" not in Path(prefix).parts else None
 
 
 def outcomes(
