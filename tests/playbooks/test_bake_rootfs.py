@@ -8,14 +8,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from gpuforge.nodes.bake import rootfs_inventory, run_playbook
 from gpuforge.render.nccl import NcclInputs, parse_nccl_conf, render_nccl_env
 from tests.standins import packages as standin
-from tests.standins.repo import _deb
 
 from .conftest import Baked
 from .profiles import IB_RAILS
@@ -23,8 +20,6 @@ from .rootfs import dpkg_status, enabled_units
 
 pytestmark = pytest.mark.slow
 
-# The nccl role alone (tests/playbooks/nccl_plugin.yml).
-NCCL_PLUGIN = Path(__file__).with_name("nccl_plugin.yml")
 # NVIDIA's CUDA repository (the stand-in): the branch metapackage and what it pulls in, at the branch's newest.
 DRIVER = {f"cuda-drivers-{standin.DRIVER_BRANCH}", "nvidia-driver-cuda", "nvidia-persistenced"}
 
@@ -273,28 +268,3 @@ def test_efa_image_carries_enroot_and_the_scratch_unit_not_pyxis(efa_rootfs: Bak
     assert f"SCRATCH_BINDS={config['job_container']['base_path']}\n" in settings
     assert os.access(root / "usr/local/sbin/gpuforge-scratch", os.X_OK)
     assert {"mdadm", "xfsprogs"} <= set(installed)
-
-
-def test_nccl_puts_the_plugin_on_the_loader_path_in_either_installer_layout(efa_rootfs: Baked, tmp_path: Path) -> None:
-    """EFA installers put aws-ofi-nccl in /opt/amazon/ofi-nccl/lib or, on Debian-family hosts,
-    lib/x86_64-linux-gnu: the nccl role (alone, production defaults) finds the plugin in the layout installed
-    and puts that directory on the loader path. The baked image has lib/; the variant package moves the plugin
-    to lib/x86_64-linux-gnu, then the baked layout is put back (the image as the other tests left it)."""
-    root = efa_rootfs.path
-    conf = root / "etc/ld.so.conf.d/gpuforge-aws-ofi-nccl.conf"
-    inventory = rootfs_inventory(root, efa_rootfs.host_vars)
-    assert conf.read_text().splitlines()[-1] == standin.AWS_OFI_NCCL_LIBDIRS[0]
-    for libdir in [*reversed(standin.AWS_OFI_NCCL_LIBDIRS)]:
-        deb = _deb(standin.aws_ofi_nccl(libdir), tmp_path)
-        shutil.copy(deb, root / "tmp" / deb.name)
-        subprocess.run(["chroot", str(root), "dpkg", "-i", f"/tmp/{deb.name}"], check=True, capture_output=True)
-        (root / "tmp" / deb.name).unlink()
-        plugins = {
-            path for path in standin.AWS_OFI_NCCL_LIBDIRS if (root / path.lstrip("/") / "libnccl-net.so").exists()
-        }
-        assert plugins == {libdir}
-        result = run_playbook(NCCL_PLUGIN, inventory)
-        assert result.ok, [f"{f.task}: {f.message}" for f in result.failures]
-        assert conf.read_text().splitlines()[-1] == libdir
-        # The loader cache was refreshed for the new directory (ldconfig, the role's handler).
-        assert result.hosts["rootfs"].changed == 2, result.stdout[-3000:]

@@ -27,8 +27,8 @@ DCGMI_STANDIN_OUTPUT = "/etc/dcgmi-standin/diag.txt"
 EFA_INSTALLER_VERSION = "1.43.1"
 AWS_OFI_NCCL_VERSION = "1.16.3-1"
 # Where EFA installers put aws-ofi-nccl: lib/, or lib/x86_64-linux-gnu/ on Debian-family hosts (the nccl
-# role's nccl_aws_ofi_nccl_libdirs, in its order). The installer stand-in uses the first; the second is
-# the variant test_bake_rootfs.py installs to see the role find it there.
+# role's nccl_aws_ofi_nccl_libdirs, in its order). The installer stand-in the bakes install uses the first;
+# tests/playbooks/test_nccl_plugin_dir.py lays out both to see the role pick the one holding the plugin.
 AWS_OFI_NCCL_LIBDIRS = ("/opt/amazon/ofi-nccl/lib", "/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu")
 # DOCA-OFED (rdma role, rdma_source doca): the release the role defaults to and the MLNX_OFED it carries
 # (DOCA 2.10.0 is MLNX_OFED 25.01-0.6.0.0: its repository's mlnx-fw-updater_25.01-0.6.0.0). The
