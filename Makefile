@@ -32,7 +32,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-bench: $(STAMP)  ## Plan time and memory against the Pulumi SDK floor; writes docs/benchmarks.md
+bench: $(STAMP)  ## Plan time and memory against the Pulumi SDK floor, re-bake time; rewrites their sections of docs/benchmarks.md
 	$(BIN)/python -m gpuforge.bench --output docs/benchmarks.md
 
 schema: $(STAMP)  ## Regenerate schemas/cluster.schema.json from the spec models

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,11 +19,28 @@ ONPREM_K8S = str(Path(__file__).resolve().parent / "fixtures" / "stacks" / "Pulu
 # tests of the MultiKueue path plan this one.
 HYBRID_MULTIKUEUE = str(Path(__file__).resolve().parent / "fixtures" / "stacks" / "Pulumi.hybrid-multikueue.yaml")
 
+# The site file systems of the booted site.yml test (Lustre over o2ib, BeeGFS, WEKA) as a user declares them:
+# the test's machines get their mounts from this stack's inventory (site_mounts_from_spec).
+BOOTED_SITE = str(Path(__file__).resolve().parent / "fixtures" / "stacks" / "Pulumi.booted-site.yaml")
+
 
 @cache
 def planned(stack: str) -> Plan:
     """A stack's offline plan, evaluated once per test session (a plan is a pure function of the stack file)."""
     return plan_stack(stack)
+
+
+@cache
+def site_mounts_from_spec() -> dict[str, Any]:
+    """The site_mounts_mounts and lustre_client_o2ib_networks the BOOTED_SITE stack's inventory gives its
+    GPU nodes (every group gets the same: the site's mounts are the site's)."""
+    from gpuforge.nodes.inventory import build_inventory
+
+    children = build_inventory(BOOTED_SITE, source="plan")["all"]["children"]
+    keys = ("site_mounts_mounts", "lustre_client_o2ib_networks")
+    found = [{key: children[ng]["vars"][key] for key in keys} for ng in children["gpu_nodes"]["children"]]
+    assert found and all(entry == found[0] for entry in found), found
+    return found[0]
 
 
 def skip_unless_ci(missing: bool, reason: str) -> pytest.MarkDecorator:

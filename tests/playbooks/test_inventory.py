@@ -230,3 +230,33 @@ def test_local_scratch_is_required_exactly_where_enroot_uses_it(stack: str) -> N
     if stack == "prod":  # p5.48xlarge has instance store, the login type none
         assert inventory["all"]["children"]["ng_train"]["vars"]["local_scratch_required"] is True
         assert inventory["all"]["children"]["ng_login"]["vars"]["local_scratch_required"] is False
+
+
+def test_site_lustre_beegfs_and_weka_reach_the_inventory_from_the_spec() -> None:
+    """site.storage.mounts of a spec declaring a Lustre over o2ib, a BeeGFS and a WEKA file system
+    (tests/fixtures/stacks/Pulumi.booted-site.yaml) become each GPU group's site_mounts_mounts, as the
+    site_mounts role takes them, and LNet's o2ib network on the interfaces the Lustre names. The booted
+    site.yml test mounts exactly these (it takes them from site_mounts_from_spec)."""
+    from tests.support import site_mounts_from_spec
+
+    assert site_mounts_from_spec() == {
+        "site_mounts_mounts": [
+            {
+                "name": "datasets",
+                "kind": "weka",
+                "backends": ["10.64.9.30", "10.64.9.31"],
+                "filesystem": "datasets",
+                "mount_point": "/site/datasets",
+            },
+            {"name": "projects", "kind": "beegfs", "mgmtd_host": "10.64.9.20", "mount_point": "/site/projects"},
+            {
+                "name": "scratch",
+                "kind": "lustre",
+                "mgs_nids": ["10.64.9.10@o2ib", "10.64.9.11@o2ib"],
+                "fsname": "scratch",
+                "lnet_interfaces": ["ib0"],
+                "mount_point": "/site/scratch",
+            },
+        ],
+        "lustre_client_o2ib_networks": {"o2ib": ["ib0"]},
+    }

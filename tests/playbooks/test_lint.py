@@ -72,5 +72,10 @@ def test_every_role_has_argument_specs_and_prefixed_defaults(role: Path) -> None
         assert name.startswith(role.name + "_"), f"{role.name}: {name} lacks the role prefix"
         assert name in documented, f"{role.name}: {name} missing from meta/argument_specs.yml"
     vars_dir = role / "vars"
-    if vars_dir.is_dir() and any(vars_dir.glob("*-*.yml")):
-        assert {p.name for p in vars_dir.glob("*-*.yml")} == {"Debian-12.yml", "Ubuntu-22.yml", "Ubuntu-24.yml"}
+    loads = any("distribution_major_version" in path.read_text() for path in (role / "tasks").glob("*.yml"))
+    if loads or (vars_dir.is_dir() and any(vars_dir.glob("*-*.yml"))):
+        # Each supported distribution has its file (a missing one fails first_found on that distribution),
+        # and they set the same variables (one left out would be undefined there only).
+        per_distribution = {p.name: set(yaml.safe_load(p.read_text()) or {}) for p in vars_dir.glob("*-*.yml")}
+        assert set(per_distribution) == {"Debian-12.yml", "Ubuntu-22.yml", "Ubuntu-24.yml"}
+        assert len({frozenset(keys) for keys in per_distribution.values()}) == 1, per_distribution

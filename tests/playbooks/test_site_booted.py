@@ -7,6 +7,7 @@ and again by it at boot: the last tests reboot both machines."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,10 +17,11 @@ import yaml
 
 from components.aws.lustre_mount import fsx_mount_entry
 from gpuforge.nodes.bake import PlaybookResult, run_playbook
-from gpuforge.nodes.inventory import lustre_efa_interfaces, o2ib_networks
+from gpuforge.nodes.inventory import lustre_efa_interfaces
 from tests.machines import SSH_IMAGE, Machine, MachinePool, Machines
 from tests.standins import packages as standin
 from tests.standins.repo import StandinSources
+from tests.support import site_mounts_from_spec
 
 from .profiles import EFA_P5, profile_vars
 
@@ -36,15 +38,9 @@ MLX_DEVICE = "mlx5_0"
 # FSx's setup puts 8 of a p5's EFA devices on LNet (every fourth), the inventory's value for p5.
 EFA_LNET_DEVICES = EFA_DEVICES[::4]
 FSX_SOURCE = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh"
-# The site's file systems as the inventory writes them (site.storage.mounts); their clients come from the
-# site's mirror (stand-in packages with the vendors' names: tests/standins/packages.py, site_mirror).
-SITE_MOUNTS = [
-    {"name": "scratch", "kind": "lustre", "mgs_nids": ["10.64.9.10@o2ib", "10.64.9.11@o2ib"], "fsname": "scratch",
-     "mount_point": "/site/scratch", "lnet_interfaces": ["ib0"]},
-    {"name": "projects", "kind": "beegfs", "mgmtd_host": "10.64.9.20", "mount_point": "/site/projects"},
-    {"name": "datasets", "kind": "weka", "backends": ["10.64.9.30", "10.64.9.31"], "filesystem": "datasets",
-     "mount_point": "/site/datasets"},
-]  # fmt: skip
+# The site's file systems (a Lustre over o2ib, a BeeGFS, a WEKA) come from a spec as a user writes it
+# (tests/fixtures/stacks/Pulumi.booted-site.yaml) through the inventory (site_mounts_from_spec); their clients
+# from the site's mirror (stand-in packages with the vendors' names: tests/standins/packages.py, site_mirror).
 # Each mount point's fstab source and type, as site_mounts writes them.
 SITE_FSTAB = {
     "/site/scratch": ("10.64.9.10@o2ib:10.64.9.11@o2ib:/scratch", "lustre"),
@@ -82,10 +78,9 @@ def site_runs(machine_pool: MachinePool, standin_sources: StandinSources, ipoib_
         # finds none, which a p5 would call an error. The script itself runs on loop devices standing in for
         # instance store in tests/playbooks/test_local_scratch.py.
         "local_scratch_required": False,
-        # The site's Lustre (o2ib), BeeGFS and WEKA, their clients from the site's mirror.
-        "site_mounts_mounts": SITE_MOUNTS,
-        # Its MGS NIDs are on o2ib: LNet's o2ib network on the machines' ib0 (the inventory's derivation).
-        "lustre_client_o2ib_networks": o2ib_networks(SITE_MOUNTS),
+        # The site's Lustre (o2ib), BeeGFS and WEKA as the inventory gives them (site_mounts_mounts), and LNet's
+        # o2ib network on the machines' ib0 for the Lustre's MGS NIDs (lustre_client_o2ib_networks).
+        **copy.deepcopy(site_mounts_from_spec()),
         **standin_sources.site_mirror_variables(),
     }
     if not Path("/proc/sys/kernel/yama").is_dir():

@@ -26,6 +26,10 @@ DCGMI_DIAG_RECORDED = HERE.parent / "fixtures" / "healthcheck" / "dcgmi-diag-r3-
 DCGMI_STANDIN_OUTPUT = "/etc/dcgmi-standin/diag.txt"
 EFA_INSTALLER_VERSION = "1.43.1"
 AWS_OFI_NCCL_VERSION = "1.16.3-1"
+# Where EFA installers put aws-ofi-nccl: lib/, or lib/x86_64-linux-gnu/ on Debian-family hosts (the nccl
+# role's nccl_aws_ofi_nccl_libdirs, in its order). The installer stand-in the bakes install uses the first;
+# tests/playbooks/test_nccl_plugin_dir.py lays out both to see the role pick the one holding the plugin.
+AWS_OFI_NCCL_LIBDIRS = ("/opt/amazon/ofi-nccl/lib", "/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu")
 # DOCA-OFED (rdma role, rdma_source doca): the release the role defaults to and the MLNX_OFED it carries
 # (DOCA 2.10.0 is MLNX_OFED 25.01-0.6.0.0: its repository's mlnx-fw-updater_25.01-0.6.0.0). The
 # metapackage's own version string is not recorded here: the stand-in uses the release number.
@@ -256,17 +260,18 @@ def efa_installer_packages() -> list[Package]:
             files={"/opt/amazon/efa/bin/fi_info": (HERE / "fi_info.sh").read_text().replace("@SYSFS@", STANDIN_SYSFS)},
             executables=frozenset({"/opt/amazon/efa/bin/fi_info"}),
         ),
-        # aws-ofi-nccl as the installer lays it out: the plugin and its libnccl-net.so alias.
-        Package(
-            "libnccl-ofi",
-            AWS_OFI_NCCL_VERSION,
-            depends=("libfabric1-aws",),
-            files={
-                "/opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so": "",
-                "/opt/amazon/ofi-nccl/lib/libnccl-net.so": "",
-            },
-        ),
+        aws_ofi_nccl(AWS_OFI_NCCL_LIBDIRS[0]),
     ]
+
+
+def aws_ofi_nccl(libdir: str) -> Package:
+    """aws-ofi-nccl as the installer lays it out in *libdir*: the plugin and its libnccl-net.so alias."""
+    return Package(
+        "libnccl-ofi",
+        AWS_OFI_NCCL_VERSION,
+        depends=("libfabric1-aws",),
+        files={f"{libdir}/libnccl-net-ofi.so": "", f"{libdir}/libnccl-net.so": ""},
+    )
 
 
 def lustre_repository() -> list[Package]:

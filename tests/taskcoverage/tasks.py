@@ -19,10 +19,6 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOKS = REPO / "playbooks"
 
-# Roles whose tasks another branch makes run, counted apart, not as gaps of this report (role -> why). Empty:
-# lustre_client and site_mounts (Lustre, BeeGFS and WEKA mounts, LNet) now run in the booted site test.
-ELSEWHERE: dict[str, str] = {}
-
 # Entries of a task list that Ansible reports no result for: static imports (what they import is listed
 # where it is) and meta tasks. Dynamic includes are tasks: they run, or are skipped on a condition.
 _NOT_TASKS = {"meta", "import_role", "import_tasks", "import_playbook"}
@@ -137,12 +133,14 @@ def read_log(paths: Iterable[Path]) -> Iterator[dict[str, object]]:
 
 def _relative(path: str, root: Path) -> str | None:
     """A recorded absolute path under *root* (or under the playbooks/ of another checkout: a worktree, a
-    clean clone) as a path relative to *root*'s parent; None for files outside any playbooks/."""
+    clean clone) as a path relative to *root*'s parent; None for files outside any playbooks/, and for the
+    test playbooks under another checkout's tests/ (tests/playbooks/*.yml play production roles, but are
+    not production playbooks themselves)."""
     try:
         return str(Path(path).resolve().relative_to(root.parent))
     except ValueError:
-        marker = f"/{root.name}/"
-        return root.name + "/" + path.split(marker, 1)[1] if marker in path else None
+        prefix, marker, rest = path.partition(f"/{root.name}/")
+        return f"{root.name}/{rest}" if marker and "tests" not in Path(prefix).parts else None
 
 
 def outcomes(
@@ -179,24 +177,12 @@ class Coverage:
     unmatched: set[str] = field(default_factory=set)
 
     @property
-    def counted(self) -> dict[Task, Outcome]:
-        return {task: o for task, o in self.outcomes.items() if task.role not in ELSEWHERE}
-
-    @property
     def not_run(self) -> list[tuple[Task, Outcome]]:
-        return [(task, o) for task, o in self.counted.items() if not o.ran]
+        return [(task, o) for task, o in self.outcomes.items() if not o.ran]
 
     def summary(self) -> str:
-        counted = self.counted
-        ran = sum(o.ran for o in counted.values())
-        elsewhere = {task: o for task, o in self.outcomes.items() if task.role in ELSEWHERE}
-        apart = (
-            f" ({len(elsewhere)} more in {', '.join(sorted(ELSEWHERE))}, {sum(o.ran for o in elsewhere.values())}"
-            " of them ran: not counted here)"
-        )
-        return f"production tasks: {len(counted)} counted, {ran} ran, {len(counted) - ran} did not" + (
-            apart if ELSEWHERE else ""
-        )
+        ran = sum(o.ran for o in self.outcomes.values())
+        return f"production tasks: {len(self.outcomes)} counted, {ran} ran, {len(self.outcomes) - ran} did not"
 
     def table(self) -> str:
         rows = [("role", "task", "where", "why it did not run")]

@@ -82,3 +82,15 @@ def test_a_verdict_task_that_failed_the_host_ran(tmp_path: Path, monkeypatch: py
     assert why["Fail the host on a verdict"] == "ran"
     # The host failed before the handlers and the play's own task: those did not run.
     assert why["Task of the play"] == "never reached"
+
+
+def test_results_recorded_in_another_checkout_count_but_its_test_playbooks_do_not() -> None:
+    """Sessions run in another worktree or a clean clone add up with this one's; the playbooks of its tests/
+    (which play production roles) are not production playbooks."""
+    from .tasks import PLAYBOOKS, _relative
+
+    role_task = "/elsewhere/clone/playbooks/roles/nccl/tasks/main.yml"
+    assert _relative(role_task, PLAYBOOKS) == "playbooks/roles/nccl/tasks/main.yml"
+    assert _relative("/elsewhere/clone/tests/playbooks/nccl_goldens.yml", PLAYBOOKS) is None
+    assert _relative("/elsewhere/clone/tests/taskcoverage/demo/playbooks/site.yml", PLAYBOOKS) is None
+    assert _relative("/elsewhere/clone/components/x.yml", PLAYBOOKS) is None
