@@ -616,6 +616,17 @@ def _instance_images(ec2: Ec2Api, ids: list[str]) -> dict[str, str]:
     return {i["InstanceId"]: i.get("ImageId", "") for r in reservations for i in r["Instances"]}
 
 
+def _accepts(client: Any, operation: str, parameter: str) -> bool:
+    """Whether the installed botocore knows *parameter*: Debian 12's python3-botocore (1.29) predates
+    ResolveAlias and refuses the whole call (ParamValidationError), as the booted test found. Without it a
+    resolve:ssm: image reads as unknown and the launch template version alone decides."""
+    try:
+        members = client.meta.service_model.operation_model(operation).input_shape.members
+    except AttributeError:  # a stand-in client without botocore's model
+        return True
+    return parameter in members
+
+
 def _template(ec2: Ec2Api, template: Mapping[str, str]) -> tuple[str | None, str | None]:
     """(AMI id, version number) of the launch template version the group launches.
 
@@ -626,8 +637,9 @@ def _template(ec2: Ec2Api, template: Mapping[str, str]) -> tuple[str | None, str
         return None, None
     key = {"LaunchTemplateId": template["LaunchTemplateId"]} if "LaunchTemplateId" in template else {
         "LaunchTemplateName": template["LaunchTemplateName"]}  # fmt: skip
+    resolve = {"ResolveAlias": True} if _accepts(ec2, "DescribeLaunchTemplateVersions", "ResolveAlias") else {}
     versions = ec2.describe_launch_template_versions(
-        **key, Versions=[str(template.get("Version", "$Default"))], ResolveAlias=True
+        **key, Versions=[str(template.get("Version", "$Default"))], **resolve
     )["LaunchTemplateVersions"]
     if not versions:
         return None, None

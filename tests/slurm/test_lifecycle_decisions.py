@@ -603,3 +603,37 @@ def test_without_version_numbers_the_ami_decides() -> None:
     asg = AutoScalingGroup("g", "cloud", 1, 1, 1, (), image_id="ami-new", template_id="lt-1", template_version=None)
     assert asg.outdated(Instance("i-1", "InService", "ami-old", "lt-1", "$Latest")) == "image ami-old -> ami-new"
     assert asg.outdated(Instance("i-2", "InService", "ami-new", "lt-1", "$Latest")) is None
+
+
+def test_a_botocore_without_resolve_alias_still_reads_the_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Debian 12's python3-botocore (1.29, what the controller runs) predates ResolveAlias and refuses any
+    call naming it (the booted test's first run with it: every cycle failed). The parameter is left out
+    where the model lacks it; a resolve:ssm: image then reads as unknown and the version decides."""
+    from botocore.exceptions import ParamValidationError  # type: ignore[import-untyped,unused-ignore]
+    from botocore.stub import Stubber  # type: ignore[import-untyped,unused-ignore]
+
+    from gpuforge.nodes.lifecycle import _template
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    ec2 = boto3.client("ec2", region_name=REGION)
+    shape = ec2.meta.service_model.operation_model("DescribeLaunchTemplateVersions").input_shape
+    monkeypatch.delitem(shape.members, "ResolveAlias")  # the older model, as Debian's botocore has it
+    with pytest.raises(ParamValidationError):
+        ec2.describe_launch_template_versions(LaunchTemplateId="lt-0123456789abcdef0", ResolveAlias=True)
+    template = "lt-0123456789abcdef0"
+    with Stubber(ec2) as stub:
+        stub.add_response(
+            "describe_launch_template_versions",
+            {
+                "LaunchTemplateVersions": [
+                    {
+                        "LaunchTemplateId": template,
+                        "VersionNumber": 4,
+                        "LaunchTemplateData": {"ImageId": "resolve:ssm:/x"},
+                    }
+                ]
+            },
+            {"LaunchTemplateId": template, "Versions": ["4"]},
+        )
+        assert _template(ec2, {"LaunchTemplateId": template, "Version": "4"}) == (None, "4")
