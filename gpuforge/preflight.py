@@ -112,6 +112,7 @@ def preflight(
     report = PreflightReport(stack, resolved.spec.region or "")
     groups = resolved.node_groups
     for name, group in groups.items():
+        report.findings += check_block_start(name, group, now)
         report.findings += check_reservation(name, group, clients.ec2, now, report.checked)
         report.findings += check_image(name, group, clients, report.checked)
     report.findings += check_quotas(groups, clients, report.checked, resolved.spec.name)
@@ -189,6 +190,25 @@ def _reservation_findings(path: str, group: ResolvedNodeGroup, cr: dict[str, Any
     if block:
         findings += _block_window(path, capacity, cr, now)
     return findings
+
+
+def check_block_start(name: str, group: ResolvedNodeGroup, now: datetime) -> list[Finding]:
+    """A Capacity Block that has started, at deploy: the group's block-start scheduled action lies in the
+    past, and "if you try to schedule your action in the past, Amazon EC2 Auto Scaling returns an error
+    message" (EC2 Auto Scaling API Reference, PutScheduledUpdateGroupAction). From the spec alone, so it
+    holds where DescribeCapacityReservations cannot be asked; an ended block is _block_window's finding."""
+    block = group.spec.capacity
+    if block.type != "capacity_block" or not block.start <= now < block.end:
+        return []
+    return [
+        Finding(
+            f"cluster.node_groups[{name}].capacity.start",
+            f"the block started {block.start.isoformat()}: a deploy that creates the group's block-start "
+            "scheduled action (gpuforge-block-start) fails, AWS refuses a scheduled action in the past",
+            f"deploy the group before its block starts (by {block.start.isoformat()}); a redeploy that "
+            "leaves the group and its scheduled actions as they are does not create the action and is not affected",
+        )
+    ]
 
 
 def _block_window(path: str, block: Any, cr: dict[str, Any], now: datetime) -> list[Finding]:

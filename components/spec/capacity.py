@@ -42,9 +42,10 @@ EKS_UPDATE_RESERVED = "MINIMAL"
 UpdateStrategy = Literal["drain", "instance_refresh"]
 # What rolls a group's nodes once the default is applied: an EKS managed group rolls by itself.
 EffectiveUpdateStrategy = Literal["drain", "instance_refresh", "eks_managed"]
-# Orchestrators that can grow and shrink a group: Slurm's scaler (gpuforge/nodes) and EKS
-# (the cluster autoscaler or Karpenter against the managed group's min/max).
-ELASTIC_ORCHESTRATORS = ("slurm", "eks")
+# Orchestrators that can grow and shrink a group: Slurm's, through gpuforge-lifecycle on the controller
+# (gpuforge/nodes/lifecycle.py). Not EKS or Kubernetes: gpuforge installs no cluster autoscaler or
+# Karpenter, so a managed group's min/max would only hold it at min.
+ELASTIC_ORCHESTRATORS = ("slurm",)
 
 
 class Scaling(SpecModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .capacity import ELASTIC_ORCHESTRATORS
 from .errors import SpecIssue
-from .models import NodeGroup
+from .models import KUBERNETES_ORCHESTRATORS, NodeGroup
 
 
 def check_group_capacity(path: str, group: NodeGroup) -> list[SpecIssue]:
@@ -17,12 +17,22 @@ def _elastic(path: str, group: NodeGroup) -> list[SpecIssue]:
     if group.scaling is None:
         return []
     issues: list[SpecIssue] = []
-    if group.orchestrator not in ELASTIC_ORCHESTRATORS:
+    if group.orchestrator in KUBERNETES_ORCHESTRATORS:
+        issues.append(
+            SpecIssue(
+                f"{path}.scaling",
+                f"nothing scales a group of orchestrator {group.orchestrator}: gpuforge installs no cluster "
+                "autoscaler or Karpenter, so the group would stay at min while pods pend",
+                "replace scaling with count: N, or run the group under orchestrator: slurm (gpuforge-lifecycle "
+                "scales it with the queue)",
+            )
+        )
+    elif group.orchestrator not in ELASTIC_ORCHESTRATORS:
         issues.append(
             SpecIssue(
                 f"{path}.scaling",
                 f"an elastic group needs a scheduler that asks for nodes; orchestrator is {group.orchestrator}",
-                "set orchestrator: slurm (or eks), or replace scaling with count: N",
+                "set orchestrator: slurm, or replace scaling with count: N",
             )
         )
     if group.capacity.type in ("capacity_reservation", "capacity_block"):

@@ -361,7 +361,7 @@ class NodeGroup(SpecModel):
     scaling: Scaling | None = Field(
         default=None,
         description="An elastic group instead of count: min to max nodes following the queue (AWS placement, "
-        "orchestrator slurm or eks; not in a reservation or Capacity Block).",
+        "orchestrator slurm, scaled by gpuforge-lifecycle; not in a reservation or Capacity Block).",
     )
     spares: int = Field(default=0, ge=0, le=MAX_NODES_PER_GROUP, description="Hot spares kept running beside them.")
     update_strategy: UpdateStrategy | None = Field(

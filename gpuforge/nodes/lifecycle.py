@@ -12,12 +12,15 @@ Each cycle reads Slurm (scontrol, squeue) and the Auto Scaling groups (boto3), d
 - Replacement: a node drained by a gpuforge health check (reason ``gpuforge prolog:``, ``gpuforge
   epilog:``, ``gpuforge check:``) is terminated once idle WITHOUT decrementing the desired capacity, so
   the group launches a replacement; spares keep the partition's size meanwhile.
-- Rolling update (ParallelCluster's DRAIN strategy): an instance whose AMI differs from its group's
-  launch template is drained (at most ``rolling_batch`` per group at a time), and replaced once idle.
+- Rolling update (ParallelCluster's DRAIN strategy): an instance launched from another launch template
+  version than its group's (or, where AWS reports no version, from another AMI) is drained (at most
+  ``rolling_batch`` per group at a time), and replaced once idle.
 - Fabric gate: a gated group's nodes register drained (slurmd ``--conf "State=DRAIN ..."``); the
   gate runs nccl-tests through srun on the node alone and with a healthy neighbour, each against its
   floor (a fraction of the catalog's reference busbw), then resumes the node or leaves it drained with
-  the measured figure as the reason.
+  the measured figure as the reason. Where no node of the type serves yet (a first deploy, a group
+  scaling from zero), nodes awaiting the gate are tested in pairs; a lone one waits for a partner (an
+  elastic group launches one).
 
 A node with jobs is never terminated: only a drained node (no new jobs) that Slurm reports without
 jobs is. A node maps to its instance by its Slurm name, ``<group>-<instance id>``, which the node sets at
@@ -54,9 +57,16 @@ CONFIG_PATH = Path("/etc/gpuforge/lifecycle.json")
 NODE_GROUP_TAG = "gpuforge:node-group"
 CLUSTER_TAG = "gpuforge:cluster"
 # Reasons gpuforge's health checks drain a node with (the prolog/epilog script, `gpuforge check --drain`).
-HEALTH_REASON_PREFIXES = ("gpuforge prolog:", "gpuforge epilog:", "gpuforge check:")
+HEALTH_REASON_PREFIXES = ("gpuforge prolog:", "gpuforge epilog:", "gpuforge health:", "gpuforge check:")
 GATE_PENDING = "gpuforge gate: awaiting acceptance"
 GATE_FAILED = "gpuforge gate failed:"
+# Passed alone, waits for a second node of its type to run the two-node test with: retried every cycle.
+GATE_WAITING = "gpuforge gate: waiting for a neighbour:"
+# Two new nodes failed their two-node test together: either may be the bad one, so each is tested
+# again once a node of its type serves (an elastic group replaces them instead).
+GATE_RETEST = "gpuforge gate: retest with a serving neighbour:"
+# What an older gpuforge-lifecycle wrote when no neighbour served; it is a wait, not a failure.
+_LEGACY_NO_NEIGHBOUR = "gpuforge gate failed: two-node test not run"
 ROLLING = "gpuforge rolling update:"
 SCALEDOWN = "gpuforge scale-down:"
 # Pending reasons more nodes cannot help (a dependency, a hold, a limit, a time).
@@ -185,6 +195,9 @@ class Instance:
     instance_id: str
     lifecycle_state: str  # Pending, InService, Terminating, ...
     image_id: str | None = None
+    # The launch template (id, version) the instance was launched from (DescribeAutoScalingGroups).
+    template_id: str | None = None
+    template_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -196,6 +209,20 @@ class AutoScalingGroup:
     max_size: int
     instances: tuple[Instance, ...]
     image_id: str | None = None  # the AMI of the launch template version the group launches
+    template_id: str | None = None
+    template_version: str | None = None  # that version's number
+
+    def outdated(self, instance: Instance) -> str | None:
+        """Why *instance* runs something else than the group launches now, or None.
+
+        The launch template version decides where both are numbers (any template change: image, user
+        data, ...); the AMI where AWS reports no number (``$Latest``/``$Default`` or nothing)."""
+        if self.image_id and instance.image_id and instance.image_id != self.image_id:
+            return f"image {instance.image_id} -> {self.image_id}"
+        ours, theirs = self.template_version or "", instance.template_version or ""
+        if ours.isdigit() and theirs.isdigit() and (theirs, instance.template_id) != (ours, self.template_id):
+            return f"launch template {instance.template_id} v{theirs} -> {self.template_id} v{ours}"
+        return None
 
 
 # --- what the cycle does ------------------------------------------------------------------------
@@ -227,11 +254,14 @@ class Terminate:
 
 @dataclass(frozen=True)
 class Accept:
-    """Run the fabric gate on *node* (and *neighbour*, a healthy node of the same type)."""
+    """Run the fabric gate on *nodes* (one, or two new nodes tested as a pair) with *neighbour*, a serving
+    node of the same type, when there is one. *alone*: the group can never hold a second node of its
+    type, so a node passing its single-node test is admitted without the two-node test (said so)."""
 
     group: str
-    node: str
+    nodes: tuple[str, ...]
     neighbour: str | None
+    alone: bool = False
 
 
 @dataclass(frozen=True)
@@ -297,7 +327,8 @@ def _decide_group(
     registered = {n: nodes[n] for n in by_node if n in nodes}
     in_service = len(live)
     leaving = 0  # instances this cycle terminates with the desired capacity decremented
-    accepting = 0  # registered drained, awaiting the gate: capacity on its way, like a booting instance
+    awaiting: list[str] = []  # registered drained, awaiting the gate: capacity on its way
+    neighbour = _neighbour(config, policy, nodes)
 
     for name, node in registered.items():
         instance = by_node[name]
@@ -308,13 +339,19 @@ def _decide_group(
                 )
             else:
                 decision.notes.append(f"{name}: drained by its health check, waiting for its jobs to end")
-        elif policy.gate is not None and "DRAIN" in node.flags and node.reason in ("", GATE_PENDING):
-            # Registered drained (slurmd -Z --conf "State=DRAIN ...": Slurm keeps no reason), or sent back.
-            decision.actions.append(Accept(policy.name, name, _neighbour(config, policy, nodes, exclude=name)))
-            accepting += 1
+        elif policy.gate is not None and "DRAIN" in node.flags and _awaits_gate(node.reason, neighbour):
+            awaiting.append(name)
+        elif policy.gate is not None and policy.elastic and node.drained and _gate_rejected(node.reason):
+            # An elastic group does not keep a rejected node (it costs money and serves nothing); the
+            # measured figure is in this cycle's log. Below min, the group replaces it instead.
+            decrement = in_service - leaving > policy.min_nodes
+            decision.actions.append(Terminate(asg.name, instance.instance_id, name, decrement, node.reason))
+            leaving += decrement
+    partner_wanted = _plan_gates(config, policy, nodes, awaiting, neighbour, decision)
 
-    # Rolling update: instances launched from another AMI than the group's launch template now names.
-    outdated = [n for n, i in by_node.items() if asg.image_id and i.image_id and i.image_id != asg.image_id]
+    # Rolling update: instances launched from another launch template version (or AMI) than the group's.
+    why_outdated = {n: why for n, i in by_node.items() if (why := asg.outdated(i))}
+    outdated = list(why_outdated)
     rolling = [n for n in outdated if n in registered and registered[n].reason.startswith(ROLLING)]
     for name in rolling:
         if registered[name].drained:
@@ -327,7 +364,7 @@ def _decide_group(
             break
         candidate = registered.get(name)
         if candidate is not None and "DRAIN" not in candidate.flags:
-            reason = f"{ROLLING} image {by_node[name].image_id} -> {asg.image_id}"
+            reason = f"{ROLLING} {why_outdated[name]}"
             decision.actions.append(Drain(name, reason))
             budget -= 1
 
@@ -335,11 +372,21 @@ def _decide_group(
         return
     needed = _needed_nodes(policy, pending)
     idle = [n for n, node in registered.items() if node.serving and not node.has_jobs]
-    booting = max(0, asg.desired - len(registered)) + accepting
-    if needed:
+    launching = max(0, asg.desired - len(registered))
+    booting = launching + len(awaiting)
+    want = asg.desired
+    whys = []
+    if needed and asg.desired + max(0, needed - len(idle) - booting) > asg.desired:
         want = min(policy.max_nodes, asg.desired + max(0, needed - len(idle) - booting))
-        if want > asg.desired:
-            decision.actions.append(SetDesired(asg.name, want, f"{needed} node(s) wanted by pending jobs"))
+        whys.append(f"{needed} node(s) wanted by pending jobs")
+    if partner_wanted and not launching and want == asg.desired and asg.desired < policy.max_nodes:
+        # A lone node awaiting its gate and nothing of its type serving or booting: one more node to run
+        # the two-node test with (it serves too, and scale-down takes it back once idle).
+        want = asg.desired + 1
+        whys.append(f"a gate partner for {partner_wanted}")
+    if want > asg.desired:
+        decision.actions.append(SetDesired(asg.name, want, "; ".join(whys)))
+    if needed:
         return
     # Scale down: idle past the group's idle time, oldest first, never below min.
     idle_limit = timedelta(minutes=policy.scaledown_idle_minutes)
@@ -358,16 +405,60 @@ def _decide_group(
             leaving += 1
 
 
-def _neighbour(
-    config: LifecycleConfig, policy: GroupPolicy, nodes: Mapping[str, SlurmNode], exclude: str
-) -> str | None:
+def _neighbour(config: LifecycleConfig, policy: GroupPolicy, nodes: Mapping[str, SlurmNode]) -> str | None:
     """A healthy, idle node of the same instance type to run the pairwise test with."""
     same_type = {g.name for g in config.groups.values() if g.instance_type == policy.instance_type}
     for name in sorted(nodes):
         node = nodes[name]
-        if name != exclude and node.serving and not node.has_jobs and node.group in same_type:
+        if node.serving and not node.has_jobs and node.group in same_type:
             return name
     return None
+
+
+def _awaits_gate(reason: str, neighbour: str | None) -> bool:
+    """A drained node the gate should test this cycle."""
+    if reason in ("", GATE_PENDING) or reason.startswith((GATE_WAITING, _LEGACY_NO_NEIGHBOUR)):
+        # Registered drained (slurmd -Z --conf "State=DRAIN ...": Slurm keeps no reason), sent back, or
+        # still waiting for a neighbour.
+        return True
+    return reason.startswith(GATE_RETEST) and neighbour is not None
+
+
+def _gate_rejected(reason: str) -> bool:
+    return reason.startswith((GATE_FAILED, GATE_RETEST)) and not reason.startswith(_LEGACY_NO_NEIGHBOUR)
+
+
+def _plan_gates(
+    config: LifecycleConfig,
+    policy: GroupPolicy,
+    nodes: Mapping[str, SlurmNode],
+    awaiting: Sequence[str],
+    neighbour: str | None,
+    decision: Decision,
+) -> str | None:
+    """Accept actions for the nodes awaiting the gate; the lone node that needs a partner, if any.
+
+    With a serving neighbour each node is tested with it. Without one (a first deploy registers every
+    node drained; a group scaling from zero has nothing serving), the awaiting nodes are tested in pairs.
+    A lone node gets its single-node test and then waits for a partner."""
+    if neighbour is not None:
+        decision.actions.extend(Accept(policy.name, (name,), neighbour) for name in sorted(awaiting))
+        return None
+    ordered = sorted(awaiting)
+    pairs = zip(ordered[0::2], ordered[1::2], strict=False)  # the odd one out, if any, is handled below
+    decision.actions.extend(Accept(policy.name, pair, None) for pair in pairs)
+    if len(ordered) % 2 == 0:
+        return None
+    lone = ordered[-1]
+    same_type = [g for g in config.groups.values() if g.instance_type == policy.instance_type]
+    if sum(g.max_nodes for g in same_type) <= 1 and all(g.name == policy.name for g in same_type):
+        decision.actions.append(Accept(policy.name, (lone,), None, alone=True))
+        return None
+    if nodes[lone].reason.startswith(GATE_WAITING):
+        decision.notes.append(f"{lone}: passed alone, waits for a node of its type for the two-node test")
+    else:
+        decision.actions.append(Accept(policy.name, (lone,), None))
+    return lone
 
 
 # --- Slurm --------------------------------------------------------------------------------------
@@ -493,6 +584,8 @@ def read_groups(config: LifecycleConfig, autoscaling: AutoScalingApi, ec2: Ec2Ap
             continue
         ids = [i["InstanceId"] for i in raw.get("Instances", [])]
         images = _instance_images(ec2, ids)
+        template = raw.get("LaunchTemplate") or {}
+        image_id, version = _template(ec2, template)
         found[group] = AutoScalingGroup(
             name=raw["AutoScalingGroupName"],
             group=group,
@@ -500,10 +593,18 @@ def read_groups(config: LifecycleConfig, autoscaling: AutoScalingApi, ec2: Ec2Ap
             min_size=raw["MinSize"],
             max_size=raw["MaxSize"],
             instances=tuple(
-                Instance(i["InstanceId"], i["LifecycleState"], images.get(i["InstanceId"]))
+                Instance(
+                    i["InstanceId"],
+                    i["LifecycleState"],
+                    images.get(i["InstanceId"]),
+                    (i.get("LaunchTemplate") or {}).get("LaunchTemplateId"),
+                    (i.get("LaunchTemplate") or {}).get("Version"),
+                )
                 for i in raw.get("Instances", [])
             ),
-            image_id=_template_image(ec2, raw.get("LaunchTemplate")),
+            image_id=image_id,
+            template_id=template.get("LaunchTemplateId"),
+            template_version=version,
         )
     return found
 
@@ -515,15 +616,36 @@ def _instance_images(ec2: Ec2Api, ids: list[str]) -> dict[str, str]:
     return {i["InstanceId"]: i.get("ImageId", "") for r in reservations for i in r["Instances"]}
 
 
-def _template_image(ec2: Ec2Api, template: Mapping[str, str] | None) -> str | None:
-    """The AMI of the launch template version the group launches (its explicit, pinned version)."""
+def _accepts(client: Any, operation: str, parameter: str) -> bool:
+    """Whether the installed botocore knows *parameter*: Debian 12's python3-botocore (1.29) predates
+    ResolveAlias and refuses the whole call (ParamValidationError), as the booted test found. Without it a
+    resolve:ssm: image reads as unknown and the launch template version alone decides."""
+    try:
+        members = client.meta.service_model.operation_model(operation).input_shape.members
+    except AttributeError:  # a stand-in client without botocore's model
+        return True
+    return parameter in members
+
+
+def _template(ec2: Ec2Api, template: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """(AMI id, version number) of the launch template version the group launches.
+
+    ResolveAlias: a template whose image is ``resolve:ssm:<parameter>`` answers with the AMI the parameter
+    names today instead of the parameter string, which no instance's ImageId would ever equal (EC2 API,
+    DescribeLaunchTemplateVersions; default false)."""
     if not template:
-        return None
+        return None, None
     key = {"LaunchTemplateId": template["LaunchTemplateId"]} if "LaunchTemplateId" in template else {
         "LaunchTemplateName": template["LaunchTemplateName"]}  # fmt: skip
-    versions = ec2.describe_launch_template_versions(**key, Versions=[str(template.get("Version", "$Default"))])
-    data = versions["LaunchTemplateVersions"]
-    return data[0]["LaunchTemplateData"].get("ImageId") if data else None
+    resolve = {"ResolveAlias": True} if _accepts(ec2, "DescribeLaunchTemplateVersions", "ResolveAlias") else {}
+    versions = ec2.describe_launch_template_versions(
+        **key, Versions=[str(template.get("Version", "$Default"))], **resolve
+    )["LaunchTemplateVersions"]
+    if not versions:
+        return None, None
+    image = versions[0]["LaunchTemplateData"].get("ImageId")
+    number = versions[0].get("VersionNumber")
+    return (None if image and image.startswith("resolve:ssm:") else image), (None if number is None else str(number))
 
 
 # --- the fabric gate ----------------------------------------------------------------------------
@@ -532,12 +654,16 @@ def _template_image(ec2: Ec2Api, template: Mapping[str, str] | None) -> str | No
 @dataclass(frozen=True)
 class GateResult:
     node: str
-    problems: tuple[str, ...]
+    verdict: str  # "admitted", or the reason the node stays drained with
     figures: Mapping[str, float | None]
+    notes: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
-        return not self.problems
+        return self.verdict == ADMITTED
+
+
+ADMITTED = "admitted"
 
 
 def judge_nccl(
@@ -557,37 +683,75 @@ def judge_nccl(
     return None, busbw
 
 
-def run_gate(slurm: Slurm, gate: GatePolicy, partition: str, node: str, neighbour: str | None) -> GateResult:
-    """nccl-tests on *node* alone, then with *neighbour*, inside a root-only maintenance reservation so no
-    user job lands on the node before it is judged."""
-    reservation = f"gpuforge-gate-{node}"
-    members = [node] + ([neighbour] if neighbour else [])
-    problems: list[str] = []
-    figures: dict[str, float | None] = {}
+def run_gate(
+    slurm: Slurm,
+    gate: GatePolicy,
+    partition: str,
+    nodes: Sequence[str],
+    neighbour: str | None,
+    alone: bool = False,
+) -> list[GateResult]:
+    """nccl-tests on each of *nodes* alone, then two nodes together (a node with the serving *neighbour*,
+    or the two new *nodes* as a pair), inside a root-only maintenance reservation so no user job lands on
+    a node before it is judged. Every node ends admitted or drained with the reason."""
+    reservation = f"gpuforge-gate-{nodes[0]}"
+    problems: dict[str, list[str]] = {n: [] for n in nodes}
+    figures: dict[str, dict[str, float | None]] = {n: {} for n in nodes}
+    notes: list[str] = []
+    verdicts: dict[str, str] = {}
     bench = [gate.nccl_tests, "-b", str(gate.message_bytes), "-e", str(gate.message_bytes), "-g", "1"]
-    slurm.reserve(reservation, members)
+    base = ["srun", f"--reservation={reservation}", f"--partition={partition}", f"--mpi={gate.mpi}",
+            f"--ntasks-per-node={gate.gpus}", f"--time={max(1, gate.timeout_s // 60)}"]  # fmt: skip
+
+    def run(label: str, where: Sequence[str], floor: float | None) -> tuple[str | None, float | None]:
+        rc, out = slurm.srun([*base, f"-N{len(where)}", f"--nodelist={','.join(where)}", *bench], gate.timeout_s)
+        return judge_nccl(label, out, rc, floor, gate.message_bytes)
+
+    slurm.reserve(reservation, [*nodes, *([neighbour] if neighbour else [])])
     try:
-        slurm.resume(node)
-        base = ["srun", f"--reservation={reservation}", f"--partition={partition}", f"--mpi={gate.mpi}",
-                f"--ntasks-per-node={gate.gpus}", f"--time={max(1, gate.timeout_s // 60)}"]  # fmt: skip
-        runs = [("single-node", ["-N1", f"--nodelist={node}"], gate.single_node_floor_gbps)]
-        if neighbour:
-            runs.append(
-                (f"two-node with {neighbour}", ["-N2", f"--nodelist={node},{neighbour}"], gate.two_node_floor_gbps)
-            )
-        else:
-            LOG.warning("%s: no healthy neighbour of its type, the two-node test waits for one", node)
-            problems.append("two-node test not run: no healthy neighbour of its type")
-        for label, where, floor in runs:
-            rc, out = slurm.srun([*base, *where, *bench], timeout=gate.timeout_s)
-            problem, figures[label] = judge_nccl(label, out, rc, floor, gate.message_bytes)
+        for node in nodes:
+            slurm.resume(node)
+        if gate.single_node_floor_gbps is None:
+            notes.append("single-node: the catalog has no floor for this type, its figure is reported only")
+        for node in nodes:
+            problem, figures[node]["single-node"] = run("single-node", [node], gate.single_node_floor_gbps)
             if problem:
-                problems.append(problem)
+                problems[node].append(problem)
+                verdicts[node] = f"{GATE_FAILED} {problem}"
+        healthy = [n for n in nodes if not problems[n]]
+        if neighbour is not None:
+            for node in healthy:
+                label = f"two-node with {neighbour}"
+                problem, figures[node][label] = run(label, [node, neighbour], gate.two_node_floor_gbps)
+                verdicts[node] = f"{GATE_FAILED} {problem}" if problem else ADMITTED
+        elif len(healthy) == 2:
+            first, second = healthy
+            label = f"two-node pair {first},{second}"
+            problem, busbw = run(label, healthy, gate.two_node_floor_gbps)
+            for node in healthy:
+                figures[node][label] = busbw
+                # Two new nodes: either may be the bad one, so neither is judged until one serves.
+                verdicts[node] = f"{GATE_RETEST} {problem}" if problem else ADMITTED
+        elif alone:
+            for node in healthy:
+                notes.append("two-node: not run, the group holds one node of its type")
+                verdicts[node] = ADMITTED
+        else:
+            for node in healthy:
+                single = figures[node].get("single-node")
+                verdicts[node] = f"{GATE_WAITING} single-node passed ({single} GB/s), two-node test not run yet"
     finally:
-        if problems:
-            slurm.drain(node, f"{GATE_FAILED} " + "; ".join(problems))
+        for node in nodes:
+            verdict = verdicts.get(node, GATE_PENDING)  # cut short: tested again next cycle
+            current = slurm.nodes().get(node)
+            if current is not None and current.reason.startswith(HEALTH_REASON_PREFIXES):
+                # The prolog (or a health check) drained it during the gate: its reason is the one that
+                # gets the node replaced, so it stays.
+                verdicts[node] = current.reason
+            elif verdict != ADMITTED:
+                slurm.drain(node, verdict)
         slurm.unreserve(reservation)
-    return GateResult(node, tuple(problems), figures)
+    return [GateResult(n, verdicts[n], figures[n], tuple(notes)) for n in nodes]
 
 
 # --- the cycle ----------------------------------------------------------------------------------
@@ -620,10 +784,11 @@ def act(decision: Decision, config: LifecycleConfig, slurm: Slurm, autoscaling: 
         elif isinstance(action, Accept):
             gate = config.groups[action.group].gate
             assert gate is not None
-            result = run_gate(slurm, gate, config.gate_partition, action.node, action.neighbour)
-            figures = ", ".join(f"{k} {v:g} GB/s" for k, v in result.figures.items() if v is not None)
-            verdict = "admitted" if result.passed else "kept drained: " + "; ".join(result.problems)
-            done.append(f"{action.node}: gate {verdict} ({figures or 'no figures'})")
+            for result in run_gate(slurm, gate, config.gate_partition, action.nodes, action.neighbour, action.alone):
+                figures = ", ".join(f"{k} {v:g} GB/s" for k, v in result.figures.items() if v is not None)
+                said = "; ".join([figures or "no figures", *result.notes])
+                verdict = "admitted" if result.passed else f"kept drained: {result.verdict}"
+                done.append(f"{result.node}: gate {verdict} ({said})")
         elif isinstance(action, Forget):
             slurm.delete(action.node)
             done.append(f"{action.node}: deleted from Slurm, its instance left the group")
@@ -653,10 +818,10 @@ def roll(config: LifecycleConfig, slurm: Slurm, autoscaling: AutoScalingApi, ec2
         asg = read_groups(config, autoscaling, ec2).get(group)
         if asg is None:
             raise SystemExit(f"no Auto Scaling group tagged {NODE_GROUP_TAG}={group} in cluster {config.cluster}")
-        left = [i.instance_id for i in asg.instances if i.image_id != asg.image_id]
+        left = [i.instance_id for i in asg.instances if asg.outdated(i)]
         if not left:
             return 0
-        LOG.info("%s: %d instance(s) on another image: %s", group, len(left), ", ".join(left))
+        LOG.info("%s: %d instance(s) on another launch template or image: %s", group, len(left), ", ".join(left))
         cycle(config, slurm, autoscaling, ec2)
         time.sleep(every_s)
     return 1

@@ -36,6 +36,17 @@ STATE_SAVE_LOCATION = "/var/spool/slurmctld"
 # The shared state directory's root, as the slurm_controller role makes StateSaveLocation.
 STATE_OWNER = {"owner": "slurm", "group": "slurm", "mode": "0750"}
 JOB_TMPFS_BASE = "/var/spool/slurmd-tmpfs"
+# slurmd's periodic health check (issue 12): the prolog's quick check (slurm_compute role, linked under this
+# name) on idle nodes between jobs, so a node that fails while idle is drained ("gpuforge health: ...")
+# and replaced by gpuforge-lifecycle before a job lands on it. IDLE, not NONDRAINED_IDLE: that state is
+# Slurm 23.02's (NEWS, 23.02.0), Debian 12 ships 22.05; the script leaves a drained node's reason alone.
+# Every 5 minutes: the checks read nvidia-smi, the kernel log and sysfs (seconds), so the cost is nil,
+# and a node found bad waits at most this long before it is drained.
+HEALTH_CHECK = {
+    "program": "/usr/local/sbin/gpuforge-periodic-healthcheck",
+    "interval_s": 300,
+    "node_state": "IDLE",
+}
 MARIADB_PORT = 3306
 # SPANK plugins' configuration files: plugstack.conf (served by the controller) includes them on each node.
 PLUGSTACK_DIR = "/etc/slurm/plugstack.conf.d"
@@ -182,6 +193,7 @@ def slurm_config(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> dict
         "job_container": {"enabled": sched.spec.job_tmpfs, "base_path": JOB_TMPFS_BASE},
         "prolog": "/etc/slurm/prolog.d/*",
         "epilog": "/etc/slurm/epilog.d/*",
+        "health_check": HEALTH_CHECK,
         "accounting": _accounting(resolved, sched),
         "secrets": _secrets(resolved, sched),
         "home": _home(resolved, sched),

@@ -14,6 +14,7 @@ from rich.tree import Tree
 from gpuforge.plan.model import Plan, PlanResource
 from gpuforge.plan.policy_check import console_policies, markdown_policies
 from gpuforge.plan.summary import NODE_GROUP
+from gpuforge.review.pins import pin_warnings
 from gpuforge.review.windows import block_windows
 
 
@@ -60,6 +61,7 @@ def summary_rows(plan: Plan) -> list[tuple[str, str]]:
         ("monthly cost (on-demand)", _cost(plan)),
         *placement_rows(plan),
         *[("Capacity Block", w.text()) for w in block_windows(r.inputs for r in plan.by_type(NODE_GROUP))],
+        *[("unpinned image", line) for line in pin_warnings(plan)],
     ]
 
 
@@ -166,7 +168,7 @@ def site_table(plan: Plan) -> Table:
 def summary_table(plan: Plan) -> Table:
     table = Table(title=f"plan: {plan.stack}", show_header=False, title_justify="left")
     for key, value in summary_rows(plan):
-        table.add_row(key, value)
+        table.add_row(key, escape(value))  # values are plain text: node_groups[train] is no markup
     return table
 
 

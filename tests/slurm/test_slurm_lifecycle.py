@@ -27,9 +27,12 @@ from typing import Any
 import boto3  # type: ignore[import-untyped,unused-ignore]
 import pytest
 
+from components.spec import resolve
 from gpuforge.nodes.bake import run_playbook
 from gpuforge.nodes.lifecycle import GATE_FAILED, GATE_PENDING, node_name
+from gpuforge.plan.stacks import load_stack
 from gpuforge.render.lifecycle import gate_floors
+from gpuforge.render.slurm import slurm_config
 from tests.standins.moto_server import CREDENTIALS, boto3_args, moto_server
 
 from .cluster import CLOUD_GROUP, CLUSTER, GPUS, NVIDIA_SMI_CSV, STANDIN_DIR, SlurmCluster, wait_for
@@ -40,7 +43,6 @@ REGION = "us-east-1"
 GROUP = CLOUD_GROUP
 INSTANCE_TYPE = "g5.12xlarge"  # the dev stack's GPU type (A10G); its floors come from the catalog
 OLD_IMAGE, NEW_IMAGE = "ami-0a1b2c3d4e5f60001", "ami-0a1b2c3d4e5f60002"
-NCCL_TESTS = "/opt/nccl-tests/build/all_reduce_perf"
 FLOORS = gate_floors(INSTANCE_TYPE)
 assert FLOORS.two_node_gbps is not None
 GOOD_BUSBW, POOR_BUSBW = round(FLOORS.two_node_gbps / 0.9 * 0.98, 2), round(FLOORS.two_node_gbps / 2, 2)
@@ -136,29 +138,24 @@ def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def _lifecycle_config(endpoint: str) -> dict[str, Any]:
-    gate = {
-        "single_node_floor_gbps": FLOORS.single_node_gbps,
-        "two_node_floor_gbps": FLOORS.two_node_gbps,
-        "message_bytes": FLOORS.message_bytes,
-        "nccl_tests": NCCL_TESTS,
-        "gpus": GPUS,
-    }
+    """The dev stack's rendered slurm_config.lifecycle (its elastic GPU group, the gate's floors from the
+    catalog), fitted to these machines where they differ from dev's."""
+    rendered = slurm_config(resolve(load_stack("dev").cluster, "dev"))["lifecycle"]
+    (train,) = [group for group in rendered["groups"].values() if group["gate"]]
+    assert train["instance_type"] == INSTANCE_TYPE and train["elastic"] and (train["min"], train["max"]) == (0, 2)
+    assert train["gate"]["two_node_floor_gbps"] == FLOORS.two_node_gbps
     return {
+        **rendered,
         "cluster": CLUSTER,
-        "region": REGION,
-        "endpoint_url": endpoint,
-        "rolling_batch": 1,
-        "gate_partition": "gpuforge-gate",
+        "endpoint_url": endpoint,  # moto_server
         "groups": {
-            # Scale-down after 0 minutes idle: the step that proves it need not wait.
             GROUP: {
-                "partitions": [GROUP],
-                "instance_type": INSTANCE_TYPE,
-                "elastic": True,
-                "min": 0,
-                "max": 2,
+                **train,
+                "partitions": [GROUP],  # these machines' cloud partition
+                # Scale-down after 0 minutes idle: the step that proves it need not wait.
                 "scaledown_idle_minutes": 0,
-                "gate": gate,
+                # One task per GPU: the stand-in machines have GPUS, not the A10G's 4 (and as few CPUs).
+                "gate": {**train["gate"], "gpus": GPUS},
             },
             # The static computes: no Auto Scaling group (on premises), the gate's healthy neighbours.
             "gpu": {"partitions": ["gpu"], "instance_type": INSTANCE_TYPE},
@@ -190,7 +187,7 @@ def lifecycle(slurm_cluster: SlurmCluster, moto_endpoint: str) -> Iterator[Lifec
     )
     cluster = slurm_cluster
     for machine in (*cluster.computes, cluster.cloud):
-        standin = machine.root / "opt/nccl-tests/build/all_reduce_perf"
+        standin = machine.root / "opt/nccl-tests/build/all_reduce_perf"  # the rendered gate's nccl_tests
         standin.parent.mkdir(parents=True, exist_ok=True)
         standin.write_text(ALL_REDUCE_PERF_STANDIN)
         standin.chmod(0o755)
@@ -279,18 +276,21 @@ def test_a_node_failing_its_health_check_is_drained_then_replaced(lifecycle: Lif
     (first,) = lifecycle.instances()
     name = lifecycle.join(first, GOOD_BUSBW)
     assert f"{name}: gate admitted" in lifecycle.cycle()
-    # A GPU falls off the bus; the node's health check (the script the prolog and epilog run) drains it.
+    # A GPU falls off the bus while the node is idle; slurmd's periodic health check (the live slurm.conf's
+    # HealthCheckProgram, the prolog's script under its periodic name) drains it. Run here as slurmd runs
+    # it, as root without a job's environment, rather than waiting out HealthCheckInterval.
+    shown = cluster.controller.run("scontrol show config", root=True).stdout
+    live = dict(line.split("=", 1) for line in shown.splitlines() if " = " in line)
+    live = {key.strip(): value.strip() for key, value in live.items()}
+    program = live["HealthCheckProgram"]
+    assert live["HealthCheckNodeState"] == "IDLE" and live["HealthCheckInterval"].startswith("300"), live
     csv = cluster.cloud.root / STANDIN_DIR.lstrip("/") / "nvidia-smi.csv"
     csv.write_text("".join(NVIDIA_SMI_CSV.splitlines(keepends=True)[:2]))
     try:
-        check = cluster.cloud.run(
-            f"SLURMD_NODENAME={name} SLURM_SCRIPT_CONTEXT=epilog_slurmd /etc/slurm/epilog.d/50-gpuforge-healthcheck",
-            root=True,
-            check=False,
-        )
+        check = cluster.cloud.run(f"env -i {program}", root=True, check=False)
         assert check.returncode == 1, check.stderr
         node = lifecycle.node(name)
-        assert "DRAIN" in node["State"] and "found 1 GPUs, expected 2" in node["Reason"], node
+        assert "DRAIN" in node["State"] and node["Reason"].startswith("gpuforge health: found 1 GPUs, expected 2"), node
         log = lifecycle.cycle()
         assert f"{name}: terminated {first}, the group replaces it" in log, log
         lifecycle.leave()
@@ -312,6 +312,9 @@ def test_a_rolling_update_drains_before_it_replaces(lifecycle: Lifecycle) -> Non
     lifecycle.ec2.create_launch_template_version(
         LaunchTemplateId=lifecycle.template_id, SourceVersion="1", LaunchTemplateData={"ImageId": NEW_IMAGE}
     )
+    # The program's launch templates make each new version the default (update_default_version); moto
+    # reports every instance on the default version, so it must follow as on AWS.
+    lifecycle.ec2.modify_launch_template(LaunchTemplateId=lifecycle.template_id, DefaultVersion="2")
     lifecycle.autoscaling.update_auto_scaling_group(
         AutoScalingGroupName=lifecycle.asg, LaunchTemplate={"LaunchTemplateId": lifecycle.template_id, "Version": "2"}
     )

@@ -10,12 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from support import planned
 
 from components.spec import SpecError, resolve
 from components.spec.loader import parse_yaml
-from gpuforge.plan.engine import plan_stack
 from gpuforge.review.diff import how_nodes_roll
 from gpuforge.review.report import markdown_plan, summary_rows
 from gpuforge.review.windows import block_windows
@@ -86,7 +84,7 @@ def test_elastic_needs_a_scheduler_and_no_reservation_and_no_spares() -> None:
 
     found = problems("dev", plain)
     assert "orchestrator is none" in found["cluster.node_groups[train].scaling"]
-    assert "set orchestrator: slurm (or eks)" in found["cluster.node_groups[train].scaling"]
+    assert "set orchestrator: slurm, or replace scaling" in found["cluster.node_groups[train].scaling"]
     assert "remove spares" in found["cluster.node_groups[train].spares"]
 
     def reserved(data: dict[str, Any]) -> None:
@@ -99,17 +97,18 @@ def test_elastic_needs_a_scheduler_and_no_reservation_and_no_spares() -> None:
     assert "replace scaling with count" in found["cluster.node_groups[train].scaling"]
 
 
-def test_elastic_eks_group_plans_min_max_and_leaves_desired_to_the_autoscaler(tmp_path: Path) -> None:
-    data = cluster("staging")
-    system = data["node_groups"]["system"]
-    del system["count"]
-    system["scaling"] = {"min": 1, "max": 3}
-    path = tmp_path / "Pulumi.staging.yaml"
-    path.write_text(yaml.safe_dump({"config": {"gpuforge:cluster": data}}))
-    plan = plan_stack(path)
-    (ng,) = [r for r in plan.resources if r.name == "forge-staging-system-ng"]
-    assert ng.inputs["scalingConfig"] == {"minSize": 1, "maxSize": 3, "desiredSize": 1}
-    assert ng.ignore_changes == ["scalingConfig.desiredSize"]
+def test_an_elastic_eks_group_is_refused_nothing_would_scale_it() -> None:
+    """No cluster autoscaler or Karpenter is installed: an EKS managed group's min/max would hold it at min."""
+
+    def elastic_system(data: dict[str, Any]) -> None:
+        system = data["node_groups"]["system"]
+        del system["count"]
+        system["scaling"] = {"min": 1, "max": 3}
+
+    found = problems("staging", elastic_system)
+    message = found["cluster.node_groups[system].scaling"]
+    assert "nothing scales a group of orchestrator eks" in message
+    assert "replace scaling with count: N, or run the group under orchestrator: slurm" in message
 
 
 def test_dev_plan_declares_an_elastic_asg_whose_desired_capacity_the_scaler_owns() -> None:

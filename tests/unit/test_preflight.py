@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +229,23 @@ def test_an_expired_block_is_a_finding() -> None:
     assert {f.path for f in found} == {"cluster.node_groups[train].capacity.reservation_id",
                                        "cluster.node_groups[train].capacity.end"}
     assert any("is expired: nothing launches into it" in f.message for f in found)
+
+
+def test_a_block_that_has_started_is_a_finding_against_moto(aws: AwsClients) -> None:
+    """AWS refuses a scheduled action in the past: once staging's block has started, a deploy that creates
+    its block-start action fails. Found from the spec, so also where moto cannot describe the block."""
+    data = cluster("staging")
+    block = resolve(data).node_groups["train"].spec.capacity
+    before = preflight(resolve(data), aws, "staging", block.start - timedelta(hours=1))
+    assert not [f for f in before.findings if f.path.endswith(".capacity.start")]
+    during = preflight(resolve(data), aws, "staging", block.start + timedelta(days=2))
+    (started,) = [f for f in during.problems if f.path == "cluster.node_groups[train].capacity.start"]
+    assert "the block started 2026-12-01T11:30:00+00:00" in started.message
+    assert "AWS refuses a scheduled action in the past" in started.message
+    assert started.fix.startswith("deploy the group before its block starts (by 2026-12-01T11:30:00+00:00)")
+    # An ended block is the reservation check's finding (capacity.end), not this one.
+    after = preflight(resolve(data), aws, "staging", block.end + timedelta(hours=1))
+    assert not [f for f in after.findings if f.path.endswith(".capacity.start")]
 
 
 # --- the command -------------------------------------------------------------------------------------------
