@@ -22,7 +22,7 @@ import pulumi_random as random
 
 from components.catalog.models import SlurmPorts
 from components.spec import ResolvedSpec
-from components.spec.models import Tier
+from components.spec.models import UBUNTU_2404_SSM, Tier
 from components.spec.scheduler_checks import ResolvedScheduler, secret_names
 
 from .iam import assume_role_policy, lifecycle_policy, secret_read_policy
@@ -125,6 +125,8 @@ class SlurmControlPlane(pulumi.ComponentResource):
                 volume_size=100,
                 kms_key_arn=args.kms_key_arn,
                 instance_profile_arn=profile.arn,
+                # Ubuntu 24.04: its slurmctld (23.11) is one the configuration runs on; 22.04's 21.08 is not.
+                image_parameter=UBUNTU_2404_SSM,
                 template_opts=child,
                 subnet_id=args.subnet_ids["management"][controller.availability_zone],
                 private_ip=controller.address,
