@@ -195,3 +195,44 @@ def test_gpuforge_check_drains_a_named_node_in_the_running_controller(slurm_clus
     finally:
         csv.write_text(NVIDIA_SMI_CSV)
         slurm_cluster.scontrol("update", f"nodename={target.name}", "state=resume")
+
+
+def _ssh_as_user(cluster: SlurmCluster, target: str, command: str) -> tuple[int, str, str]:
+    """ssh from the login machine to *target* as the cluster user (with the key the test gave them)."""
+    ssh = f"ssh -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null {target} {command}"
+    result = cluster.login.run(f"sudo -n -u {USER} -i sh -c {json.dumps(ssh)}", check=False, timeout=60)
+    return result.returncode, result.stdout, result.stderr
+
+
+def test_ssh_to_a_compute_is_admitted_only_into_ones_own_job(slurm_cluster: SlurmCluster) -> None:
+    """pam_slurm_adopt (slurm_compute role): a user's ssh to a compute where they have no job is refused;
+    with a job there it is admitted, and the session lands in the job's cgroup (the extern step), so Slurm
+    accounts for it and kills it with the job. pam_systemd, which would move it out, is gone."""
+    target = slurm_cluster.computes[0]
+    wait_for(f"{target.name} idle", lambda: _idle(slurm_cluster, target.name))
+    # The user's key on the login machine, authorised in their home on the compute (no shared /home here).
+    slurm_cluster.as_user("mkdir -p -m 0700 ~/.ssh && { test -f ~/.ssh/id_ed25519 || "
+                          "ssh-keygen -q -t ed25519 -N '' -f ~/.ssh/id_ed25519; }")
+    public = slurm_cluster.as_user("cat ~/.ssh/id_ed25519.pub").strip()
+    target.run(
+        f"install -d -m 0700 -o {USER} -g $(id -gn {USER}) /home/{USER}/.ssh && echo {json.dumps(public)} > "
+        f"/home/{USER}/.ssh/authorized_keys && chown {USER}: /home/{USER}/.ssh/authorized_keys",
+        root=True,
+    )
+    assert "pam_systemd" not in target.run("cat /etc/pam.d/common-session", root=True).stdout
+
+    code, out, err = _ssh_as_user(slurm_cluster, target.name, "true")
+    assert code != 0, (out, err)
+    # pam_slurm_adopt's refusal (to the client, and in sshd's log on the compute): the account stack said no.
+    denied = err + target.run("journalctl --no-pager -n 80", root=True).stdout
+    assert "pam_slurm_adopt" in denied or "by PAM account configuration" in denied, err
+
+    job = _submit(slurm_cluster, f"-N1 -p gpu -w {target.name}", "sleep 300")
+    try:
+        wait_for(f"job {job} running", lambda: job in slurm_cluster.as_user("squeue -h -t RUNNING -o %i").split())
+        code, out, err = _ssh_as_user(slurm_cluster, target.name, "cat /proc/self/cgroup")
+        assert code == 0, err
+        # cgroup v1 here (job_<id>/step_extern under each controller); cgroup v2 nodes show the same path.
+        assert f"job_{job}/step_extern" in out, out
+    finally:
+        slurm_cluster.as_user(f"scancel {job}")
