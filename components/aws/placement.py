@@ -25,6 +25,7 @@ from .image_pipeline import ImagePipeline, ImagePipelineArgs
 from .irsa import ROLE_ARN_ANNOTATION, ServiceAccount, ServiceAccountRoles, ServiceAccountRolesArgs, controller_role
 from .network import SegmentedNetwork, SegmentedNetworkArgs
 from .node_group import CLUSTER_TAG, EksAttachment, GpuNodeGroup, GpuNodeGroupArgs, LustreMount, node_group_props
+from .session_manager import SessionManagerPreferences, SessionManagerPreferencesArgs
 from .slurm import SlurmControlPlane, SlurmControlPlaneArgs
 from .storage import ClusterKey, LustreFileSystem, LustreFileSystemArgs, ObjectStore, ObjectStoreArgs
 
@@ -206,6 +207,22 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 security_group_ids=network.security_group_ids,
                 kms_key_arn=key.arn,
                 node_role_names={n: g.role_name for n, g in groups.items() if n in slurm_groups},
+                tags=tags,
+            ),
+            opts=child,
+        )
+        # SSM is how people reach login nodes (and admins every node). The preferences hold for every
+        # instance of the account and region, so every node role of the cluster may write the session log.
+        SessionManagerPreferences(
+            f"{name}-ssm-sessions",
+            SessionManagerPreferencesArgs(
+                cluster=spec.name,
+                kms_key_arn=key.arn,
+                node_role_names={
+                    "controllers": slurm.controller_role_name,
+                    **{n: g.role_name for n, g in groups.items()},
+                },
+                protected=spec.protected,
                 tags=tags,
             ),
             opts=child,

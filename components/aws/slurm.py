@@ -61,6 +61,7 @@ class SlurmControlPlane(pulumi.ComponentResource):
         secrets = self._secrets(name, spec.name, args, keep)
         self.secret_arns = {k: s.arn for k, s in secrets.items()}
         controller_role = self._secret_readers(name, args, child)
+        self.controller_role_name = controller_role.name  # an SSM-managed instance role (session preferences)
 
         # Accounting database: subnets of every AZ's management tier.
         db_subnets = aws.rds.SubnetGroup(
