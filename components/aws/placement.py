@@ -222,6 +222,9 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                     "controllers": slurm.controller_role_name,
                     **{n: g.role_name for n, g in groups.items()},
                 },
+                renamed_from={
+                    n: g.spec.renamed_from for n, g in resolved.node_groups.items() if g.spec.renamed_from
+                },
                 protected=spec.protected,
                 tags=tags,
             ),

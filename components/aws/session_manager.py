@@ -85,6 +85,7 @@ class SessionManagerPreferencesArgs:
     cluster: str
     kms_key_arn: pulumi.Input[str]
     node_role_names: dict[str, pulumi.Input[str]]  # who: the role of each SSM-managed instance
+    renamed_from: dict[str, str] = field(default_factory=dict)  # a renamed node group -> its old name
     protected: bool = False
     tags: dict[str, str] = field(default_factory=dict)
 
@@ -118,6 +119,10 @@ class SessionManagerPreferences(pulumi.ComponentResource):
             lambda v: json.dumps(node_session_policy(v[0], v[1]))
         )
         for who, role in sorted(args.node_role_names.items()):
-            aws.iam.RolePolicy(f"{name}-{who}", role=role, policy=policy, opts=child)
+            # A renamed group keeps its policy: the old name becomes an alias.
+            old = args.renamed_from.get(who)
+            aliases = [pulumi.Alias(name=f"{name}-{old}")] if old else None
+            aws.iam.RolePolicy(f"{name}-{who}", role=role, policy=policy,
+                               opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(aliases=aliases)))
         self.log_group_name = logs.name
         self.register_outputs({"logGroup": logs.name})
