@@ -2,7 +2,8 @@
 rendered configuration (tests/slurm/cluster.py says what stands in). A regular user submits from the
 login machine; jobs run on the computes, show in accounting, a node whose prolog health check fails
 is drained with its reason while the job runs elsewhere, a cloud node joins its partition by itself,
-and `gpuforge check --drain slurm --execute-drain` drains a node in the running controller."""
+`gpuforge check --drain slurm --execute-drain` drains a node in the running controller, and a user may
+ssh to a compute only into a job of their own there (pam_slurm_adopt)."""
 
 from __future__ import annotations
 
