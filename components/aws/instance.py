@@ -23,14 +23,16 @@ def hardened_instance(
     kms_key_arn: pulumi.Input[str],
     template_opts: pulumi.ResourceOptions,
     instance_profile_arn: pulumi.Input[str] | None = None,
+    image_parameter: str = UBUNTU_2204_SSM,
     opts: pulumi.ResourceOptions,
     **instance_args: Any,
 ) -> aws.ec2.Instance:
-    """Declare the template *template_name* and the instance *name*; *instance_args* are the instance's own
-    (type, subnet, security groups, tags, ...)."""
+    """Declare the template *template_name* and the instance *name*, booting the AMI *image_parameter* (an
+    SSM parameter; Canonical's Ubuntu 22.04 unless given); *instance_args* are the instance's own (type,
+    subnet, security groups, tags, ...)."""
     template = aws.ec2.LaunchTemplate(
         template_name,
-        image_id=f"resolve:ssm:{UBUNTU_2204_SSM}",
+        image_id=f"resolve:ssm:{image_parameter}",
         metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
             http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1
         ),

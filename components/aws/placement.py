@@ -25,6 +25,7 @@ from .image_pipeline import ImagePipeline, ImagePipelineArgs
 from .irsa import ROLE_ARN_ANNOTATION, ServiceAccount, ServiceAccountRoles, ServiceAccountRolesArgs, controller_role
 from .network import SegmentedNetwork, SegmentedNetworkArgs
 from .node_group import CLUSTER_TAG, EksAttachment, GpuNodeGroup, GpuNodeGroupArgs, LustreMount, node_group_props
+from .session_manager import SessionManagerPreferences, SessionManagerPreferencesArgs
 from .slurm import SlurmControlPlane, SlurmControlPlaneArgs
 from .storage import ClusterKey, LustreFileSystem, LustreFileSystemArgs, ObjectStore, ObjectStoreArgs
 
@@ -222,6 +223,24 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
 
     if slurm is not None:
         slurm.allow_munge_read(resolved, {n: g.role_name for n, g in groups.items() if n in slurm_groups})
+
+        # SSM is how people reach login nodes (and admins every node). The preferences hold for every
+        # instance of the account and region, so every node role of the cluster may write the session log.
+        SessionManagerPreferences(
+            f"{name}-ssm-sessions",
+            SessionManagerPreferencesArgs(
+                cluster=spec.name,
+                kms_key_arn=key.arn,
+                node_role_names={
+                    "controllers": slurm.controller_role_name,
+                    **{n: g.role_name for n, g in groups.items()},
+                },
+                renamed_from={n: g.spec.renamed_from for n, g in resolved.node_groups.items() if g.spec.renamed_from},
+                protected=spec.protected,
+                tags=tags,
+            ),
+            opts=child,
+        )
 
     image_pipeline = _image_pipeline(name, resolved, network, key.arn, tags, child)
     if bastion is not None and "slurm" in slurm_outputs:

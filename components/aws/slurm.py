@@ -23,7 +23,7 @@ import pulumi_random as random
 
 from components.catalog.models import SlurmPorts
 from components.spec import ResolvedSpec
-from components.spec.models import Tier
+from components.spec.models import UBUNTU_2404_SSM, Tier
 from components.spec.scheduler_checks import ResolvedScheduler, secret_names
 
 from .iam import assume_role_policy, lifecycle_policy, secret_read_policy
@@ -63,6 +63,7 @@ class SlurmControlPlane(pulumi.ComponentResource):
         secrets = self._secrets(name, spec.name, args, keep)
         self.secret_arns = {k: s.arn for k, s in secrets.items()}
         controller_role = self._secret_readers(name, args, child)
+        self.controller_role_name = controller_role.name  # an SSM-managed instance role (session preferences)
 
         # Accounting database: subnets of every AZ's management tier.
         db_subnets = aws.rds.SubnetGroup(
@@ -117,6 +118,8 @@ class SlurmControlPlane(pulumi.ComponentResource):
                 volume_size=100,
                 kms_key_arn=args.kms_key_arn,
                 instance_profile_arn=profile.arn,
+                # Ubuntu 24.04: its slurmctld (23.11) is one the configuration runs on; 22.04's 21.08 is not.
+                image_parameter=UBUNTU_2404_SSM,
                 template_opts=child,
                 subnet_id=args.subnet_ids["management"][controller.availability_zone],
                 private_ip=controller.address,

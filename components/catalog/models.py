@@ -361,9 +361,22 @@ class FsxLustreRules(_Frozen):
 
 
 class SlurmRelease(_Frozen):
-    version: str  # major release, e.g. "24.11"
+    version: str  # major release, e.g. "23.11"
     source: str  # where the packages come from
     reason: str  # why this release
+    os: str | None = None  # the distribution whose packages production installs (a key of distributions)
+
+
+class SlurmPackaged(_Frozen):
+    """The slurm-wlm a distribution's own archive ships."""
+
+    version: str  # e.g. "23.11.4"
+    source: str
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """"23.11.4" -> (23, 11, 4): Slurm releases compare by their numeric parts."""
+    return tuple(int(part) for part in version.split("."))
 
 
 class SlurmPorts(_Frozen):
@@ -423,7 +436,9 @@ class ContainerRuntimeFacts(_Frozen):
 class SlurmFacts(_Frozen):
     """Slurm versions (production and the one tests run) and the rules the rendered configuration follows."""
 
+    minimum: SlurmRelease  # the oldest release the rendered configuration runs on
     production: SlurmRelease
+    distributions: dict[str, SlurmPackaged]  # OS (ubuntu-24.04) -> the slurm-wlm its archive ships
     test: SlurmRelease
     real_memory_fraction: float  # RealMemory = floor(fraction x the catalog's memory), headroom for the OS
     real_memory_source: str
@@ -435,6 +450,26 @@ class SlurmFacts(_Frozen):
         if not 0.5 <= self.real_memory_fraction <= 1.0:
             raise ValueError("real_memory_fraction must be between 0.5 and 1.0")
         return self
+
+    @model_validator(mode="after")
+    def _production_is_packaged(self) -> SlurmFacts:
+        os = self.production.os
+        if os not in self.distributions:
+            raise ValueError(f"production.os {os!r} must be one of distributions: {', '.join(self.distributions)}")
+        for name, release in (("production", self.distributions[os].version), ("test", self.test.version)):
+            if not self.supports_release(release):
+                raise ValueError(f"{name} Slurm {release} is older than minimum {self.minimum.version}")
+        return self
+
+    def supports_release(self, version: str) -> bool:
+        """Whether Slurm *version* is at least the minimum the rendered configuration needs."""
+        return version_tuple(version) >= version_tuple(self.minimum.version)
+
+    def too_old(self, os: str) -> SlurmPackaged | None:
+        """The packaged Slurm of distribution *os* when it is older than the minimum; None when it is
+        recent enough or the catalog does not know the distribution."""
+        packaged = self.distributions.get(os)
+        return packaged if packaged is not None and not self.supports_release(packaged.version) else None
 
 
 class NcclFacts(_Frozen):

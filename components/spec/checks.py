@@ -24,6 +24,7 @@ from .monitoring import check_monitoring
 from .scheduler_checks import ResolvedScheduler, check_scheduler
 from .site_checks import ResolvedSite, check_hybrid, check_site
 from .sizing import LustreSizing, size_lustre
+from .slurm_os_checks import check_slurm_os
 from .software_checks import check_software
 from .subnets import Subnets, plan_subnets
 from .suggest import suggestion, unusual_characters
@@ -48,7 +49,7 @@ class ResolvedNodeGroup:
         """The launch template's image id: the pipeline's parameter, or what the spec's image names."""
         if self.image_parameter is not None:
             return f"resolve:ssm:{self.image_parameter}"
-        return self.spec.image.image_id
+        return self.spec.image.image_id(self.spec.orchestrator)
 
 
 @dataclass(frozen=True)
@@ -253,6 +254,7 @@ def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
     issues += _check_bucket_names(spec)
     issues += check_monitoring(spec)
     issues += check_software(spec, catalog)
+    issues += check_slurm_os(spec, catalog)
 
     if issues:
         raise SpecError(issues, source)

@@ -321,6 +321,23 @@ class RootVolume(SpecModel):
 
 
 DLAMI_SSM = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+# Slurm groups default to the Ubuntu 24.04 build of the same AMI: 22.04's slurm-wlm (21.08) has no dynamic
+# nodes, 24.04's (23.11) has (catalog slurm.distributions, slurm.minimum). The parameter name is the DLAMI's
+# name less "deep", "learning" and "ami" (docs.aws.amazon.com/dlami/latest/devguide/find-dlami-id.html).
+DLAMI_2404_SSM = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"
+_UBUNTU_RELEASE = re.compile(r"ubuntu(?:-|/server/)(\d{2}\.\d{2})(?:/|$)")
+
+
+def image_os(ssm_parameter: str) -> str | None:
+    """The distribution an AMI parameter names (the DLAMI's and Canonical's carry it: ubuntu-22.04,
+    ubuntu/server/24.04), as the catalog keys it ("ubuntu-24.04"); None when the name does not say."""
+    match = _UBUNTU_RELEASE.search(ssm_parameter)
+    return f"ubuntu-{match.group(1)}" if match else None
+
+
+def default_image_parameter(orchestrator: str) -> str:
+    """The AMI parameter of a group that names no image."""
+    return DLAMI_2404_SSM if orchestrator == "slurm" else DLAMI_SSM
 
 
 class Image(SpecModel):
@@ -328,7 +345,8 @@ class Image(SpecModel):
     ssm_parameter: str | None = Field(
         default=None,
         description="An SSM parameter holding the AMI id, resolved at launch. Default: the AWS Deep Learning "
-        "Base OSS NVIDIA driver AMI for Ubuntu 22.04, when ami_id is not set.",
+        "Base OSS NVIDIA driver AMI for Ubuntu 22.04 (Ubuntu 24.04 for orchestrator: slurm, whose packaged "
+        "Slurm is recent enough), when ami_id is not set.",
     )
     pipeline: bool = Field(
         default=False,
@@ -342,12 +360,12 @@ class Image(SpecModel):
             raise ValueError("set one of ami_id, ssm_parameter or pipeline: true, not several")
         return self
 
-    @property
-    def image_id(self) -> str:
-        """The launch template's image id; a pipeline image resolves through ResolvedNodeGroup.image_id."""
+    def image_id(self, orchestrator: str) -> str:
+        """The launch template's image id for a group of *orchestrator*; a pipeline image resolves through
+        ResolvedNodeGroup.image_id."""
         if self.pipeline:
             raise ValueError("a pipeline image needs the cluster's parameter: use ResolvedNodeGroup.image_id")
-        return self.ami_id or f"resolve:ssm:{self.ssm_parameter or DLAMI_SSM}"
+        return self.ami_id or f"resolve:ssm:{self.ssm_parameter or default_image_parameter(orchestrator)}"
 
 
 class NodeGroup(SpecModel):
@@ -671,6 +689,7 @@ class Software(SpecModel):
 # Canonical's public SSM parameter for the current Ubuntu 22.04 LTS amd64 AMI (22.04 AMIs are
 # published under ebs-gp2; 24.04 and later under ebs-gp3).
 UBUNTU_2204_SSM = "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id"
+UBUNTU_2404_SSM = "/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id"
 SSM_PARAMETER_PATTERN = described_pattern(
     r"^/[A-Za-z0-9_.\-/]{1,1000}$",
     "an SSM parameter name: a path starting with / of letters, digits and _ . - /",

@@ -210,6 +210,8 @@ def slurm_config(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> dict
         # gpuforge-lifecycle on the controller (slurm_scaler role), for groups in Auto Scaling groups.
         **({"lifecycle": lifecycle} if lifecycle else {}),
         "versions": {
+            # Every Slurm role refuses a daemon older than this (role slurm_version).
+            "minimum": catalog.slurm.minimum.version,
             "production": catalog.slurm.production.version,
             "production_source": catalog.slurm.production.source.strip(),
             "test": catalog.slurm.test.version,

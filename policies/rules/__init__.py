@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import power, redundancy, security, security_aws, wiring_aws, wiring_k8s, wiring_slurm
+from . import power, redundancy, security, security_aws, wiring_aws, wiring_k8s, wiring_slurm, wiring_ssm
 from .base import (
     PACKS,
     REGISTRY,
@@ -35,6 +35,7 @@ __all__ = [
     "wiring_aws",
     "wiring_k8s",
     "wiring_slurm",
+    "wiring_ssm",
 ]
 
 

@@ -56,6 +56,9 @@ SLURM_IMAGE = SSH_IMAGE.derive(
     "debian12-slurm",
     packages=(
         "munge", "slurmctld", "slurmd", "slurmdbd", "slurm-client", "libpam-slurm-adopt", "mariadb-server",
+        # pam_systemd in common-session, as on an Ubuntu server: the slurm_compute role must take it out of
+        # sshd's session stack, or an adopted ssh session leaves its job's cgroup (test_slurm_cluster.py).
+        "libpam-systemd",
         # The sssd role's packages, and slapd with ldap-utils for the stand-in directory (test_slurm_directory.py).
         "sssd-ldap", "libnss-sss", "libpam-sss", "slapd", "ldap-utils",
         # site_mounts' NFS client, for the shared /home every Slurm host mounts.

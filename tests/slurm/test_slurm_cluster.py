@@ -2,7 +2,8 @@
 rendered configuration (tests/slurm/cluster.py says what stands in). A regular user submits from the
 login machine; jobs run on the computes, show in accounting, a node whose prolog health check fails
 is drained with its reason while the job runs elsewhere, a cloud node joins its partition by itself,
-and `gpuforge check --drain slurm --execute-drain` drains a node in the running controller."""
+`gpuforge check --drain slurm --execute-drain` drains a node in the running controller, and a user may
+ssh to a compute only into a job of their own there (pam_slurm_adopt)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import json
 import pytest
 
 from gpuforge.nodes.check import run_checks
+from tests.machines import Machine
 
 from .cluster import (
     ACCOUNT,
@@ -211,3 +213,66 @@ def test_gpuforge_check_drains_a_named_node_in_the_running_controller(slurm_clus
     finally:
         csv.write_text(NVIDIA_SMI_CSV)
         slurm_cluster.scontrol("update", f"nodename={target.name}", "state=resume")
+
+
+def _ssh_as_user(cluster: SlurmCluster, target: str, command: str) -> tuple[int, str, str]:
+    """ssh from the login machine to *target* as the cluster user (with the key the test gave them)."""
+    ssh = f"ssh -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null {target} {command}"
+    result = cluster.login.run(f"sudo -n -u {USER} -i sh -c {json.dumps(ssh)}", check=False, timeout=60)
+    return result.returncode, result.stdout, result.stderr
+
+
+def _pam_diagnostics(target: Machine) -> str:
+    """What pam_slurm_adopt on *target* sees: the configuration a client finds without slurm.conf
+    (configless), slurmd's cache, the PAM stack and the module's log."""
+    probes = (
+        "ls -la /run/slurm/conf /etc/slurm 2>&1",
+        "scontrol show config 2>&1 | grep -E 'SlurmdSpoolDir|ClusterName|^Config' | head",
+        "grep -n slurm /etc/pam.d/sshd",
+        "journalctl --no-pager -n 40 2>&1 | grep -iE 'pam|slurm' | tail -20",
+    )
+    return "\n".join(f"$ {p}\n{target.run(p, root=True, check=False).stdout}" for p in probes)
+
+
+# Found by this test's first booted run (2026-11-27): with no job on the compute, the user's ssh was admitted
+# (8 other tests of the file passed). pam_slurm_adopt admits on a "generic failure" by default
+# (action_generic_failure=allow), and it takes that path when it finds no step directory at all
+# (stepd_available() NULL: no slurm.conf it can load, or no NodeName for the host), which points at the
+# configless computes. Not diagnosed in time; strict, so the fix makes this fail until the mark is removed.
+@pytest.mark.xfail(
+    strict=True,
+    reason="pam_slurm_adopt admits a user with no job on the configless computes (generic-failure path); "
+    "see docs/slurm.md, Not done yet",
+)
+def test_ssh_to_a_compute_is_admitted_only_into_ones_own_job(slurm_cluster: SlurmCluster) -> None:
+    """pam_slurm_adopt (slurm_compute role): a user's ssh to a compute where they have no job is refused;
+    with a job there it is admitted, and the session lands in the job's cgroup (the extern step), so Slurm
+    accounts for it and kills it with the job. pam_systemd, which would move it out, is gone."""
+    target = slurm_cluster.computes[0]
+    wait_for(f"{target.name} idle", lambda: _idle(slurm_cluster, target.name))
+    # The user's key on the login machine, authorised in their home on the compute (no shared /home here).
+    slurm_cluster.as_user("mkdir -p -m 0700 ~/.ssh && { test -f ~/.ssh/id_ed25519 || "
+                          "ssh-keygen -q -t ed25519 -N '' -f ~/.ssh/id_ed25519; }")
+    public = slurm_cluster.as_user("cat ~/.ssh/id_ed25519.pub").strip()
+    target.run(
+        f"install -d -m 0700 -o {USER} -g $(id -gn {USER}) /home/{USER}/.ssh && echo {json.dumps(public)} > "
+        f"/home/{USER}/.ssh/authorized_keys && chown {USER}: /home/{USER}/.ssh/authorized_keys",
+        root=True,
+    )
+    assert "pam_systemd" not in target.run("cat /etc/pam.d/common-session", root=True).stdout
+
+    code, out, err = _ssh_as_user(slurm_cluster, target.name, "true")
+    assert code != 0, (out, err, _pam_diagnostics(target))
+    # pam_slurm_adopt's refusal (to the client, and in sshd's log on the compute): the account stack said no.
+    denied = err + target.run("journalctl --no-pager -n 80", root=True).stdout
+    assert "pam_slurm_adopt" in denied or "by PAM account configuration" in denied, err
+
+    job = _submit(slurm_cluster, f"-N1 -p gpu -w {target.name}", "sleep 300")
+    try:
+        wait_for(f"job {job} running", lambda: job in slurm_cluster.as_user("squeue -h -t RUNNING -o %i").split())
+        code, out, err = _ssh_as_user(slurm_cluster, target.name, "cat /proc/self/cgroup")
+        assert code == 0, err
+        # cgroup v1 here (job_<id>/step_extern under each controller); cgroup v2 nodes show the same path.
+        assert f"job_{job}/step_extern" in out, out
+    finally:
+        slurm_cluster.as_user(f"scancel {job}")

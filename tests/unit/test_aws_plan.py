@@ -159,6 +159,8 @@ def test_stateful_resources_are_protected_in_prod_only(prod_plan: Plan, dev_plan
         "aws:rds/instance:Instance",
         "aws:efs/fileSystem:FileSystem",
         "aws:secretsmanager/secret:Secret",
+        # the SSM session log: who ran what on the cluster (components/aws/session_manager.py)
+        "aws:cloudwatch/logGroup:LogGroup",
     }
     assert all(r.retain_on_delete for r in prod_plan.by_type("aws:s3/bucket:Bucket"))
     assert [r.name for r in dev_plan.resources if r.protect] == []

@@ -2,7 +2,8 @@
 resolved once and written into the stack file, which keeps its comments and still validates.
 
 moto refuses to hold the public Deep Learning AMI parameter (its name is reserved to AWS), so the tests
-point the default at a parameter of their own (DLAMI_SSM) that names an AMI moto holds.
+point the defaults (DLAMI_SSM, and DLAMI_2404_SSM of Slurm groups) at a parameter of their own that
+names an AMI moto holds.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[AwsClients]:
         monkeypatch.setenv(key, "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     monkeypatch.setattr(spec_models, "DLAMI_SSM", PARAMETER)
+    monkeypatch.setattr(spec_models, "DLAMI_2404_SSM", PARAMETER)  # the Slurm groups' default
     with mock_aws():
         yield AwsClients.for_region(REGION, boto3.session.Session())
 

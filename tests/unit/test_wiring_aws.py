@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from components.catalog.aws_wiring import load_aws_wiring
 from components.spec import SpecError
+from components.spec.models import UBUNTU_2404_SSM
 from gpuforge.cli import app
 from gpuforge.plan.engine import plan_stack
 from gpuforge.plan.model import SECRET, Plan
@@ -100,7 +101,11 @@ def test_a_plain_tcp_mount_of_the_efa_file_system_is_caught_on_the_prod_plan() -
 
 def test_the_image_pipeline_bakes_the_lustre_client_and_lnet_unit(tmp_path: Path) -> None:
     def pipeline(cluster: dict[str, Any]) -> None:
-        cluster["image_pipeline"] = {"extra_vars": {"dcgm_exporter_enabled": False}}
+        # Baked on Ubuntu 24.04: prod's train group is a Slurm group, whose Slurm must be 22.05 or newer.
+        cluster["image_pipeline"] = {
+            "extra_vars": {"dcgm_exporter_enabled": False},
+            "parent_image_ssm_parameter": UBUNTU_2404_SSM,
+        }
         cluster["node_groups"]["train"]["image"] = {"pipeline": True}
 
     plan = plan_stack(variant(tmp_path, "prod", pipeline))
