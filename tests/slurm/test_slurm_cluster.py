@@ -234,16 +234,6 @@ def _pam_diagnostics(target: Machine) -> str:
     return "\n".join(f"$ {p}\n{target.run(p, root=True, check=False).stdout}" for p in probes)
 
 
-# Found by this test's first booted run (2026-11-27): with no job on the compute, the user's ssh was admitted
-# (8 other tests of the file passed). pam_slurm_adopt admits on a "generic failure" by default
-# (action_generic_failure=allow), and it takes that path when it finds no step directory at all
-# (stepd_available() NULL: no slurm.conf it can load, or no NodeName for the host), which points at the
-# configless computes. Not diagnosed in time; strict, so the fix makes this fail until the mark is removed.
-@pytest.mark.xfail(
-    strict=True,
-    reason="pam_slurm_adopt admits a user with no job on the configless computes (generic-failure path); "
-    "see docs/slurm.md, Not done yet",
-)
 def test_ssh_to_a_compute_is_admitted_only_into_ones_own_job(slurm_cluster: SlurmCluster) -> None:
     """pam_slurm_adopt (slurm_compute role): a user's ssh to a compute where they have no job is refused;
     with a job there it is admitted, and the session lands in the job's cgroup (the extern step), so Slurm
