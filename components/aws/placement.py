@@ -180,15 +180,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
             ),
             opts=child,
         )
-        slurm_outputs["slurm"] = {
-            "controllers": {c.name: c.address for c in sched.controllers},
-            "databaseEndpoint": slurm.database_endpoint,
-            "homeFileSystem": slurm.home_file_system_id,
-            "homeDnsName": slurm.home_dns_name,
-            **({"stateFileSystem": slurm.state_file_system_id, "stateDnsName": slurm.state_dns_name}
-               if slurm.state_dns_name is not None else {}),
-            "secretArns": slurm.secret_arns,
-        }
+        slurm_outputs["slurm"] = {"controllers": {c.name: c.address for c in sched.controllers}, **slurm.outputs}
     slurm_groups = {*sched.groups, *sched.login_groups} if sched is not None else set()
 
     groups: dict[str, GpuNodeGroup] = {}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -57,7 +58,7 @@ class SlurmControlPlane(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         keep = stateful(child, spec.protected)
         sg = args.security_group_ids
-        self._name = name
+        self._name = name  # allow_munge_read names its policies after the component
 
         self._rules(name, sg, args.resolved.catalog.slurm.ports, child)
         secrets = self._secrets(name, spec.name, args, keep)
@@ -130,16 +131,19 @@ class SlurmControlPlane(pulumi.ComponentResource):
                 tags={**args.tags, "Name": controller.name, "gpuforge:slurm-role": "controller"},
                 opts=keep,
             )
-        self.register_outputs(
-            {
-                "databaseEndpoint": self.database_endpoint,
-                "homeFileSystem": self.home_file_system_id,
-                "homeDnsName": self.home_dns_name,
-                **({"stateFileSystem": self.state_file_system_id, "stateDnsName": self.state_dns_name}
-                   if self.state_dns_name is not None else {}),
-                "secretArns": self.secret_arns,
-            }
-        )
+        self.register_outputs(self.outputs)
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        """The stack outputs of the control plane (the inventory reads them after `pulumi up`)."""
+        state = {"stateFileSystem": self.state_file_system_id, "stateDnsName": self.state_dns_name}
+        return {
+            "databaseEndpoint": self.database_endpoint,
+            "homeFileSystem": self.home_file_system_id,
+            "homeDnsName": self.home_dns_name,
+            **(state if self.state_dns_name is not None else {}),
+            "secretArns": self.secret_arns,
+        }
 
     def _file_system(
         self, name: str, tag: str, args: SlurmControlPlaneArgs, keep: pulumi.ResourceOptions
