@@ -318,15 +318,18 @@ def test_site_file_systems_are_in_fstab_and_mount_on_first_access(site_runs: Sit
 
 LNET_UNIT = "/etc/systemd/system/gpuforge-lnet.service"
 LNET_PROGRAM = "/usr/local/sbin/gpuforge-lnet"
+LUSTRE_AUTOMOUNTS = ("fsx.automount", "site-scratch.automount")
 
 
 @pytest.fixture(scope="module")
 def image_baked(site_runs: SiteRuns) -> PlaybookResult:
     """The image path on the converged machines: the LNet unit and its program are removed, then bake-image.yml
-    (as an image build runs the roles: units enabled, not started) runs with the same variables."""
+    (as an image build runs the roles: units enabled, not started) runs with the same variables. An image runs
+    no automount either: the Lustre automounts are stopped first, or the first access after the bake (the
+    Lustre collector's timer reads /fsx) would mount and so start the LNet unit the mounts require."""
     for machine in site_runs.machines:
-        machine.run(f"systemctl disable --now gpuforge-lnet.service && rm {LNET_UNIT} {LNET_PROGRAM} "
-                    "&& systemctl daemon-reload", root=True)  # fmt: skip
+        machine.run(f"systemctl stop {' '.join(LUSTRE_AUTOMOUNTS)} && systemctl disable --now gpuforge-lnet.service "
+                    f"&& rm {LNET_UNIT} {LNET_PROGRAM} && systemctl daemon-reload", root=True)  # fmt: skip
     return run_playbook("bake-image.yml", site_runs.inventory)
 
 
