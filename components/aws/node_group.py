@@ -34,9 +34,12 @@ from .efa import efa_layout
 from .iam import assume_role_policy, bucket_access_policy
 from .lustre_mount import fsx_mount_entry
 
-# The shared /home (EFS) in a Slurm node's fstab: AWS's NFS options (catalog), then the site_mounts role's own
-# for the efs kind (after the network, on first access), so user data and slurm.yml write the same entry.
-EFS_MOUNT_OPTIONS = f"{load_aws_wiring().efs.nfs_options},_netdev,x-systemd.automount"
+# The shared /home (EFS) in a Slurm node's fstab, mounted by the EFS mount helper (catalog efs.mount_helper, in
+# the image): AWS's NFS options (catalog), then the site_mounts role's own for the efs kind (TLS, after the
+# network, on first access), so user data and slurm.yml write the same entry.
+EFS_MOUNT_OPTIONS = (
+    f"{load_aws_wiring().efs.nfs_options},{load_aws_wiring().efs.mount_helper.tls_option},_netdev,x-systemd.automount"
+)
 NODE_FACTS = ("nodeGroup", "role", "instanceType", "gpuModel", "gpusPerNode", "fabric", "efaInterfacesPerNode")
 # The stable tag every instance of a node group carries (ASG names get a random suffix from Pulumi):
 # gpuforge/nodes/inventory.py's aws_ec2 inventory selects hosts by it.
@@ -79,7 +82,7 @@ class GpuNodeGroupArgs:
     read_bucket_arns: list[pulumi.Input[str]] = field(default_factory=list)
     write_bucket_arns: list[pulumi.Input[str]] = field(default_factory=list)
     lustre: LustreMount | None = None
-    # A Slurm group's shared /home: the DNS name of the cluster's EFS (components/aws/slurm.py).
+    # A Slurm group's shared /home: the id of the cluster's EFS (components/aws/slurm.py), which the mount helper takes.
     home: pulumi.Input[str] | None = None
     tags: dict[str, str] = field(default_factory=dict)
     eks: EksAttachment | None = None  # set for orchestrator eks: an EKS managed node group instead of an ASG
@@ -397,8 +400,9 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 "lustre": fsx_mount_entry(values[0], values[1], lustre.mount_point, lustre.efa)
                 if lustre is not None
                 else None,
-                # The shared /home with the NFS options slurm.yml's site_mounts writes (EFS_MOUNT_OPTIONS).
-                "home": {"server": values[2], "options": EFS_MOUNT_OPTIONS} if args.home is not None else None,
+                # The shared /home with the options slurm.yml's site_mounts writes (EFS_MOUNT_OPTIONS).
+                "home": {"file_system": values[2], "fstype": load_aws_wiring().efs.mount_helper.fstype,
+                         "options": EFS_MOUNT_OPTIONS} if args.home is not None else None,
             }
             return base64.b64encode(wrap(render("cloud-init/node.yaml.j2", node=node, **mounts)).encode()).decode()
 

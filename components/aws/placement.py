@@ -202,7 +202,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 read_bucket_arns=bucket_arns(READ_PURPOSES),
                 write_bucket_arns=bucket_arns(WRITE_PURPOSES),
                 lustre=LustreMount(lustre.dns_name, lustre.mount_name, efa=fs.efa) if lustre and fs else None,
-                home=slurm.home_dns_name if slurm is not None and group_name in slurm_groups else None,
+                home=slurm.home_file_system_id if slurm is not None and group_name in slurm_groups else None,
                 tags=tags,
                 eks=(
                     EksAttachment(eks.name, eks.cluster_security_group_id, kube.version, eks.network_addons)

@@ -5,7 +5,8 @@
 - Accounting: Amazon RDS for MariaDB (encrypted with the cluster key, automated backups, Multi-AZ and
   deletion protection in prod), reachable from the management tier only.
 - /home: Amazon EFS (encrypted, AWS Backup policy on), mount targets in every AZ's storage subnet,
-  NFS from the compute and management tiers. With a backup controller, a second EFS holds the
+  NFS from the compute and management tiers, TLS in transit required by the file system's policy (nodes
+  mount it with the EFS mount helper, `-o tls`). With a backup controller, a second EFS holds the
   controllers' shared StateSaveLocation (same settings, protected in prod).
 - Secrets: the munge key and the database password are generated here (pulumi_random, secret
   outputs) and stored in AWS Secrets Manager; node roles may read them. They never reach user data,
@@ -34,6 +35,41 @@ from .storage import stateful
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
 MARIADB_VERSION = "10.11"
 MARIADB_PORT, NFS_PORT = 3306, 2049
+# What an NFS client of an EFS file system may do (EFS's default file system policy grants these to every client).
+EFS_CLIENT_ACTIONS = (
+    "elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite", "elasticfilesystem:ClientRootAccess"
+)
+
+
+def transit_encrypted_policy(file_system_arn: str) -> str:
+    """An EFS file system policy that refuses every request not made over TLS (`aws:SecureTransport` false:
+    a mount without the mount helper's `tls`), so a client that forgets it is refused at the server (EFS User
+    Guide, "Enforcing encryption in transit"). An explicit policy replaces EFS's default one, which lets any
+    client that reaches a mount target mount, write and act as root: the Allow statement keeps exactly that
+    (condition elasticfilesystem:AccessedViaMountTarget, as terraform-aws-modules/terraform-aws-efs main.tf's
+    deny_nonsecure_transport does), so nodes mount as they did, with no IAM (`iam` mount option) and no grant
+    in their roles. The controller creates users' homes as root: ClientRootAccess stays."""
+    return json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "ClientsThroughMountTargets",
+                "Effect": "Allow",
+                "Principal": {"AWS": "*"},
+                "Action": list(EFS_CLIENT_ACTIONS),
+                "Resource": file_system_arn,
+                "Condition": {"Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"}},
+            },
+            {
+                "Sid": "DenyWithoutTls",
+                "Effect": "Deny",
+                "Principal": {"AWS": "*"},
+                "Action": "*",
+                "Resource": file_system_arn,
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            },
+        ],
+    }, sort_keys=True)
 
 
 @dataclass
@@ -97,13 +133,12 @@ class SlurmControlPlane(pulumi.ComponentResource):
         )
         self.database_endpoint = database.address
 
-        # /home on EFS, a mount target in every AZ (nodes mount it with the kernel's NFS client).
+        # /home on EFS, a mount target in every AZ (nodes mount it with the EFS mount helper, over TLS).
         home = self._file_system(f"{name}-home", f"{spec.name}-home", args, keep)
         self.home_file_system_id, self.home_dns_name = home.id, home.dns_name
         # With a backup controller: StateSaveLocation on a file system of its own, mounted by both controllers
         # (slurm.yml; slurmctld requires the mount). Not a directory of /home: users never see slurmctld's
-        # state, and its root is slurm's. Not an EFS access point: access points mount only through the EFS
-        # mount helper (amazon-efs-utils), which neither Debian nor Ubuntu package (docs/slurm.md).
+        # state, and its root is slurm's (no EFS access point: the role sets the root's owner once mounted).
         self.state_file_system_id: pulumi.Output[str] | None = None
         self.state_dns_name: pulumi.Output[str] | None = None
         if sched.state_shared:
@@ -149,7 +184,8 @@ class SlurmControlPlane(pulumi.ComponentResource):
         self, name: str, tag: str, args: SlurmControlPlaneArgs, keep: pulumi.ResourceOptions
     ) -> aws.efs.FileSystem:
         """An EFS file system: encrypted with the cluster key, elastic throughput, AWS Backup on, protected in
-        prod (keep), a mount target in every AZ's storage subnet (NFS from the compute and management tiers)."""
+        prod (keep), a mount target in every AZ's storage subnet (NFS from the compute and management tiers),
+        and a file system policy that refuses any client not using TLS."""
         child = pulumi.ResourceOptions(parent=self)
         fs = aws.efs.FileSystem(
             name,
@@ -165,6 +201,9 @@ class SlurmControlPlane(pulumi.ComponentResource):
             file_system_id=fs.id,
             backup_policy=aws.efs.BackupPolicyBackupPolicyArgs(status="ENABLED"),
             opts=child,
+        )
+        aws.efs.FileSystemPolicy(
+            f"{name}-policy", file_system_id=fs.id, policy=fs.arn.apply(transit_encrypted_policy), opts=child
         )
         for az, subnet in sorted(args.subnet_ids["storage"].items()):
             aws.efs.MountTarget(

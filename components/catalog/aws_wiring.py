@@ -138,9 +138,21 @@ class InstanceStore(_Frozen):
     source: str
 
 
-class EfsFacts(_Frozen):
-    nfs_options: str  # the NFS mount options AWS recommends for EFS (kernel client, NFSv4.1)
+class EfsMountHelper(_Frozen):
+    package: str  # the .deb ./build-deb.sh builds (amazon-efs-utils)
+    version: str
+    url: str  # the release tarball production builds the package from
+    sha256: str
+    fstype: str  # the fstab type the helper serves (mount -t efs)
+    tls_option: str  # the helper's option that tunnels NFS through TLS
     source: str
+    production: str  # how production nodes get the package
+
+
+class EfsFacts(_Frozen):
+    nfs_options: str  # the NFS mount options AWS recommends for EFS (NFSv4.1), passed on by the mount helper
+    source: str
+    mount_helper: EfsMountHelper
 
 
 class AwsWiring(_Frozen):

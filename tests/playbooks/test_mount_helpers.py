@@ -17,6 +17,7 @@ FAKE_SYSTEMCTL = "#!/bin/sh\nexit ${AGENT_RC:-0}\n"
 
 
 def _helper(tmp: Path, fstype: str, *args: str, agent_rc: int = 0) -> subprocess.CompletedProcess[str]:
+    # EFS_STANDIN_RUN: where the stand-in mount.efs records its mounts (on a machine: /run/efs-standin).
     bin_dir = tmp / "bin"
     bin_dir.mkdir(exist_ok=True)
     for name, body in (("mount", FAKE_MOUNT), ("systemctl", FAKE_SYSTEMCTL)):
@@ -25,7 +26,7 @@ def _helper(tmp: Path, fstype: str, *args: str, agent_rc: int = 0) -> subprocess
     helper = tmp / f"mount.{fstype}"
     helper.write_text(mount_helper(fstype, "stand-in"))
     helper.chmod(0o755)
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "AGENT_RC": str(agent_rc)}
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "AGENT_RC": str(agent_rc), "EFS_STANDIN_RUN": str(tmp / "efs-run")}
     return subprocess.run([str(helper), *args], capture_output=True, text=True, env=env, timeout=30)
 
 
@@ -108,3 +109,21 @@ def test_lustre_needs_the_mgs_nids_network_among_lnets(tmp_path: Path) -> None:
     assert mounted.returncode == 0, mounted.stderr
     assert mounted.stdout == f"mount -i -t tmpfs -o size=16m,mode=0755 {site} /site/scratch\n"
     assert (run_dir / "mounts").read_text().splitlines()[-1] == "/site/scratch lo,tcp,o2ib"
+
+
+def test_efs_mounts_with_tls_and_is_refused_without(tmp_path: Path) -> None:
+    """The stand-in mount.efs (amazon-efs-utils) takes the entry site_mounts writes (<fs-id>:/, options with tls)
+    and, like the file systems' policy that denies requests not over TLS, refuses the same mount without tls."""
+    from components.aws.node_group import EFS_MOUNT_OPTIONS
+
+    source = "fs-0123456789abcdef0:/"
+    ok = _helper(tmp_path, "efs", source, "/home", "-o", EFS_MOUNT_OPTIONS)
+    assert "tls" in EFS_MOUNT_OPTIONS.split(",")
+    assert ok.returncode == 0 and ok.stdout == f"mount -i -t tmpfs -o size=16m,mode=0755 {source} /home\n", ok.stderr
+    assert (tmp_path / "efs-run/mounts").read_text() == f"/home {EFS_MOUNT_OPTIONS}\n"
+    plain = EFS_MOUNT_OPTIONS.replace(",tls,", ",")
+    refused = _helper(tmp_path, "efs", source, "/home", "-o", plain)
+    assert refused.returncode == 32 and "access denied by server" in refused.stderr and "-o tls" in refused.stderr
+    # A DNS name (the kernel client's form) is not the helper's fs-id form here.
+    dns = _helper(tmp_path, "efs", "fs-0123456789abcdef0.efs.us-east-1.amazonaws.com:/", "/home", "-o", "tls")
+    assert dns.returncode == 32 and "not <file-system-id>:/<path>" in dns.stderr

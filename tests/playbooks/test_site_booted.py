@@ -16,6 +16,8 @@ import pytest
 import yaml
 
 from components.aws.lustre_mount import fsx_mount_entry
+from components.aws.node_group import EFS_MOUNT_OPTIONS
+from components.catalog.aws_wiring import load_aws_wiring
 from gpuforge.nodes.bake import PlaybookResult, run_playbook
 from gpuforge.nodes.inventory import lustre_efa_interfaces
 from tests.machines import SSH_IMAGE, Machine, MachinePool, Machines
@@ -42,10 +44,18 @@ FSX_SOURCE = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh"
 # (tests/fixtures/stacks/Pulumi.booted-site.yaml) through the inventory (site_mounts_from_spec); their clients
 # from the site's mirror (stand-in packages with the vendors' names: tests/standins/packages.py, site_mirror).
 # Each mount point's fstab source and type, as site_mounts writes them.
+# An Amazon EFS mount as the Slurm inventory gives one (slurm_config.home on AWS: kind efs, the deployed file
+# system's id and DNS name, AWS's NFS options), at a mount point of its own here (the machines' /home holds the
+# admin user): site_mounts installs the EFS mount helper (amazon-efs-utils, the stand-in from the site mirror)
+# and writes the mount helper's entry with tls; the stand-in mount.efs refuses a mount without it.
+EFS_ID = "fs-0123456789abcdef0"
+EFS_MOUNT = {"name": "efs-home", "kind": "efs", "mount_point": "/shared/efs-home", "export": "/", "source": EFS_ID,
+             "server": f"{EFS_ID}.efs.us-east-1.amazonaws.com", "nfs_options": load_aws_wiring().efs.nfs_options}
 SITE_FSTAB = {
     "/site/scratch": ("10.64.9.10@o2ib:10.64.9.11@o2ib:/scratch", "lustre"),
     "/site/projects": ("beegfs_nodev", "beegfs"),
     "/site/datasets": ("10.64.9.30,10.64.9.31/datasets", "wekafs"),
+    EFS_MOUNT["mount_point"]: (f"{EFS_ID}:/", "efs"),
 }
 
 
@@ -83,6 +93,7 @@ def site_runs(machine_pool: MachinePool, standin_sources: StandinSources, ipoib_
         **copy.deepcopy(site_mounts_from_spec()),
         **standin_sources.site_mirror_variables(),
     }
+    host_vars["site_mounts_mounts"].append(copy.deepcopy(EFS_MOUNT))
     if not Path("/proc/sys/kernel/yama").is_dir():
         # This host's kernel (shared by the machines) has no Yama LSM, so kernel.yama.ptrace_scope does
         # not exist to be set: the EFA role writes its sysctl file without applying it. CI's Debian
@@ -314,6 +325,23 @@ def test_site_file_systems_are_in_fstab_and_mount_on_first_access(site_runs: Sit
         assert machine.run("dpkg-query -W -f '${Status}' beegfs-client").stdout == "install ok installed"
         sources = machine.run("cat /etc/apt/sources.list.d/site-storage-clients.sources").stdout
         assert "Signed-By: /etc/apt/keyrings/site-storage-clients.asc" in sources
+
+
+def test_efs_is_mounted_by_the_mount_helper_with_tls(site_runs: SiteRuns) -> None:
+    """The efs kind: the production task installed the EFS mount helper from the repository the role added (the
+    cluster's own in production), wrote the EFS User Guide's entry (<fs-id>:/ <dir> efs ...,tls,_netdev) with the
+    options a cloud node's user data writes, and the first access mounted it through mount.efs with tls (the
+    stand-in refuses a mount without tls, as the file systems' policy does)."""
+    helper = load_aws_wiring().efs.mount_helper
+    path = EFS_MOUNT["mount_point"]
+    for machine in site_runs.machines:
+        status = machine.run(f"dpkg-query -W -f '${{Status}} ${{Version}}' {helper.package}").stdout
+        assert status == f"install ok installed {helper.version}-1"
+        assert machine.run(f"test -x /sbin/mount.{helper.fstype}", check=False).returncode == 0
+        assert _fstab(machine)[path] == (f"{EFS_ID}:/", helper.fstype, EFS_MOUNT_OPTIONS)
+        assert _mounted(machine, path) == (f"{EFS_ID}:/", "tmpfs"), _mount_status(machine, path)
+        records = machine.run("cat /run/efs-standin/mounts", root=True).stdout.splitlines()
+        assert records and all(r.split()[0] == path and helper.tls_option in r.split()[1].split(",") for r in records)
 
 
 LNET_UNIT = "/etc/systemd/system/gpuforge-lnet.service"

@@ -1,13 +1,15 @@
 """The shared /home and the controllers' shared state directory: every Slurm host (controller, login, compute)
 mounts /home through slurm.yml's site_mounts, on AWS (the cluster's EFS), on a site (its NFS export) and
-hybrid; a cloud node from an image gets the same fstab entry through its user data; prod's two controllers
-mount one state file system at StateSaveLocation and slurmctld requires it. The booted proof is in
+hybrid; a cloud node from an image gets the same fstab entry through its user data; on AWS through the EFS
+mount helper with TLS, which the file systems' policy requires; prod's two controllers mount one state file
+system at StateSaveLocation and slurmctld requires it. The booted proof is in
 test_slurm_cluster.py (fstab entry and automount unit on every machine)."""
 
 from __future__ import annotations
 
 import base64
 import copy
+import json
 import os
 import subprocess
 import sys
@@ -134,18 +136,65 @@ def _user_data(plan: Plan, name: str) -> dict[str, Any]:
 
 def test_a_cloud_slurm_node_mounts_home_from_its_user_data_as_slurm_yml_does() -> None:
     """An Auto Scaling instance boots from its image with no Ansible run: its user data carries the /home
-    entry, with the options site_mounts writes for the efs kind (AWS's NFS options, then its own)."""
+    entry, with the options site_mounts writes for the efs kind (AWS's NFS options, then its own: tls first),
+    through the EFS mount helper (`<fs-id>:/ /home efs ...`, as the EFS User Guide's fstab entry)."""
     plan = planned("dev")
-    server = f"{plan.outputs['slurm']['homeDnsName']}:/"
+    helper = load_aws_wiring().efs.mount_helper
+    source = f"{plan.outputs['slurm']['homeFileSystem']}:/"
     defaults = yaml.safe_load((SITE_MOUNTS / "defaults/main.yml").read_text())
     role_options = f"{load_aws_wiring().efs.nfs_options},{defaults['site_mounts_options']['efs']}"
     assert role_options == EFS_MOUNT_OPTIONS
-    assert "nfsvers=4.1" in role_options and "noresvport" in role_options and "x-systemd.automount" in role_options
+    options = role_options.split(",")
+    assert {"nfsvers=4.1", "noresvport", helper.tls_option, "_netdev", "x-systemd.automount"} <= set(options)
     for group in ("train", "login"):
         document = _user_data(plan, f"forge-dev-{group}-lt")
         (fstab,) = [f for f in document["write_files"] if f["path"] == "/etc/fstab"]
-        assert f"{server} /home nfs4 {role_options} 0 0" in fstab["content"].splitlines(), group
+        assert f"{source} /home {helper.fstype} {role_options} 0 0" in fstab["content"].splitlines(), group
+        assert " nfs4 " not in fstab["content"], group
         assert ["systemctl", "start", "home.automount"] in document["runcmd"], group
+
+
+def test_the_efs_kind_mounts_through_the_mount_helper_with_tls() -> None:
+    """site_mounts' efs kind: the catalog's mount helper package (from the repositories the role adds), its
+    /sbin/mount.efs as the client check, and the EFS User Guide's entry: <fs-id>:/ <dir> efs ...,tls,_netdev."""
+    helper = load_aws_wiring().efs.mount_helper
+    defaults = yaml.safe_load((SITE_MOUNTS / "defaults/main.yml").read_text())
+    assert defaults["site_mounts_packages"]["efs"] == [helper.package]
+    assert defaults["site_mounts_client_files"]["efs"] == f"/sbin/mount.{helper.fstype}"
+    assert defaults["site_mounts_options"]["efs"].split(",")[0] == helper.tls_option
+    tasks = yaml.safe_load((SITE_MOUNTS / "tasks/main.yml").read_text())
+    (fstab,) = [t for t in tasks if t["name"] == "Write the site's file systems into fstab"]
+    assert fstab["vars"]["__site_mounts_fstype"]["efs"] == helper.fstype
+    # The id (slurm.homeFileSystem / stateFileSystem), not the DNS name: the helper finds the mount target.
+    assert fstab["vars"]["__site_mounts_src"]["efs"].startswith("{{ item.source")
+    # An AWS Slurm image carries the helper (its user data writes the entry): bake-image-slurm.yml installs it.
+    (bake,) = yaml.safe_load((PLAYBOOKS_DIR / "bake-image-slurm.yml").read_text())
+    (install,) = [t for t in bake["tasks"] if t["name"].startswith("Install the EFS mount helper")]
+    assert install["ansible.builtin.include_role"] == {"name": "site_mounts", "tasks_from": "clients.yml"}
+    assert "slurm_config.home.kind == 'efs'" in install["when"]
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_every_efs_file_system_refuses_clients_without_tls(stack: str) -> None:
+    """Each EFS file system of the cluster (/home, prod's state) has a policy that denies any request not over
+    TLS, and keeps what EFS's default policy grants clients that reach a mount target (no IAM on the nodes)."""
+    plan = planned(stack)
+    file_systems = {r.name for r in plan.resources if r.type == "aws:efs/fileSystem:FileSystem" and SLURM in r.urn}
+    policies = {r.name: r for r in plan.resources if r.type == "aws:efs/fileSystemPolicy:FileSystemPolicy"}
+    assert {f"{fs}-policy" for fs in file_systems} == set(policies) and file_systems
+    for fs in file_systems:
+        policy = policies[f"{fs}-policy"]
+        assert policy.inputs["fileSystemId"] == f"{fs}-id"
+        statements = json.loads(policy.inputs["policy"])["Statement"]
+        arn = f"arn:aws:efs:mock:123456789012:{fs}"  # the plan engine's mock ARN
+        (deny,) = [s for s in statements if s["Effect"] == "Deny"]
+        assert (deny["Principal"], deny["Action"], deny["Resource"]) == ({"AWS": "*"}, "*", arn)
+        assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        (allow,) = [s for s in statements if s["Effect"] == "Allow"]
+        assert set(allow["Action"]) == {"elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite",
+                                        "elasticfilesystem:ClientRootAccess"}
+        assert allow["Condition"] == {"Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"}}
+        assert "aws:SecureTransport" not in json.dumps(allow)
 
 
 def test_prod_controllers_share_a_state_file_system_of_their_own() -> None:
@@ -203,3 +252,29 @@ def test_a_site_state_mount_is_its_export_at_state_save_location() -> None:
     assert state == {"kind": "nfs", "server": "10.64.8.21", "export": "/export/slurm-state", "version": "4.2",
                      "mount_point": "/var/spool/slurmctld", "name": "slurm-state", "mount": "slurm-state",
                      "owner": "slurm", "group": "slurm", "mode": "0750"}
+
+
+def _run_server_check(mounts: list[dict[str, Any]], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """site_mounts' check that every NFS mount names its server and every EFS mount its file system id, run
+    as written in the role (the task copied into a play on localhost)."""
+    tasks = yaml.safe_load((SITE_MOUNTS / "tasks/main.yml").read_text())
+    (check,) = [t for t in tasks if t["name"].startswith("Check every NFS mount names its server")]
+    play = [{"hosts": "localhost", "gather_facts": False, "vars": {"site_mounts_mounts": mounts}, "tasks": [check]}]
+    path = tmp_path / "check.yml"
+    path.write_text(yaml.safe_dump(play))
+    ansible = Path(sys.executable).parent / "ansible-playbook"
+    env = {**os.environ, "ANSIBLE_NOCOLOR": "True", "ANSIBLE_LOCALHOST_WARNING": "False"}
+    return subprocess.run([str(ansible), "-c", "local", "-i", "localhost,", str(path)],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+
+
+def test_an_efs_mount_without_its_file_system_id_is_refused(tmp_path: Path) -> None:
+    """The mount helper's entry names the file system by id: an inventory with none (read from the offline plan)
+    or with the DNS name in its place is refused, naming the mount point and where the id comes from."""
+    efs = {"name": "home", "kind": "efs", "mount_point": "/home", "export": "/", "server": HOME_DNS}
+    assert _run_server_check([{**efs, "source": "fs-0123456789abcdef0"}], tmp_path).returncode == 0
+    for source in ("", HOME_DNS, None):
+        mount = {**efs, "source": source} if source is not None else efs
+        refused = _run_server_check([mount], tmp_path)
+        assert refused.returncode != 0, source
+        assert "No server for the mount(s) /home" in refused.stdout and "slurm.homeFileSystem" in refused.stdout

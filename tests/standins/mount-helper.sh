@@ -2,7 +2,7 @@
 # gpuforge test stand-in for /sbin/mount.@FSTYPE@ (package @PACKAGE@): there is no @FSTYPE@ kernel module here.
 # mount(8) calls it as it calls the real helper (mount.@FSTYPE@ SOURCE DIR [-sfnv] [-o OPTIONS]). It refuses
 # what the real client refuses (a source not of the client's form; for BeeGFS a missing cfgFile or an empty
-# sysMgmtdHost; for WEKA a stopped weka-agent; for Lustre it brings LNet up as loading lustre.ko does, and needs the MGS NIDs' network among LNet's) and
+# sysMgmtdHost; for WEKA a stopped weka-agent; for EFS a mount without tls; for Lustre it brings LNet up as loading lustre.ko does, and needs the MGS NIDs' network among LNet's) and
 # otherwise mounts a tmpfs whose source is SOURCE on DIR: the mount point is live, and /proc/mounts names
 # the file system's source (with fstype tmpfs). tests/standins/packages.py fills in @FSTYPE@ and @PACKAGE@.
 set -eu
@@ -54,6 +54,17 @@ case $fstype in
     # <backend>[,<backend>...]/<filesystem>; the agent serves the client.
     printf '%s\n' "$source" | grep -Eq '^[^/,]+(,[^/,]+)*/[A-Za-z0-9_-]+$' || fail "$source: not <backends>/<fs>"
     systemctl is-active --quiet weka-agent.service || fail "the weka-agent service is not running"
+    ;;
+  efs)
+    # The EFS mount helper (amazon-efs-utils): <file-system-id>:/<path>. gpuforge's file systems have a policy
+    # that denies every request not over TLS (aws:SecureTransport false), so the server refuses a mount without
+    # the helper's tls option, as the real one ends: "mount.nfs4: access denied by server". Record the options.
+    printf '%s\n' "$source" | grep -Eq '^fs-[0-9a-f]{8,40}:/' || fail "$source: not <file-system-id>:/<path>"
+    printf '%s\n' "$opts" | tr ',' '\n' | grep -qx tls \
+      || fail "mount.nfs4: access denied by server while mounting $source (the file system policy requires TLS: -o tls)"
+    record=${EFS_STANDIN_RUN:-/run/efs-standin}
+    mkdir -p "$record"
+    echo "$dir $opts" >> "$record/mounts"
     ;;
 esac
 exec mount -i -t tmpfs -o size=16m,mode=0755 "$source" "$dir"

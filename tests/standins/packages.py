@@ -336,7 +336,24 @@ def site_mirror() -> list[Package]:
             files={**agent_files, "/sbin/mount.wekafs": mount_helper("wekafs", "weka-agent")},
             executables=agent_exec | {"/sbin/mount.wekafs"},
         ),
+        efs_utils(),
     ]
+
+
+def efs_utils() -> Package:
+    """The EFS mount helper as ./build-deb.sh of the catalog's efs-utils release packages it (amazon-efs-utils,
+    /sbin/mount.efs), served in production from the cluster's own repository (here: the site mirror). The
+    stand-in helper refuses a mount without tls, as the file systems' policy does. No dependencies: the real
+    package's nfs-common and stunnel4 do the NFS and TLS this stand-in does not."""
+    from components.catalog.aws_wiring import load_aws_wiring
+
+    helper = load_aws_wiring().efs.mount_helper
+    return Package(
+        helper.package,
+        f"{helper.version}-1",
+        files={f"/sbin/mount.{helper.fstype}": mount_helper(helper.fstype, helper.package)},
+        executables=frozenset({f"/sbin/mount.{helper.fstype}"}),
+    )
 
 
 def dcgmi_script() -> str:

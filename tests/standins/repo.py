@@ -10,7 +10,9 @@ and stops by its process id:
     fsx/ubuntu/dists/bookworm/main/...       the FSx for Lustre client repository (suite bookworm, main)
     fsx/fsx-ubuntu-public-key.asc            its signing key
     site/debian/dists/bookworm/main/...      a site's mirror of its storage vendors' clients (BeeGFS, WEKA's
-    site/site-mirror-key.asc                 agent), with its key; named by site_mirror_variables()
+    site/site-mirror-key.asc                 agent) and the EFS mount helper (amazon-efs-utils, production's
+                                             from the cluster's own repository), with its key; named by
+                                             site_mirror_variables()
     efa/aws-efa-installer-<version>.tar.gz   the EFA installer tarball (aws-efa-installer/efa_installer.sh,
                                              DEBS/DEBIAN12/x86_64/*.deb)
     dcgm-exporter/dcgm-exporter              the dcgm-exporter binary a site publishes
@@ -37,6 +39,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from components.catalog.aws_wiring import load_aws_wiring
 
 from . import packages as pkgs
 from .packages import Package
@@ -105,6 +109,8 @@ class StandinSources:
                 "lustre": ["lustre-client-utils"],
                 "beegfs": ["beegfs-client"],
                 "weka": ["weka-agent"],
+                # The EFS mount helper (production: the cluster's own repository; here the site mirror).
+                "efs": [load_aws_wiring().efs.mount_helper.package],
             },
         }
 
