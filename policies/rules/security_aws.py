@@ -25,6 +25,10 @@ from .security import BUCKETS
 BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
+EFS = "aws:efs/fileSystem:FileSystem"
+EFS_POLICY = "aws:efs/fileSystemPolicy:FileSystemPolicy"
+# What an NFS client needs to mount and write an EFS file system (EFS's default policy grants them to all).
+EFS_CLIENT_ACTIONS = ("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite")
 VPN_CONNECTION = "aws:ec2/vpnConnection:VpnConnection"
 ROLE = "aws:iam/role:Role"
 # Services that put aws:SourceAccount / aws:SourceArn on the AssumeRole call, so a trust policy can
@@ -67,6 +71,68 @@ def bucket_tls_only(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
                 bucket.urn,
                 f"{bucket.name}: no bucket policy denies requests without TLS; add a BucketPolicy statement "
                 "Deny s3:* when aws:SecureTransport is false",
+            )
+
+
+def _denies_without_tls(doc: Mapping[str, Any]) -> bool:
+    """A statement that denies every action to every principal when aws:SecureTransport is false."""
+    for st in as_list(doc.get("Statement")):
+        if not isinstance(st, Mapping) or st.get("Effect") != "Deny" or st.get("Principal") not in ("*", {"AWS": "*"}):
+            continue
+        condition = st.get("Condition")
+        bool_ = condition.get("Bool") if isinstance(condition, Mapping) else None
+        if not isinstance(bool_, Mapping) or str(bool_.get("aws:SecureTransport")).lower() != "false":
+            continue
+        if any(str(a) in ("*", "elasticfilesystem:*") for a in as_list(st.get("Action"))):
+            return True
+    return False
+
+
+def _lets_clients_mount(doc: Mapping[str, Any]) -> bool:
+    """An Allow of ClientMount and ClientWrite to every principal, unconditioned or through mount targets only:
+    what EFS's default policy gave the NFS clients, which an explicit policy replaces."""
+    granted: set[str] = set()
+    for st in as_list(doc.get("Statement")):
+        if not isinstance(st, Mapping) or st.get("Effect") != "Allow" or st.get("Principal") not in ("*", {"AWS": "*"}):
+            continue
+        condition = st.get("Condition")
+        if condition and condition != {"Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"}}:
+            continue
+        actions = {str(a) for a in as_list(st.get("Action"))}
+        granted |= set(EFS_CLIENT_ACTIONS) if actions & {"*", "elasticfilesystem:*"} else actions
+    return set(EFS_CLIENT_ACTIONS) <= granted
+
+
+@stack_rule(
+    "security-efs-tls-only",
+    why="EFS accepts plain NFS from any client that reaches a mount target unless the file system's policy refuses "
+    "it: without a Deny on aws:SecureTransport false, a node mounted without the mount helper's tls sends users' "
+    "homes and the Slurm controllers' state in clear text (EFS User Guide, 'Enforcing encryption in transit'). An "
+    "explicit policy replaces EFS's default one, so it must also grant ClientMount and ClientWrite to the clients, "
+    "or every mount is refused.",
+    fix="add an aws.efs.FileSystemPolicy on the file system with Deny * to every principal when aws:SecureTransport "
+    "is false, and Allow elasticfilesystem:ClientMount, ClientWrite (and ClientRootAccess) when "
+    "elasticfilesystem:AccessedViaMountTarget is true (components/aws/slurm.py transit_encrypted_policy)",
+)
+def efs_tls_only(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
+    for fs in stack.of_type(EFS):
+        policies = [p for p in stack.of_type(EFS_POLICY) if stack.refers_to(p, "fileSystemId", fs)]
+        if any(is_unknown(p.get("policy")) for p in policies):
+            continue
+        docs = [d for d in (policy_document(p.get("policy")) for p in policies) if d is not None]
+        if not any(_denies_without_tls(d) for d in docs):
+            yield Violation(
+                "security-efs-tls-only",
+                fs.urn,
+                f"{fs.name}: no file system policy denies requests without TLS; add a FileSystemPolicy statement "
+                "Deny * to every principal when aws:SecureTransport is false",
+            )
+        elif not any(_lets_clients_mount(d) for d in docs):
+            yield Violation(
+                "security-efs-tls-only",
+                fs.urn,
+                f"{fs.name}: its file system policy grants no client ClientMount and ClientWrite, so every mount "
+                "is refused; allow them to every principal when elasticfilesystem:AccessedViaMountTarget is true",
             )
 
 

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 WIRING = [
     *sorted(r for r in REGISTRY if r.startswith("wiring-")),
     "security-bucket-tls-only",
+    "security-efs-tls-only",
     "security-loggroup-kms",
     "security-lustre-root-squash",
     "security-vpn-tunnel-crypto",
