@@ -257,9 +257,18 @@ def test_a_site_state_mount_is_its_export_at_state_save_location() -> None:
 def _run_server_check(mounts: list[dict[str, Any]], tmp_path: Path) -> subprocess.CompletedProcess[str]:
     """site_mounts' check that every NFS mount names its server and every EFS mount its file system id, run
     as written in the role (the task copied into a play on localhost)."""
-    tasks = yaml.safe_load((SITE_MOUNTS / "tasks/main.yml").read_text())
-    (check,) = [t for t in tasks if t["name"].startswith("Check every NFS mount names its server")]
-    play = [{"hosts": "localhost", "gather_facts": False, "vars": {"site_mounts_mounts": mounts}, "tasks": [check]}]
+    variables = {"site_mounts_mounts": mounts}
+    return _run_role_task("main.yml", "Check every NFS mount names its server", variables, tmp_path)
+
+
+def _run_role_task(
+    tasks_file: str, name: str, variables: dict[str, Any], tmp_path: Path
+) -> subprocess.CompletedProcess[str]:
+    """One site_mounts task, as written in the role, in a play on localhost with the role's defaults."""
+    tasks = yaml.safe_load((SITE_MOUNTS / "tasks" / tasks_file).read_text())
+    (check,) = [t for t in tasks if t["name"].startswith(name)]
+    defaults = yaml.safe_load((SITE_MOUNTS / "defaults/main.yml").read_text())
+    play = [{"hosts": "localhost", "gather_facts": False, "vars": {**defaults, **variables}, "tasks": [check]}]
     path = tmp_path / "check.yml"
     path.write_text(yaml.safe_dump(play))
     ansible = Path(sys.executable).parent / "ansible-playbook"
@@ -278,3 +287,24 @@ def test_an_efs_mount_without_its_file_system_id_is_refused(tmp_path: Path) -> N
         refused = _run_server_check([mount], tmp_path)
         assert refused.returncode != 0, source
         assert "No server for the mount(s) /home" in refused.stdout and "slurm.homeFileSystem" in refused.stdout
+
+
+def test_an_efs_mount_with_no_repository_for_the_mount_helper_is_refused(tmp_path: Path) -> None:
+    """amazon-efs-utils is in no distribution: a host without it and no repository to install it from is refused
+    with the fix, before apt would say only "No package matching"."""
+    efs = {"name": "home", "kind": "efs", "mount_point": "/home", "export": "/", "source": "fs-0123456789abcdef0"}
+    task = "Refuse an EFS mount when no repository serves the EFS mount helper"
+    installed = {"amazon-efs-utils": [{"version": "1.34.1-1"}]}
+    repository = {"name": "gpuforge-slurm", "uris": "https://repo.example/slurm", "suites": ["noble"], "signed_by": "K"}
+    admitted = [
+        {"site_mounts_mounts": [efs], "ansible_facts": {"packages": installed}},
+        {"site_mounts_mounts": [efs], "ansible_facts": {"packages": {}}, "site_mounts_repositories": [repository]},
+        {"site_mounts_mounts": [{**efs, "kind": "nfs", "server": "10.0.0.2"}], "ansible_facts": {"packages": {}}},
+    ]
+    for variables in admitted:
+        assert _run_role_task("clients.yml", task, variables, tmp_path).returncode == 0, variables
+    missing = {"site_mounts_mounts": [efs], "ansible_facts": {"packages": {}}}
+    refused = _run_role_task("clients.yml", task, missing, tmp_path)
+    assert refused.returncode != 0
+    assert "The EFS mount(s) /home need amazon-efs-utils" in refused.stdout
+    assert "name that repository in site_mounts_repositories" in refused.stdout
