@@ -267,3 +267,21 @@ def test_refused_before_the_site_pki_issued_the_certificate(
     assert f"Missing on {CONTROLLER}: {site.certificate}, {site.key}" in failure.message, failure.message
     assert "slurm_scaler_private_key" in failure.message
     assert not site.helper.exists()
+
+
+def test_an_aws_controllers_unit_keeps_its_instance_profile(tmp_path: Path) -> None:
+    """Without Roles Anywhere (an AWS controller): the role's arguments check passes with no signing helper,
+    and the unit's environment is slurm_scaler_environment alone, so boto3 takes the instance profile."""
+    outputs, _ = load_outputs("dev", "plan")
+    slurm_config = build_inventory("dev", outputs=outputs)["all"]["vars"]["slurm_config"]
+    unit = tmp_path / "gpuforge-lifecycle.service"
+    host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    result = run_playbook(
+        Path(__file__).with_name("scaler_unit.yml"),
+        {"all": {"hosts": {"controller": host}}},
+        extravars={"slurm_config": slurm_config, "slurm_scaler_environment": {"HTTPS_PROXY": "http://proxy:3128"},
+                   "test_unit_file": str(unit)},
+    )
+    assert result.ok, _failures(result)
+    environment = [line for line in unit.read_text().splitlines() if line.startswith("Environment=")]
+    assert environment == ['Environment="HTTPS_PROXY=http://proxy:3128"'], environment
