@@ -433,6 +433,26 @@ class ContainerRuntimeFacts(_Frozen):
     nvidia_container_toolkit: ContainerToolkitRelease
 
 
+class SigningHelperRelease(_Frozen):
+    """IAM Roles Anywhere's credential helper (aws_signing_helper): what a site's scaler runs to trade its
+    host certificate for AWS credentials (playbooks/roles/slurm_scaler)."""
+
+    version: str
+    url: dict[str, str]  # architecture (ansible_facts.architecture: x86_64, aarch64) -> release binary
+    sha256: dict[str, str]  # architecture -> hex digest AWS publishes; none: the role refuses to install
+    source: str
+    reason: str
+
+    @model_validator(mode="after")
+    def _digests(self) -> SigningHelperRelease:
+        for arch, digest in self.sha256.items():
+            if arch not in self.url:
+                raise ValueError(f"sha256 for {arch!r} has no url")
+            if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+                raise ValueError(f"sha256[{arch}] must be 64 lowercase hex digits")
+        return self
+
+
 class SlurmFacts(_Frozen):
     """Slurm versions (production and the one tests run) and the rules the rendered configuration follows."""
 
@@ -444,6 +464,7 @@ class SlurmFacts(_Frozen):
     real_memory_source: str
     ports: SlurmPorts
     containers: ContainerRuntimeFacts
+    signing_helper: SigningHelperRelease
 
     @model_validator(mode="after")
     def _fraction(self) -> SlurmFacts:

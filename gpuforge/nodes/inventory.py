@@ -85,6 +85,11 @@ def _mark_engine_only(outputs: dict[str, Any]) -> dict[str, Any]:
         section = outputs.get(key)
         if isinstance(section, Mapping):
             outputs[key] = {k: (ENGINE_ONLY if k in fields else v) for k, v in section.items()}
+    # A Slurm burst's scaler ARNs (trust anchor, profile, role): the site controller's credential_process.
+    burst = (outputs.get("hybrid") or {}).get("burst")
+    if isinstance(burst, Mapping) and isinstance(burst.get("scaler"), Mapping):
+        scaler = {k: ENGINE_ONLY for k in burst["scaler"]}
+        outputs["hybrid"] = {**outputs["hybrid"], "burst": {**burst, "scaler": scaler}}
     return outputs
 
 

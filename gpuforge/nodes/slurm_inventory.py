@@ -14,6 +14,16 @@ from components.spec import SpecError, resolve
 from gpuforge.plan.stacks import find_stack, load_stack
 from gpuforge.render.slurm import slurm_config
 
+# Stack output hybrid.burst.scaler (components/hybrid/placement.py) -> the lifecycle configuration's keys.
+SCALER_ARNS = {"trustAnchorArn": "trust_anchor_arn", "profileArn": "profile_arn", "roleArn": "role_arn"}
+
+
+def scaler_arns(outputs: Mapping[str, Any]) -> dict[str, str]:
+    """The Slurm burst scaler's trust anchor, profile and role ARNs from the stack outputs; a key the outputs
+    lack is absent (the slurm_scaler role then refuses, naming the output to deploy)."""
+    scaler = ((outputs.get("hybrid") or {}).get("burst") or {}).get("scaler") or {}
+    return {key: str(scaler[name]) for name, key in SCALER_ARNS.items() if scaler.get(name)}
+
 
 def slurm_inventory(stack: str, outputs: Mapping[str, Any], group_name: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """(all-vars, children) for a stack with a scheduler; ({}, {}) without one. Children:
@@ -39,6 +49,11 @@ def slurm_inventory(stack: str, outputs: Mapping[str, Any], group_name: Any) -> 
     if config["state_shared"].get("kind") == "efs":
         config["state_shared"]["server"] = deployed.get("stateDnsName") or ""
         config["state_shared"]["source"] = deployed.get("stateFileSystem") or ""
+    # A hybrid cluster's site scaler: the Roles Anywhere ARNs its credential_process names (public
+    # identifiers, no secret: the controller's private key stays on the controller, only its path is a variable).
+    credentials = (config.get("lifecycle") or {}).get("aws_credentials")
+    if credentials and credentials.get("kind") == "roles_anywhere":
+        credentials.update(scaler_arns(outputs))
     # A hybrid cluster's cloud nodes read the munge key from Secrets Manager with their role; the site's
     # hosts from the site's vault (slurm_config.secrets.munge_key, the munge role's default).
     cloud_key = config["secrets"].get("cloud_munge_key")

@@ -164,8 +164,13 @@ def slurm_config(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> dict
         lifecycle["gate_nodesets"] = [g["nodeset"] for g in groups.values() if g["dynamic"] or not hybrid]
         if hybrid:
             # The site's controller drives the Auto Scaling groups with IAM Roles Anywhere credentials
-            # (components/hybrid/slurm_burst.py; the ARNs are the stack output hybrid.burst.scaler).
-            lifecycle["aws_credentials"] = {"kind": "roles_anywhere"}
+            # (components/hybrid/slurm_burst.py): the slurm_scaler role installs the catalog's signing
+            # helper; the ARNs are the deployed stack's output hybrid.burst.scaler (slurm_inventory.py).
+            helper = resolved.catalog.slurm.signing_helper
+            lifecycle["aws_credentials"] = {
+                "kind": "roles_anywhere",
+                "signing_helper": {"version": helper.version, "url": dict(helper.url), "sha256": dict(helper.sha256)},
+            }
     return {
         "cluster_name": spec.name,
         "slurm_user": "slurm",

@@ -140,11 +140,13 @@ def test_drain_commands_per_scheduler() -> None:
     assert drain_commands(nodes, "none") == []
 
 
-# What only a deployed Slurm cluster on AWS knows: its accounting database and its EFS file systems.
+# What only a deployed Slurm cluster on AWS knows: its accounting database and its EFS file systems; and a
+# hybrid one's: the Roles Anywhere ARNs of the site's scaler (stack output hybrid.burst.scaler).
 SLURM_DEPLOYED = {
     f"all.vars.slurm_config.{path}"
     for path in ("accounting.database.host", "home.server", "home.source", "state_shared.server",
-                 "state_shared.source")
+                 "state_shared.source", "lifecycle.aws_credentials.trust_anchor_arn",
+                 "lifecycle.aws_credentials.profile_arn", "lifecycle.aws_credentials.role_arn")
 }
 
 

@@ -4,8 +4,13 @@ service (one cycle) the way the role's timer does.
 
 What stands in, and why:
 - AWS: moto_server on 127.0.0.1 (the machines share the host's network), started and stopped here by
-  its pid; the service reaches it through the lifecycle configuration's endpoint_url, with moto's dummy
-  credentials in its environment where an instance profile answers on AWS.
+  its pid; the service reaches it through the lifecycle configuration's endpoint_url.
+- AWS credentials: the controller's scaler gets them as a hybrid site's does, through IAM Roles Anywhere
+  (the role's tasks/roles_anywhere.yml: the AWS profile whose credential_process runs aws_signing_helper
+  with the controller's certificate and key). The helper is a stand-in (tests/standins/signing_helper.py)
+  that prints the credential-process JSON instead of asking rolesanywhere.amazonaws.com, served on
+  127.0.0.1 with its own sha256; the certificate and key are files the test puts where the site's PKI
+  would. On AWS the controller's instance profile answers instead and none of this is installed.
 - A new instance joining: moto launches instances that boot nothing, so the cluster's cloud machine
   plays each new instance in turn: the stand-in instance metadata (tests/standins/imds.py) answers the
   new instance's id and slurmd restarts, so its unit names the node ``cloud-<instance id>`` exactly as
@@ -33,7 +38,8 @@ from gpuforge.nodes.lifecycle import GATE_FAILED, GATE_PENDING, node_name
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.lifecycle import gate_floors
 from gpuforge.render.slurm import slurm_config
-from tests.standins.moto_server import CREDENTIALS, boto3_args, moto_server
+from tests.standins.moto_server import boto3_args, moto_server
+from tests.standins.signing_helper import ARNS, calls, served_signing_helper
 
 from .cluster import CLOUD_GROUP, CLUSTER, GPUS, NVIDIA_SMI_CSV, STANDIN_DIR, SlurmCluster, wait_for
 
@@ -163,8 +169,16 @@ def _lifecycle_config(endpoint: str) -> dict[str, Any]:
     }
 
 
+# Where the stand-in signing helper records its calls on the controller; the site PKI's files (the role's
+# default paths).
+HELPER_LOG = "/var/log/gpuforge-standin-signing-helper.jsonl"
+CERTIFICATE, PRIVATE_KEY = "/etc/gpuforge/pki/scaler.crt", "/etc/gpuforge/pki/scaler.key"
+
+
 @pytest.fixture(scope="module")
-def lifecycle(slurm_cluster: SlurmCluster, moto_endpoint: str) -> Iterator[Lifecycle]:
+def lifecycle(
+    slurm_cluster: SlurmCluster, moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Lifecycle]:
     start = time.monotonic()
     clients = boto3_args(moto_endpoint, REGION)
     autoscaling, ec2 = boto3.client("autoscaling", **clients), boto3.client("ec2", **clients)
@@ -197,17 +211,28 @@ def lifecycle(slurm_cluster: SlurmCluster, moto_endpoint: str) -> Iterator[Lifec
     config = all_vars["slurm_config"]
     # The gate partition spans every node set (render/slurm.py), so a new node finds a healthy neighbour.
     gate_nodesets = [group["nodeset"] for group in config["groups"].values()]
-    all_vars["slurm_config"] = {
-        **config,
-        "lifecycle": {**_lifecycle_config(moto_endpoint), "gate_nodesets": gate_nodesets},
-    }
-    # The test drives each cycle; moto's dummy credentials stand in for the controller's instance profile.
+    # The test drives each cycle.
     all_vars["slurm_scaler_timer_enabled"] = False
-    all_vars["slurm_scaler_environment"] = dict(CREDENTIALS)
+    # The site PKI's certificate and key for the controller (stand-ins: the helper only reads them).
+    pki = cluster.controller.root / CERTIFICATE.lstrip("/")
+    pki.parent.mkdir(parents=True, exist_ok=True)
+    pki.write_text("-----BEGIN CERTIFICATE-----\nstand-in\n-----END CERTIFICATE-----\n")
+    (cluster.controller.root / PRIVATE_KEY.lstrip("/")).write_text("-----BEGIN PRIVATE KEY-----\nstand-in\n")
     original_slurmd = (cluster.cloud.root / "etc/default/slurmd").read_text()
     original_instance = cluster.imds.instance_id
-    # The controller gets the role and the gate partition; the cloud group's nodes now register drained.
-    result = run_playbook("slurm.yml", inventory, limit=f"{cluster.controller.name},{cluster.cloud.name}")
+    served = tmp_path_factory.mktemp("signing-helper")
+    with served_signing_helper(served, "/usr/bin/python3", HELPER_LOG) as helper:
+        all_vars["slurm_config"] = {
+            **config,
+            "lifecycle": {
+                **_lifecycle_config(moto_endpoint),
+                "gate_nodesets": gate_nodesets,
+                # As a hybrid stack renders it (gpuforge/render/slurm.py) with the deployed stack's ARNs.
+                "aws_credentials": {"kind": "roles_anywhere", "signing_helper": helper.signing_helper(), **ARNS},
+            },
+        }
+        # The controller gets the role and the gate partition; the cloud group's nodes now register drained.
+        result = run_playbook("slurm.yml", inventory, limit=f"{cluster.controller.name},{cluster.cloud.name}")
     assert result.ok, [f"{f.host} {f.task}: {f.message}" for f in result.failures]
     default_slurmd = (cluster.cloud.root / "etc/default/slurmd").read_text()
     assert "--conf 'State=DRAIN " in default_slurmd, default_slurmd
@@ -239,6 +264,24 @@ def _finished(cluster: SlurmCluster, job: str) -> str | None:
     out = cluster.as_user(f"sacct -j {job} -X --noheader --parsable2 --format=State,NodeList")
     state, _, nodes = (out.strip().splitlines() or ["||"])[0].partition("|")
     return f"{state} {nodes}" if state and state not in ("PENDING", "RUNNING", "REQUEUED") else None
+
+
+def test_the_scaler_calls_aws_with_roles_anywhere_credentials(lifecycle: Lifecycle) -> None:
+    """The service's boto3 ran the profile's credential_process: the helper with the controller's certificate,
+    key and the stack's ARNs; the unit names the profile and carries no key; the key is its user's only."""
+    ctl = lifecycle.cluster.controller
+    log = lifecycle.cycle()  # nothing pending, nothing to scale: the group is read, with those credentials
+    made = calls(ctl.root / HELPER_LOG.lstrip("/"))
+    assert made, log
+    assert made[-1] == [
+        "credential-process", "--certificate", CERTIFICATE, "--private-key", PRIVATE_KEY,
+        "--trust-anchor-arn", ARNS["trust_anchor_arn"], "--profile-arn", ARNS["profile_arn"],
+        "--role-arn", ARNS["role_arn"],
+    ], made
+    unit = ctl.run("systemctl cat gpuforge-lifecycle.service", root=True).stdout
+    assert 'Environment="AWS_PROFILE=gpuforge-scaler"' in unit and "AWS_ACCESS_KEY_ID" not in unit, unit
+    assert ctl.run(f"stat -c %a:%U {PRIVATE_KEY}", root=True).stdout.strip() == "600:root"
+    assert lifecycle.group()["DesiredCapacity"] == 0
 
 
 def test_pending_jobs_scale_up_and_the_new_node_serves_after_its_gate(lifecycle: Lifecycle) -> None:
