@@ -268,3 +268,54 @@ def test_efa_image_carries_enroot_and_the_scratch_unit_not_pyxis(efa_rootfs: Bak
     assert f"SCRATCH_BINDS={config['job_container']['base_path']}\n" in settings
     assert os.access(root / "usr/local/sbin/gpuforge-scratch", os.X_OK)
     assert {"mdadm", "xfsprogs"} <= set(installed)
+
+
+# Last in the module: it changes the baked root file system (and the run puts every change back).
+def test_efa_rebake_writes_back_a_changed_file(efa_rootfs: Baked) -> None:
+    """A re-bake skips a role's template or copy when the role's one find shows the file as it would write it
+    (docs/benchmarks.md): a file changed since (content, mode, owner, or gone) is still written back, by its
+    task, and nothing else changes."""
+    from typing import Any
+
+    from gpuforge.nodes.bake import rootfs_inventory, run_playbook
+
+    root = efa_rootfs.path
+    tampered = {
+        "etc/sysctl.d/90-gpuforge.conf": "os_tuning : Write kernel parameters",
+        "etc/apt/apt.conf.d/51gpuforge-hold": (
+            "os_tuning : Keep kernel, driver and fabric packages out of unattended upgrades"
+        ),
+        "usr/local/libexec/gpuforge/efa-counters": "node_textfile_collectors : Install the collectors",
+        "etc/systemd/system/gpuforge-efa-metrics.timer": "node_textfile_collectors : Install the collectors' timers",
+        "etc/default/gpuforge-scratch": "local_scratch : Configure the scratch devices and mount",
+        "usr/local/sbin/gpuforge-scratch": "local_scratch : Install the script that assembles and mounts the scratch",
+        "etc/dcgm-exporter/default-counters.csv": "dcgm_exporter : Write the exported counters",
+        "etc/nccl.conf": "nccl_tuning : Write the NCCL configuration file",
+    }
+    before = {rel: ((root / rel).read_bytes(), (root / rel).stat()) for rel in tampered}
+    with (root / "etc/sysctl.d/90-gpuforge.conf").open("a") as f:
+        f.write("vm.swappiness = 60\n")
+    (root / "etc/apt/apt.conf.d/51gpuforge-hold").chmod(0o600)
+    os.chown(root / "usr/local/libexec/gpuforge/efa-counters", 65534, 65534)
+    (root / "etc/systemd/system/gpuforge-efa-metrics.timer").unlink()
+    (root / "etc/default/gpuforge-scratch").write_text("SCRATCH_REQUIRED=no\n")
+    (root / "usr/local/sbin/gpuforge-scratch").chmod(0o644)
+    (root / "etc/dcgm-exporter/default-counters.csv").write_text("")
+    (root / "etc/nccl.conf").write_text((root / "etc/nccl.conf").read_text().replace("\n", "\n\n", 1))
+
+    changed: set[str] = set()
+
+    def note(event: dict[str, Any]) -> None:
+        data = event.get("event_data") or {}
+        if event.get("event") in ("runner_on_ok", "runner_item_on_ok") and (data.get("res") or {}).get("changed"):
+            changed.add(f"{data.get('role', '')} : {data.get('task', '')}".strip(" :"))
+
+    result = run_playbook("bake-image.yml", rootfs_inventory(root, efa_rootfs.host_vars), on_event=note)
+    assert result.ok, [f"{f.task}: {f.message}" for f in result.failures]
+    for rel, (content, stat) in before.items():
+        now = (root / rel).stat()
+        assert (root / rel).read_bytes() == content, rel
+        assert (now.st_mode, now.st_uid, now.st_gid) == (stat.st_mode, stat.st_uid, stat.st_gid), rel
+    # The tampered files' tasks and nothing else (the handler the new timer notifies reloads systemd, which a
+    # chroot skips: reported changed or not).
+    assert changed - {"node_textfile_collectors : Reload systemd for the collectors"} == set(tampered.values())
