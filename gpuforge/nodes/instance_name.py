@@ -8,7 +8,10 @@ slurmd starts (a systemd ``ExecStartPre=`` in slurmd's drop-in, cloud groups onl
 instance metadata service for the instance id with IMDSv2 (a session token by ``PUT
 /latest/api/token``, then ``GET /latest/meta-data/instance-id`` with it; the launch templates require
 tokens) and writes ``GPUFORGE_SLURMD_NODENAME=<group>-<instance id>`` to an environment file, which
-slurmd's ``ExecStart=`` passes as ``-N`` to its dynamic registration (``slurmd -Z``).
+slurmd's ``ExecStart=`` passes as ``-N`` to its dynamic registration (``slurmd -Z``). With
+``--pam-template``/``--pam-output`` it also writes sshd's pam_slurm_adopt lines with ``nodename=`` set
+to that name: the module finds the node's job steps by its Slurm name, which it otherwise looks up by the
+host name in slurm.conf, where a dynamic node is not (so it refused every user, even into their job).
 
 The host name is not used: on EC2 it is ``ip-10-0-1-2``, an address that the next instance in the
 group may get again. A node whose metadata cannot be read does not start slurmd (it would register
@@ -35,6 +38,8 @@ TOKEN_TTL_S = 60  # the token is used at once, for one request
 INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8,17}$")
 GROUP = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")  # components/spec/models.py NAME_PATTERN
 ENV_VAR = "GPUFORGE_SLURMD_NODENAME"
+# Where the slurm_compute role's PAM template takes the node's name.
+PAM_PLACEHOLDER = "@SLURMD_NODENAME@"
 
 
 def node_name(group: str, instance_id: str) -> str:
@@ -83,14 +88,28 @@ def wait_for_instance_id(endpoint: str = IMDS_ENDPOINT, wait_s: float = 60.0) ->
         delay = min(delay * 2, 5.0)
 
 
-def write_env(path: Path, name: str) -> None:
-    """Write the environment file atomically (systemd may read it while a restart rewrites it)."""
+def _write_atomically(path: Path, text: str) -> None:
+    """Replace *path* in one step: systemd or sshd may read it while a restart rewrites it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w") as out:
-        out.write(f"{ENV_VAR}={name}\n")
+        out.write(text)
     os.chmod(tmp, 0o644)
     os.replace(tmp, path)
+
+
+def write_env(path: Path, name: str) -> None:
+    """Write the environment file slurmd's unit reads."""
+    _write_atomically(path, f"{ENV_VAR}={name}\n")
+
+
+def write_pam(template: Path, output: Path, name: str) -> None:
+    """Write sshd's pam_slurm_adopt lines from the role's *template*, the node's *name* in place of the
+    placeholder. A template without it would leave the module naming no node: refuse it."""
+    text = template.read_text()
+    if PAM_PLACEHOLDER not in text:
+        raise ValueError(f"{template} has no {PAM_PLACEHOLDER} for the node's name")
+    _write_atomically(output, text.replace(PAM_PLACEHOLDER, name))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -99,7 +118,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, required=True, help="the environment file slurmd's unit reads")
     parser.add_argument("--endpoint", default=IMDS_ENDPOINT, help="the metadata service (tests: a stand-in)")
     parser.add_argument("--wait", type=float, default=60.0, help="seconds to wait for the metadata service")
+    parser.add_argument("--pam-template", type=Path, help=f"PAM lines, {PAM_PLACEHOLDER} for the name")
+    parser.add_argument("--pam-output", type=Path, help="the PAM file written from --pam-template")
     args = parser.parse_args(argv)
+    if (args.pam_template is None) != (args.pam_output is None):
+        parser.error("--pam-template and --pam-output go together")
     if not GROUP.match(args.group):
         print(f"gpuforge-slurmd-name: {args.group!r} is not a node group name", file=sys.stderr)
         return 2
@@ -108,6 +131,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MetadataError as exc:
         print(f"gpuforge-slurmd-name: {exc}; slurmd is not started under a name nothing maps", file=sys.stderr)
         return 1
+    if args.pam_template is not None:
+        try:
+            write_pam(args.pam_template, args.pam_output, name)
+        except (OSError, ValueError) as exc:
+            # slurmd does not start either: users' ssh would be refused even into their own jobs.
+            print(f"gpuforge-slurmd-name: cannot write {args.pam_output}: {exc}", file=sys.stderr)
+            return 1
     write_env(args.output, name)
     print(f"gpuforge-slurmd-name: this node registers as {name}")
     return 0

@@ -19,6 +19,9 @@ What stands in, and why:
   site's NFS export at a mount point nothing accesses (HOME_STAND_IN): every machine gets its fstab entry
   and automount unit, and the users' homes are made on each machine's own /home (in production the primary
   controller makes them once, on the shared /home).
+- The user's SSH key pair is generated here, up front: its public half is the user's ssh_public_keys in
+  slurm_config (slurm_users authorizes it on every machine, where homes are made); a test gives the
+  private half to the user on the login machine, as a user brings their own key.
 - The MUNGE key and the database password are generated here and delivered as Ansible vault variables,
   the on-premises path of the secret_store role.
 - Containers for jobs: enroot, pyxis and NVIDIA's container toolkit come from the stand-in sources of
@@ -34,6 +37,7 @@ import errno
 import secrets
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -122,6 +126,7 @@ class SlurmCluster:
     second: PlaybookResult
     inventory: dict[str, Any]
     imds: StandInImds  # the cloud machine's instance metadata
+    user_key: tuple[str, str]  # the cluster user's SSH key pair (private, public OpenSSH lines)
 
     @property
     def cloud_node(self) -> str:
@@ -203,7 +208,7 @@ def wait_for(what: str, probe: Callable[[], Any], timeout_s: float = 120, every_
     raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what} (last: {last!r})")
 
 
-def cluster_config(machines: Machines, cpus: int, real_memory: int) -> dict[str, Any]:
+def cluster_config(machines: Machines, cpus: int, real_memory: int, user_public_key: str) -> dict[str, Any]:
     """slurm_config for the booted machines: the dev stack's rendering (accounts, partitions' settings,
     versions) with the cluster's shape replaced by these machines: a controller with MariaDB on it, a
     static group of two computes (their real CPU count) and a cloud group that registers itself."""
@@ -257,7 +262,7 @@ def cluster_config(machines: Machines, cpus: int, real_memory: int) -> dict[str,
     config["gres"]["files"] = [{"nodes": "", "type": GPU_TYPE, "file": "/dev/nvidia[0-1]"}]
     config["login_groups"] = ["login"]
     config["accounts"] = {ACCOUNT: {"description": "Research engineers", "fairshare": 1}}
-    config["users"] = {USER: {"uid": UID, "account": ACCOUNT, "ssh_public_keys": []}}
+    config["users"] = {USER: {"uid": UID, "account": ACCOUNT, "ssh_public_keys": [user_public_key]}}
     config["cluster_name"] = CLUSTER
     # The shared /home at a stand-in mount point (the module's docstring says why), as test_bake_ssh.py does.
     config["home"] = dict(HOME_STAND_IN)
@@ -338,6 +343,15 @@ def generated_secrets() -> dict[str, str]:
     }
 
 
+def generated_ssh_key() -> tuple[str, str]:
+    """A fresh ed25519 key pair, (private, public) in OpenSSH's formats, without a passphrase."""
+    with tempfile.TemporaryDirectory() as tmp:
+        key = Path(tmp) / "id_ed25519"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{USER}@{CLUSTER}", "-f", str(key)],
+                       check=True, capture_output=True, timeout=30)
+        return key.read_text(), key.with_suffix(".pub").read_text().strip()
+
+
 def node_facts(machine: Machine) -> tuple[int, int]:
     """(CPUs, RealMemory MiB) to declare for a machine: its CPU count and 90 % of the memory slurmd sees."""
     line = machine.run("slurmd -C", root=True).stdout.splitlines()[0]
@@ -366,7 +380,8 @@ def build_cluster(machines: Machines, containers: ContainerSources, imds: StandI
     for index, machine in enumerate(machines):
         prepare_machine(machine, gpus=index in (*STATIC, CLOUD))
     cpus, memory = node_facts(machines[STATIC[0]])
-    config = cluster_config(machines, cpus, memory)
+    user_key = generated_ssh_key()
+    config = cluster_config(machines, cpus, memory, user_key[1])
     containers.slurm_config(config)
     secret_values = generated_secrets()
     inv = inventory(machines, config, secret_values, containers.variables(), imds.endpoint)
@@ -375,4 +390,4 @@ def build_cluster(machines: Machines, containers: ContainerSources, imds: StandI
     mid = time.monotonic()
     second = run_playbook("slurm.yml", inv) if first.ok else first
     print(f"\nslurm.yml: converge {mid - start:.1f}s, idempotence run {time.monotonic() - mid:.1f}s")
-    return SlurmCluster(machines, config, secret_values, first, second, inv, imds)
+    return SlurmCluster(machines, config, secret_values, first, second, inv, imds, user_key)

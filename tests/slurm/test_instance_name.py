@@ -84,3 +84,38 @@ def test_a_group_name_slurm_cannot_hold_is_refused(tmp_path: Path) -> None:
         done = _run(imds.endpoint, tmp_path / "env", group="Train,gpu")
     assert done.returncode == 2 and "not a node group name" in done.stderr
     assert imds.requests == []
+
+
+PAM_TEMPLATE = (
+    "account [success=1 default=ignore] pam_succeed_if.so quiet user ingroup sudo\n"
+    "account required /lib/security/pam_slurm_adopt.so action_no_jobs=deny nodename=@SLURMD_NODENAME@\n"
+)
+
+
+def test_the_pam_lines_name_the_node_as_slurmd_registers_it(tmp_path: Path) -> None:
+    """pam_slurm_adopt finds a user's job steps by the node's Slurm name: a cloud node's, <group>-<instance
+    id>, goes into sshd's PAM file in the same step that names slurmd."""
+    template, pam, env = tmp_path / "pam-slurm-adopt.in", tmp_path / "pam.d" / "gpuforge-slurm-adopt", tmp_path / "env"
+    template.write_text(PAM_TEMPLATE)
+    with stand_in_imds(INSTANCE) as imds:
+        done = _run(imds.endpoint, env, "--pam-template", str(template), "--pam-output", str(pam))
+    assert done.returncode == 0, done.stderr
+    assert pam.read_text() == PAM_TEMPLATE.replace("@SLURMD_NODENAME@", f"train-{INSTANCE}")
+    assert env.read_text() == f"GPUFORGE_SLURMD_NODENAME=train-{INSTANCE}\n"
+
+
+def test_a_pam_template_without_the_placeholder_stops_slurmd(tmp_path: Path) -> None:
+    """Lines that would name no node refuse every user even in their job: slurmd does not start, saying why."""
+    template, pam, env = tmp_path / "pam-slurm-adopt.in", tmp_path / "gpuforge-slurm-adopt", tmp_path / "env"
+    template.write_text("account required pam_slurm_adopt.so\n")
+    with stand_in_imds(INSTANCE) as imds:
+        done = _run(imds.endpoint, env, "--pam-template", str(template), "--pam-output", str(pam))
+    assert done.returncode == 1
+    assert "has no @SLURMD_NODENAME@" in done.stderr
+    assert not pam.exists() and not env.exists()
+
+
+def test_the_pam_options_go_together(tmp_path: Path) -> None:
+    with stand_in_imds(INSTANCE) as imds:
+        done = _run(imds.endpoint, tmp_path / "env", "--pam-output", str(tmp_path / "pam"))
+    assert done.returncode == 2 and "go together" in done.stderr

@@ -51,6 +51,9 @@ CONFIGURED = (
     "/etc/systemd/system/slurmd.service.d/gpuforge.conf",
     "/etc/slurm/prolog.d/50-gpuforge-healthcheck",
     "/etc/slurm/epilog.d/50-gpuforge-healthcheck",
+    # pam_slurm_adopt's lines: the image's, named at boot by slurmd's unit (nodename=).
+    "/etc/gpuforge/pam-slurm-adopt.in",
+    "/etc/pam.d/gpuforge-slurm-adopt",
 )
 STANDIN_HOST = "/usr/local/sbin/gpuforge-standin-host"
 STANDIN_HOST_SCRIPT = (

@@ -7,8 +7,10 @@ ssh to a compute only into a job of their own there (pam_slurm_adopt)."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
+from collections.abc import Callable
 
 import pytest
 
@@ -234,35 +236,79 @@ def _pam_diagnostics(target: Machine) -> str:
     return "\n".join(f"$ {p}\n{target.run(p, root=True, check=False).stdout}" for p in probes)
 
 
-def test_ssh_to_a_compute_is_admitted_only_into_ones_own_job(slurm_cluster: SlurmCluster) -> None:
-    """pam_slurm_adopt (slurm_compute role): a user's ssh to a compute where they have no job is refused;
-    with a job there it is admitted, and the session lands in the job's cgroup (the extern step), so Slurm
-    accounts for it and kills it with the job. pam_systemd, which would move it out, is gone."""
-    target = slurm_cluster.computes[0]
-    wait_for(f"{target.name} idle", lambda: _idle(slurm_cluster, target.name))
-    # The user's key on the login machine, authorised in their home on the compute (no shared /home here).
-    slurm_cluster.as_user("mkdir -p -m 0700 ~/.ssh && { test -f ~/.ssh/id_ed25519 || "
-                          "ssh-keygen -q -t ed25519 -N '' -f ~/.ssh/id_ed25519; }")
-    public = slurm_cluster.as_user("cat ~/.ssh/id_ed25519.pub").strip()
-    target.run(
-        f"install -d -m 0700 -o {USER} -g $(id -gn {USER}) /home/{USER}/.ssh && echo {json.dumps(public)} > "
-        f"/home/{USER}/.ssh/authorized_keys && chown {USER}: /home/{USER}/.ssh/authorized_keys",
+def _give_the_user_their_key(cluster: SlurmCluster) -> None:
+    """The user's private key on the login machine (a user brings their own); its public half is in
+    slurm_config.users, which slurm_users authorized on the computes."""
+    private, _ = cluster.user_key
+    key = f"/home/{USER}/.ssh/id_ed25519"
+    cluster.login.run(
+        f"install -d -m 0700 -o {USER} -g {USER} /home/{USER}/.ssh && "
+        f"echo {base64.b64encode(private.encode()).decode()} | base64 -d > {key} && "
+        f"chown {USER}: {key} && chmod 0600 {key}",
         root=True,
     )
+
+
+def _admitted_only_into_ones_own_job(
+    cluster: SlurmCluster, target: Machine, node: str, partition: str, in_job: Callable[[], None] = lambda: None
+) -> None:
+    """A user's ssh to *target* (Slurm node *node*) with no job of theirs there is refused by pam_slurm_adopt;
+    with a job there it is admitted, into the job's extern step. *in_job* runs while the job does, first."""
+    wait_for(f"{node} idle", lambda: _idle(cluster, node))
+    # The production task (slurm_users) wrote the spec's key, and only it, for the user on this compute.
+    authorized = target.run(f"cat /home/{USER}/.ssh/authorized_keys", root=True).stdout
+    assert authorized.splitlines() == [cluster.user_key[1]], authorized
+    _give_the_user_their_key(cluster)
     assert "pam_systemd" not in target.run("cat /etc/pam.d/common-session", root=True).stdout
 
-    code, out, err = _ssh_as_user(slurm_cluster, target.name, "true")
+    code, out, err = _ssh_as_user(cluster, target.name, "true")
     assert code != 0, (out, err, _pam_diagnostics(target))
     # pam_slurm_adopt's refusal (to the client, and in sshd's log on the compute): the account stack said no.
     denied = err + target.run("journalctl --no-pager -n 80", root=True).stdout
     assert "pam_slurm_adopt" in denied or "by PAM account configuration" in denied, err
 
-    job = _submit(slurm_cluster, f"-N1 -p gpu -w {target.name}", "sleep 300")
+    job = _submit(cluster, f"-N1 -p {partition} -w {node}", "sleep 300")
     try:
-        wait_for(f"job {job} running", lambda: job in slurm_cluster.as_user("squeue -h -t RUNNING -o %i").split())
-        code, out, err = _ssh_as_user(slurm_cluster, target.name, "cat /proc/self/cgroup")
-        assert code == 0, err
+        wait_for(f"job {job} running", lambda: job in cluster.as_user("squeue -h -t RUNNING -o %i").split())
+        in_job()
+        code, out, err = _ssh_as_user(cluster, target.name, "cat /proc/self/cgroup")
+        assert code == 0, (err, _pam_diagnostics(target))
         # cgroup v1 here (job_<id>/step_extern under each controller); cgroup v2 nodes show the same path.
         assert f"job_{job}/step_extern" in out, out
     finally:
-        slurm_cluster.as_user(f"scancel {job}")
+        cluster.as_user(f"scancel {job}")
+
+
+def test_ssh_to_a_compute_is_admitted_only_into_ones_own_job(slurm_cluster: SlurmCluster) -> None:
+    """pam_slurm_adopt (slurm_compute role): a user's ssh to a compute where they have no job is refused;
+    with a job there it is admitted, and the session lands in the job's cgroup (the extern step), so Slurm
+    accounts for it and kills it with the job. pam_systemd, which would move it out, is gone. The user's
+    key is the spec's (slurm_config.users[].ssh_public_keys), authorized by the slurm_users role."""
+    target = slurm_cluster.computes[0]
+    _admitted_only_into_ones_own_job(slurm_cluster, target, target.name, "gpu")
+
+
+PAM_FILE = "/etc/pam.d/gpuforge-slurm-adopt"  # slurm_compute_pam_adopt_file
+
+
+def test_ssh_to_a_cloud_node_is_admitted_only_into_ones_own_job(slurm_cluster: SlurmCluster) -> None:
+    """The same on the cloud node, whose Slurm name (cloud-<instance id>) is not its host name and is in no
+    slurm.conf: slurmd's unit writes it into the PAM lines sshd includes (nodename=) when it names slurmd.
+    Without it the module could not find the node's job steps and refused the user even in their job."""
+    cloud = slurm_cluster.cloud
+    name = slurm_cluster.cloud_node
+    pam = cloud.run(f"cat {PAM_FILE}", root=True).stdout
+    assert f"pam_slurm_adopt.so action_no_jobs=deny action_generic_failure=deny nodename={name}" in pam, pam
+    assert "account include gpuforge-slurm-adopt" in cloud.run("cat /etc/pam.d/sshd", root=True).stdout
+
+    def without_the_name() -> None:
+        # The lines as a static node has them (no nodename=): the module looks the node up by its host name,
+        # finds none, and refuses the user even in their job. Then the file slurmd's unit wrote, back.
+        cloud.run(f"cp {PAM_FILE} {PAM_FILE}.boot && sed -i 's/ nodename=[^ ]*$//' {PAM_FILE}", root=True)
+        try:
+            code, out, err = _ssh_as_user(slurm_cluster, cloud.name, "true")
+            assert code != 0, (out, err)
+        finally:
+            cloud.run(f"mv {PAM_FILE}.boot {PAM_FILE}", root=True)
+
+    _admitted_only_into_ones_own_job(slurm_cluster, cloud, name, "cloud", in_job=without_the_name)

@@ -128,6 +128,9 @@ def test_a_cloud_node_starts_slurmd_under_its_instance_name(ansible_rendered: tu
     assert pre.split("=", 1)[1].split() == [
         "/usr/bin/python3", "/usr/local/lib/gpuforge/instance_name.py", "--group", "train",
         "--output", "/run/gpuforge/slurmd-node-name", "--endpoint", "http://169.254.169.254",
+        # pam_slurm_adopt's lines with nodename=<that name>, which sshd includes (the module cannot find a
+        # dynamic node in slurm.conf by its host name).
+        "--pam-template", "/etc/gpuforge/pam-slurm-adopt.in", "--pam-output", "/etc/pam.d/gpuforge-slurm-adopt",
     ]  # fmt: skip
     assert "EnvironmentFile=-/run/gpuforge/slurmd-node-name" in cloud
     # The packaged ExecStart (slurm-wlm's slurmd.service) is reset, then given the name.
