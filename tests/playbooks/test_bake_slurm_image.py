@@ -5,9 +5,10 @@ passes, the bake converges, a second bake changes nothing, and the image holds n
 nothing, and reads the key at boot from the store, id and region of the stack (the boot itself:
 tests/slurm/test_slurm_baked_node.py).
 
-What stands in: pyxis from the stand-in cluster repository (tests/standins/containers.py, production name
-and version); munge, slurmd and boto3 are Debian's. The minimal root file system has no OpenSSH server, so
-its /etc/pam.d/sshd (what every base image has) is written here for pam_slurm_adopt's entry.
+What stands in: pyxis and the EFS mount helper (prod's /home is EFS) from the stand-in cluster repository
+(tests/standins/containers.py, production names and versions); munge, slurmd and boto3 are Debian's. The
+minimal root file system has no OpenSSH server, so its /etc/pam.d/sshd (what every base image has) is
+written here for pam_slurm_adopt's entry.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def slurm_image(
     (path / "etc/pam.d/sshd").write_text("@include common-auth\n@include common-account\n")
     image_vars = copy.deepcopy(image_slurm_vars(build_inventory("prod"), GROUP))
     container_sources.slurm_config(image_vars["slurm_config"])
-    host_vars = {**image_vars, **container_sources.variables(), "gpuforge_node_group": GROUP}
+    sources = {**container_sources.variables(), **container_sources.efs_helper_variables()}
+    host_vars = {**image_vars, **sources, "gpuforge_node_group": GROUP}
     inventory = rootfs_inventory(path, host_vars)
     check = run_playbook("bake-image-slurm.yml", inventory, check=True)
     first = run_playbook("bake-image-slurm.yml", inventory)

@@ -8,7 +8,8 @@ the production URLs and served on 127.0.0.1 (the roles' production tasks run unc
     libnvidia-container/gpgkey                    its signing key
     gpuforge-slurm/                               the cluster's own repository (production: pyxis built with
                                                   its Debian packaging against the cluster's Slurm):
-                                                  nvslurm-plugin-pyxis, signed; key at gpuforge-slurm/key.asc
+                                                  nvslurm-plugin-pyxis and the EFS mount helper
+                                                  (amazon-efs-utils), signed; key at gpuforge-slurm/key.asc
 
 Names, versions and file layout come from the catalog (slurm.containers) and the upstream packaging
 (enroot's Makefile and pkg/deb, pyxis's Makefile and debian/). What stands in:
@@ -33,7 +34,7 @@ from typing import Any
 
 from components.catalog import load_catalog
 
-from .packages import Package
+from .packages import Package, efs_utils
 from .repo import _deb, _export_key, _flat_index, _run, _sha256, _signing_key, serve_tree, stop_server
 
 ARCH = "amd64"
@@ -78,6 +79,12 @@ class ContainerSources:
             }
         }
 
+    def efs_helper_variables(self) -> dict[str, Any]:
+        """site_mounts variables for an EFS /home: the cluster's repository also serves the EFS mount helper
+        (catalog aws_wiring efs.mount_helper.production), under the same name, so apt sees one source."""
+        repository = {"name": CLUSTER_REPO, **self.variables()["pyxis_repository"]}
+        return {"site_mounts_repositories": [repository]}
+
     def serve(self) -> None:
         self.process, self.url = serve_tree(self.root, f"{CLUSTER_REPO}/InRelease", "stand-in container sources")
 
@@ -121,6 +128,7 @@ def build(root: Path) -> ContainerSources:
         cluster.mkdir()
         plugin = _compile_plugin(root.parent / f"{root.name}-build")
         _deb(pyxis_package(f"{facts.pyxis.version}-{facts.pyxis.package_release}", facts.pyxis.plugin, plugin), cluster)
+        _deb(efs_utils(), cluster)
         _flat_index(cluster, gnupg, key)
         (cluster / "key.asc").write_bytes(_export_key(gnupg, key))
     finally:
