@@ -185,6 +185,9 @@ def test_check_over_ssh_names_failing_machines_and_their_reasons(
         assert any(p.startswith("nvidia-smi failed (rc 9)") for p in problems[name]), problems
     # The floor: the catalog's single-node DGX H100 figure (450 GB/s) x the default 0.8.
     assert "all_reduce_perf busbw 120.5 GB/s at 8589934592 B is below the floor 360 GB/s" in problems["gpu1"]
+    # The role read the rows too (it once matched none: "reported no bus bandwidth"), worded as the parsers.
+    assert not any("no bus bandwidth" in p for p in problems["gpu1"]), problems
+    assert sum("below the floor" in p for p in problems["gpu1"]) == 1, problems
     assert report["nodes"]["gpu1"]["busbw_gbps"] == 120.5
     assert any(p.startswith(f"nccl-tests missing: no {ALL_REDUCE}") for p in problems["gpu2"]), problems
     # DCGM: `dcgmi diag -r 2 -p pcie.gpu_nvlinks_expected_up=18` ran on both; gpu1's recorded run passes.
