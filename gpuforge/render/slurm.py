@@ -327,7 +327,9 @@ def _accounting(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, A
     managed = sched.database == "managed"
     return {
         "host": ctl[0].name,
-        "backup_host": ctl[1].name if len(ctl) > 1 else "",
+        # A backup slurmdbd only where both controllers reach one database (managed): with MariaDB on the
+        # primary, a second slurmdbd would keep a second, diverging accounting database on the backup.
+        "backup_host": ctl[1].name if len(ctl) > 1 and managed else "",
         "port": resolved.catalog.slurm.ports.slurmdbd,
         "purge_after_months": sched.spec.accounting.purge_after_months,
         "database": {

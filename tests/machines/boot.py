@@ -5,10 +5,20 @@ Every machine shares the host's network namespace and gets an address of its own
 configurations: sshd on 127.0.1.N:22, slurmd on 6818, node_exporter on 9100, each bound to its machine's
 address. /etc/hosts on every machine lists all machines of its group.
 
+A group may instead get a network of its own (``own_network``): each machine its own network namespace,
+joined by a veth pair to a bridge of the group's, on a /24 of 198.18.0.0/15 (RFC 2544's benchmarking range,
+never routed), the bridge holding .1 so the host reaches every machine (SSH, Ansible) and the machines
+reach each other, and nothing else: the host forwards nothing, so such machines have no internet. Their
+daemons then bind what they like, every address included, without meeting another group's (two Slurm
+controllers, each binding SlurmctldPort on every address: tests/slurm/test_slurm_failover.py). The harness
+makes the namespaces and links before the machines boot (systemd-nspawn --network-namespace-path) and
+deletes them after.
+
 Addresses are leased across test sessions on this host (several run at once here): a lease is a lock
 file under /run/gpuforge-machines held for the session's lifetime and naming the machine's systemd-nspawn
-process. A session that died without stopping its machines leaves an unlocked lease behind; the next
-session stops that process (by its id, after checking it is that machine) and unmounts its root.
+process (and its network namespace, or its group's bridge). A session that died without stopping its
+machines leaves an unlocked lease behind; the next session stops that process (by its id, after checking it
+is that machine), unmounts its root and deletes the namespace and bridge its lease names.
 """
 
 from __future__ import annotations
@@ -23,7 +33,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -35,6 +45,13 @@ LEASES_DIR = Path("/run/gpuforge-machines")
 ADDRESS_PREFIX = "127.0.1."
 # .1 to .254 of 127.0.1.0/24; Debian maps the host's own name to 127.0.1.1 in /etc/hosts, so skip it.
 ADDRESS_HOSTS = range(2, 255)
+# Networks of their own: 198.18.N.0/24 per group, the bridge gf-brN at .1, machines from .2.
+NETWORK_PREFIX = "198.18."
+NETWORK_NUMBERS = range(1, 255)
+NETWORK_HOSTS = range(2, 255)
+BRIDGE_PREFIX = "gf-br"
+NETNS_DIR = Path("/run/netns")  # where `ip netns` keeps its namespaces
+IP_TIMEOUT_S = 30
 BOOT_TIMEOUT_S = 180
 STOP_TIMEOUT_S = 60
 AUTOFS_DEVICE = Path("/dev/autofs")
@@ -59,6 +76,8 @@ class Machine:
     user: str = ADMIN_USER
     ssh_port: int = 22
     writable_proc_sys: bool = False
+    netns: str | None = None  # its own network namespace (a group with own_network), else the host's
+    binds: tuple[str, ...] = ()  # systemd-nspawn --bind= arguments (host path:machine path)
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -147,9 +166,11 @@ class MachinePool:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self._leases: dict[str, IO[str]] = {}  # address -> its lock file, held until close()
+        self._leases: dict[str, IO[str]] = {}  # address (or network) -> its lock file, held until close()
         self._groups: dict[str, Machines] = {}
         self._booted: list[Machine] = []
+        self._netns: list[Machine] = []  # machines with a network namespace of their own, made by this pool
+        self._bridges: list[str] = []
         self._key, self._known_hosts = self._client_key()
         stop_stale_machines()
 
@@ -160,12 +181,24 @@ class MachinePool:
         known_hosts.touch()
         return key, known_hosts
 
-    def group(self, prefix: str, count: int, image: Image, *, writable_proc_sys: bool = False) -> Machines:
+    def group(
+        self,
+        prefix: str,
+        count: int,
+        image: Image,
+        *,
+        writable_proc_sys: bool = False,
+        own_network: bool = False,
+        binds: Mapping[Path, str] | None = None,
+    ) -> Machines:
         """*count* machines named ``<prefix>1..N`` booted from *image*; a second call with the same
         prefix returns the same machines (the pool is shared by the whole session).
 
         *writable_proc_sys*: /proc/sys and /sys writable inside (systemd-nspawn mounts them read-only),
-        for roles that apply sysctls live. The kernel is the host's: what they set, the host gets."""
+        for roles that apply sysctls live. The kernel is the host's: what they set, the host gets.
+        *own_network*: the group's own network (the module's docstring); its machines' package lists are
+        refreshed through the host's network before they boot, since they cannot reach a mirror themselves.
+        *binds*: host directories bound into every machine at the given paths (what a file server shares)."""
         existing = self._groups.get(prefix)
         if existing is not None:
             if existing.image.key != image.key or len(existing) < count:
@@ -176,11 +209,22 @@ class MachinePool:
             return existing
         build(image)
         names = [f"{prefix}{i}" for i in range(1, count + 1)]
-        addresses = [self._lease_address() for _ in names]
+        if own_network:
+            if shutil.which("ip") is None:
+                raise MachineError("a group with its own network needs ip (apt-get install iproute2)")
+            bridge, subnet = self._lease_network()
+            addresses = [self._lease_address(subnet, NETWORK_HOSTS, check_in_use=False) for _ in names]
+        else:
+            addresses = [self._lease_address() for _ in names]
         hosts = "".join(f"{addr}\t{name}\n" for name, addr in zip(names, addresses, strict=True))
         machines = [self._prepare(name, addr, image, hosts) for name, addr in zip(names, addresses, strict=True)]
         for machine in machines:
             machine.writable_proc_sys = writable_proc_sys
+            machine.binds = tuple(f"{host}:{path}" for host, path in (binds or {}).items())
+        if own_network:
+            for machine in machines:
+                self._attach(machine, bridge)
+            _refresh_package_lists(machines)
         for machine in machines:  # start all, then wait for all: they boot in parallel
             self._start(machine)
         for machine in machines:
@@ -206,26 +250,51 @@ class MachinePool:
             self._wait_for_ssh(machine)
         namespaces.advance_past([pid for m in machines if m.pid and (pid := _container_init(m.pid))])
 
-    def _lease_address(self) -> str:
-        LEASES_DIR.mkdir(parents=True, exist_ok=True)
-        for host in ADDRESS_HOSTS:
-            address = f"{ADDRESS_PREFIX}{host}"
-            path = LEASES_DIR / address
-            lease = open(path, "a+")  # noqa: SIM115 - held open for the session
-            try:
-                fcntl.flock(lease, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                lease.close()
+    def _lease_address(
+        self, prefix: str = ADDRESS_PREFIX, hosts: range = ADDRESS_HOSTS, *, check_in_use: bool = True
+    ) -> str:
+        for host in hosts:
+            address = f"{prefix}{host}"
+            lease = _take_lease(address)
+            if lease is None:
                 continue
-            if not path.exists() or os.stat(path).st_ino != os.fstat(lease.fileno()).st_ino:
-                lease.close()  # its owner released and removed it while we locked: not a lease
-                continue
-            if _in_use(address):  # something else on this host listens there: not ours to take
+            if check_in_use and _in_use(address):  # something else on this host listens there: not ours to take
                 lease.close()
                 continue
             self._leases[address] = lease
             return address
-        raise MachineError(f"no free address in {ADDRESS_PREFIX}0/24 (leases in {LEASES_DIR})")
+        raise MachineError(f"no free address in {prefix}0/24 (leases in {LEASES_DIR})")
+
+    def _lease_network(self) -> tuple[str, str]:
+        """A /24 of its own for a group, with its bridge up at .1: (bridge, address prefix "198.18.N.")."""
+        for number in NETWORK_NUMBERS:
+            bridge, prefix = f"{BRIDGE_PREFIX}{number}", f"{NETWORK_PREFIX}{number}."
+            if Path("/sys/class/net", bridge).exists():
+                continue  # not ours (a stale one of ours is gone: stop_stale_machines ran first)
+            lease = _take_lease(f"{prefix}0")
+            if lease is None:
+                continue
+            self._leases[f"{prefix}0"] = lease
+            _write_lease(lease, {"bridge": bridge})  # before it exists: a crash from here on is cleaned up
+            self._bridges.append(bridge)
+            _ip("link", "add", "name", bridge, "type", "bridge")
+            _ip("addr", "add", f"{prefix}1/24", "dev", bridge)
+            _ip("link", "set", bridge, "up")
+            return bridge, prefix
+        raise MachineError(f"no free network in {NETWORK_PREFIX}0.0/16 (leases in {LEASES_DIR})")
+
+    def _attach(self, machine: Machine, bridge: str) -> None:
+        """Give *machine* its network namespace: its end of a veth pair (eth0) holds its address, the other
+        end is on the group's *bridge*. Made before it boots, so sshd finds its address there."""
+        machine.netns, veth = _netns_name(machine.address), _veth_name(machine.address)
+        _write_lease(self._leases[machine.address], {"netns": machine.netns, "name": machine.name})
+        self._netns.append(machine)
+        _ip("netns", "add", machine.netns)
+        _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", machine.netns)
+        _ip("link", "set", veth, "master", bridge, "up")
+        _ip("-n", machine.netns, "addr", "add", f"{machine.address}/24", "dev", "eth0")
+        _ip("-n", machine.netns, "link", "set", "eth0", "up")
+        _ip("-n", machine.netns, "link", "set", "lo", "up")
 
     def _prepare(self, name: str, address: str, image: Image, hosts: str) -> Machine:
         """The machine's root: an overlay of the image with its own identity written into the upper layer."""
@@ -266,6 +335,9 @@ class MachinePool:
         # /dev/autofs: systemd's automount units (fstab's x-systemd.automount, as the site's mounts use)
         # need the autofs control device, which nspawn's minimal /dev leaves out.
         devices = [f"--bind={AUTOFS_DEVICE}"] if AUTOFS_DEVICE.exists() else []
+        devices += [f"--bind={bind}" for bind in machine.binds]
+        if machine.netns:
+            devices.append(f"--network-namespace-path={NETNS_DIR / machine.netns}")
         with machine.log_path.open("wb") as log:
             # --register=no and --keep-unit: this host has no systemd as PID 1 to register with.
             machine.process = subprocess.Popen(
@@ -282,11 +354,8 @@ class MachinePool:
             )  # fmt: skip
         self._booted.append(machine)
         # What a later session needs to stop this machine should this one die without doing so.
-        lease = self._leases[machine.address]
-        lease.seek(0)
-        lease.truncate()
-        lease.write(json.dumps({"pid": machine.pid, "root": str(machine.root), "name": machine.name}))
-        lease.flush()
+        record = {"pid": machine.pid, "root": str(machine.root), "name": machine.name}
+        _write_lease(self._leases[machine.address], {**record, **({"netns": machine.netns} if machine.netns else {})})
 
     def _wait_for_ssh(self, machine: Machine) -> None:
         deadline = time.monotonic() + BOOT_TIMEOUT_S
@@ -314,6 +383,19 @@ class MachinePool:
                 errors.append(f"{machine.name}: {exc}")
         self._booted.clear()
         self._groups.clear()
+        # The networks once no machine is in them: a namespace (and its veth pair) first, then the bridge.
+        for machine in self._netns:
+            try:
+                _delete_netns(machine.address)
+            except Exception as exc:
+                errors.append(f"{machine.name}'s network namespace: {exc}")
+        self._netns.clear()
+        for bridge in self._bridges:
+            try:
+                _delete_link(bridge)
+            except Exception as exc:
+                errors.append(f"bridge {bridge}: {exc}")
+        self._bridges.clear()
         for lease in self._leases.values():
             Path(lease.name).unlink(missing_ok=True)
             lease.close()
@@ -415,6 +497,12 @@ def stop_stale_machines() -> None:
             if isinstance(root, str):
                 _unmount(Path(root))
             _remove_cgroups(path.name)
+            # What the lease names, and only if it has this harness's own name for that address.
+            if record.get("netns") == _netns_name(path.name):
+                _delete_netns(path.name)
+            bridge = record.get("bridge")
+            if isinstance(bridge, str) and path.name.startswith(NETWORK_PREFIX) and bridge == _bridge_name(path.name):
+                _delete_link(bridge)
             path.unlink(missing_ok=True)
 
 
@@ -433,6 +521,93 @@ def _wait_gone(pid: int) -> None:
         time.sleep(0.5)
     if Path(f"/proc/{pid}").exists():
         os.kill(pid, signal.SIGKILL)
+
+
+def _take_lease(name: str) -> IO[str] | None:
+    """The lease file *name* under LEASES_DIR, locked for this session; None when another session holds it."""
+    LEASES_DIR.mkdir(parents=True, exist_ok=True)
+    path = LEASES_DIR / name
+    lease = open(path, "a+")  # noqa: SIM115 - held open for the session
+    try:
+        fcntl.flock(lease, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lease.close()
+        return None
+    if not path.exists() or os.stat(path).st_ino != os.fstat(lease.fileno()).st_ino:
+        lease.close()  # its owner released and removed it while we locked: not a lease
+        return None
+    return lease
+
+
+def _write_lease(lease: IO[str], record: dict[str, Any]) -> None:
+    lease.seek(0)
+    lease.truncate()
+    lease.write(json.dumps(record))
+    lease.flush()
+
+
+def _netns_name(address: str) -> str:
+    return f"gf-{address}"
+
+
+def _veth_name(address: str) -> str:
+    """The host's end of a machine's veth pair: gf-v<N>-<M> for 198.18.N.M (interface names: 15 bytes)."""
+    _, _, network, host = address.split(".")
+    return f"gf-v{network}-{host}"
+
+
+def _bridge_name(network_address: str) -> str:
+    return f"{BRIDGE_PREFIX}{network_address.split('.')[2]}"
+
+
+def _ip(*args: str) -> None:
+    try:
+        subprocess.run(["ip", *args], check=True, capture_output=True, text=True, timeout=IP_TIMEOUT_S)
+    except subprocess.CalledProcessError as exc:
+        raise MachineError(f"ip {' '.join(args)}: {exc.stderr.strip()}") from None
+
+
+def _delete_netns(address: str) -> None:
+    """Delete a machine's network namespace and its veth pair (deleting one end deletes both)."""
+    _delete_link(_veth_name(address))
+    if (NETNS_DIR / _netns_name(address)).exists():
+        _ip("netns", "delete", _netns_name(address))
+
+
+def _delete_link(name: str) -> None:
+    if Path("/sys/class/net", name).exists():
+        _ip("link", "delete", name)
+
+
+def _refresh_package_lists(machines: list[Machine]) -> None:
+    """apt-get update in each machine's root before it boots, through the host's network (systemd-nspawn
+    without --boot, as an image layer is built): booted in a network of their own, the machines reach no
+    mirror, and the roles' apt tasks (cache_valid_time) would otherwise try to refresh lists the image made."""
+    # With the stamp Ubuntu's update-notifier-common writes after every successful update: Ansible's apt module
+    # takes the lists' age from it (else from the lists directory, which an update that found nothing new
+    # leaves as old as the image).
+    script = "apt-get update -qq && mkdir -p /var/lib/apt/periodic && touch /var/lib/apt/periodic/update-success-stamp"
+    nspawn = ["systemd-nspawn", "--quiet", "--register=no", "--keep-unit"]
+    runs = [
+        subprocess.Popen(
+            [*nspawn, "-M", m.name, "-D", str(m.root), "/bin/sh", "-c", script],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for m in machines
+    ]
+    failed = []
+    for machine, run in zip(machines, runs, strict=True):
+        try:
+            out, _ = run.communicate(timeout=BOOT_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            run.kill()
+            out, _ = run.communicate()
+        if run.returncode != 0:
+            failed.append(f"{machine.name}: {out.decode(errors='replace').strip()}")
+    if failed:
+        raise MachineError("apt-get update before boot failed: " + "; ".join(failed))
 
 
 def _in_use(address: str) -> bool:

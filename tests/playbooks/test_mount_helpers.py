@@ -26,8 +26,23 @@ def _helper(tmp: Path, fstype: str, *args: str, agent_rc: int = 0) -> subprocess
     helper = tmp / f"mount.{fstype}"
     helper.write_text(mount_helper(fstype, "stand-in"))
     helper.chmod(0o755)
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "AGENT_RC": str(agent_rc), "EFS_STANDIN_RUN": str(tmp / "efs-run")}
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "AGENT_RC": str(agent_rc), "EFS_STANDIN_RUN": str(tmp / "efs-run"),
+           "STANDIN_EXPORTS": str(tmp / "exports")}  # fmt: skip
     return subprocess.run([str(helper), *args], capture_output=True, text=True, env=env, timeout=30)
+
+
+def test_a_shared_export_is_bound_where_the_test_put_it_and_any_other_is_a_tmpfs(tmp_path: Path) -> None:
+    """An NFS export several machines share (the Slurm controllers' state) is the host directory a test bound
+    into each of them under exports/<server>/<export>: the helper binds it, so they see the same files; an
+    export no test shared gets a tmpfs of its own; a source not of mount.nfs's form is refused."""
+    shared = tmp_path / "exports" / "10.64.8.21" / "export" / "slurm-state"
+    shared.mkdir(parents=True)
+    bound = _helper(tmp_path, "nfs", "10.64.8.21:/export/slurm-state", "/var/spool/slurmctld", "-o", "vers=4.2")
+    assert bound.returncode == 0 and bound.stdout == f"mount -i --bind {shared} /var/spool/slurmctld\n", bound.stderr
+    alone = _helper(tmp_path, "nfs", "10.64.8.20:/export/home", "/home")
+    assert alone.stdout == "mount -i -t tmpfs -o size=16m,mode=0755 10.64.8.20:/export/home /home\n"
+    refused = _helper(tmp_path, "nfs", "/export/home", "/home")
+    assert refused.returncode == 32 and "not <server>:/<export>" in refused.stderr
 
 
 def test_beegfs_mounts_with_the_management_host_and_refuses_without(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from tests.standins.containers import ContainerSources
 from tests.standins.imds import stand_in_imds
 
 from .cluster import CLOUD_INSTANCE, SLURM_IMAGE, SlurmCluster, build_cluster, ports_taken
+from .failover import FailoverCluster
 
 
 @pytest.fixture(scope="session")
@@ -39,7 +40,8 @@ def pytest_runtest_makereport(
     """A failing test on the booted cluster reports the daemons' logs and the cluster's state with its
     failure (in CI the machines are gone by the time anyone looks)."""
     report = yield
-    cluster = getattr(item, "funcargs", {}).get("slurm_cluster")
-    if report.failed and isinstance(cluster, SlurmCluster):
+    funcargs = getattr(item, "funcargs", {})
+    cluster = funcargs.get("slurm_cluster") or funcargs.get("slurm_failover")
+    if report.failed and isinstance(cluster, (SlurmCluster, FailoverCluster)):
         report.sections.append(("slurm cluster diagnostics", cluster.diagnostics()))
     return report

@@ -5,6 +5,9 @@
 # sysMgmtdHost; for WEKA a stopped weka-agent; for EFS a mount without tls; for Lustre it brings LNet up as loading lustre.ko does, and needs the MGS NIDs' network among LNet's) and
 # otherwise mounts a tmpfs whose source is SOURCE on DIR: the mount point is live, and /proc/mounts names
 # the file system's source (with fstype tmpfs). tests/standins/packages.py fills in @FSTYPE@ and @PACKAGE@.
+# A file system several machines share (the Slurm controllers' state: tests/slurm/test_slurm_failover.py) is
+# one host directory the test bound into each machine at $exports/<server or id>/<export>: the helper binds
+# that on DIR instead, so every machine that mounts the source sees the same files.
 set -eu
 fstype=@FSTYPE@
 [ $# -ge 2 ] || { echo "usage: mount.$fstype SOURCE DIR [-o OPTIONS]" >&2; exit 1; }
@@ -55,6 +58,10 @@ case $fstype in
     printf '%s\n' "$source" | grep -Eq '^[^/,]+(,[^/,]+)*/[A-Za-z0-9_-]+$' || fail "$source: not <backends>/<fs>"
     systemctl is-active --quiet weka-agent.service || fail "the weka-agent service is not running"
     ;;
+  nfs)
+    # mount.nfs(8): <server>:/<export>.
+    printf '%s\n' "$source" | grep -Eq '^[^:/]+:/' || fail "$source: not <server>:/<export>"
+    ;;
   efs)
     # The EFS mount helper (amazon-efs-utils): <file-system-id>:/<path>. gpuforge's file systems have a policy
     # that denies every request not over TLS (aws:SecureTransport false), so the server refuses a mount without
@@ -67,4 +74,7 @@ case $fstype in
     echo "$dir $opts" >> "$record/mounts"
     ;;
 esac
+exports=${STANDIN_EXPORTS:-/var/lib/gpuforge-standin/exports}
+shared="$exports/$(printf '%s\n' "$source" | sed 's|:/*|/|')"
+[ -d "$shared" ] && exec mount -i --bind "$shared" "$dir"
 exec mount -i -t tmpfs -o size=16m,mode=0755 "$source" "$dir"
