@@ -39,7 +39,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -151,7 +151,7 @@ class SlurmCluster:
 
     def as_user(self, command: str, timeout: float = 60) -> str:
         """Run *command* as the cluster user on the login machine; its stdout."""
-        return self.login.run(f"sudo -n -u {USER} -i sh -c {_quote(command)}", timeout=timeout).stdout
+        return run_as_user(self.login, command, timeout)
 
     def scontrol(self, *args: str) -> str:
         return self.controller.run("scontrol " + " ".join(args), root=True).stdout
@@ -162,11 +162,7 @@ class SlurmCluster:
         each node say now. Never raises; secrets are not in these files."""
         sections = []
         for machine in self.machines:
-            for log in (*DAEMON_LOGS, *sorted(_job_outputs(machine))):
-                path = machine.root / log.lstrip("/")
-                if path.is_file():
-                    text = path.read_text(errors="replace").splitlines()[-lines:]
-                    sections.append(f"--- {machine.name}:{log} (last {len(text)} lines)\n" + "\n".join(text))
+            sections += log_tails(machine, (*DAEMON_LOGS, *sorted(_job_outputs(machine))), lines)
         probes = [(self.controller, command) for command in CONTROLLER_PROBES]
         probes += [(machine, command) for machine in (*self.computes, self.cloud) for command in NODE_PROBES]
         for machine, command in probes:
@@ -194,6 +190,22 @@ def _job_outputs(machine: Machine) -> list[str]:
 
 def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def run_as_user(machine: Machine, command: str, timeout: float = 60) -> str:
+    """Run *command* as the cluster user on *machine*; its stdout."""
+    return machine.run(f"sudo -n -u {USER} -i sh -c {_quote(command)}", timeout=timeout).stdout
+
+
+def log_tails(machine: Machine, logs: Iterable[str], lines: int) -> list[str]:
+    """The last *lines* of each of *logs* on *machine* that exists, read through the host's view of it."""
+    sections = []
+    for log in logs:
+        path = machine.root / log.lstrip("/")
+        if path.is_file():
+            text = path.read_text(errors="replace").splitlines()[-lines:]
+            sections.append(f"--- {machine.name}:{log} (last {len(text)} lines)\n" + "\n".join(text))
+    return sections
 
 
 def wait_for(what: str, probe: Callable[[], Any], timeout_s: float = 120, every_s: float = 2) -> Any:

@@ -38,8 +38,10 @@ from .cluster import (
     USER,
     generated_secrets,
     generated_ssh_key,
+    log_tails,
     node_facts,
     prepare_machine,
+    run_as_user,
 )
 
 PRIMARY, BACKUP, COMPUTE = 0, 1, 2
@@ -74,8 +76,7 @@ class FailoverCluster:
 
     def as_user(self, machine: Machine, command: str, timeout: float = 60) -> str:
         """Run *command* as the cluster user on *machine* (a controller, as a client); its stdout."""
-        quoted = "'" + command.replace("'", "'\"'\"'") + "'"
-        return machine.run(f"sudo -n -u {USER} -i sh -c {quoted}", timeout=timeout).stdout
+        return run_as_user(machine, command, timeout)
 
     def ping(self, machine: Machine) -> dict[str, str]:
         """`scontrol ping` from *machine*: {"primary": "UP"|"DOWN", "backup": ...}."""
@@ -90,11 +91,7 @@ class FailoverCluster:
         """The daemons' logs and what each controller says now (for a failed test; never raises)."""
         sections = []
         for machine in self.machines:
-            for log in DAEMON_LOGS:
-                path = machine.root / log.lstrip("/")
-                if path.is_file():
-                    text = path.read_text(errors="replace").splitlines()[-lines:]
-                    sections.append(f"--- {machine.name}:{log} (last {len(text)} lines)\n" + "\n".join(text))
+            sections += log_tails(machine, DAEMON_LOGS, lines)
         for machine in (self.primary, self.backup):
             for command in ("scontrol ping", "squeue -a -l", "systemctl status slurmctld --no-pager -n 20"):
                 try:
