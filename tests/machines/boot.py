@@ -268,7 +268,8 @@ class MachinePool:
     def _lease_network(self) -> tuple[str, str]:
         """A /24 of its own for a group, with its bridge up at .1: (bridge, address prefix "198.18.N.")."""
         for number in NETWORK_NUMBERS:
-            bridge, prefix = f"{BRIDGE_PREFIX}{number}", f"{NETWORK_PREFIX}{number}."
+            prefix = f"{NETWORK_PREFIX}{number}."
+            bridge = _bridge_name(f"{prefix}0")
             if Path("/sys/class/net", bridge).exists():
                 continue  # not ours (a stale one of ours is gone: stop_stale_machines ran first)
             lease = _take_lease(f"{prefix}0")
@@ -355,7 +356,9 @@ class MachinePool:
         self._booted.append(machine)
         # What a later session needs to stop this machine should this one die without doing so.
         record = {"pid": machine.pid, "root": str(machine.root), "name": machine.name}
-        _write_lease(self._leases[machine.address], {**record, **({"netns": machine.netns} if machine.netns else {})})
+        if machine.netns:
+            record["netns"] = machine.netns
+        _write_lease(self._leases[machine.address], record)
 
     def _wait_for_ssh(self, machine: Machine) -> None:
         deadline = time.monotonic() + BOOT_TIMEOUT_S

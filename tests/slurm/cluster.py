@@ -224,33 +224,13 @@ def cluster_config(machines: Machines, cpus: int, real_memory: int, user_public_
     """slurm_config for the booted machines: the dev stack's rendering (accounts, partitions' settings,
     versions) with the cluster's shape replaced by these machines: a controller with MariaDB on it, a
     static group of two computes (their real CPU count) and a cloud group that registers itself."""
-    config = slurm_config(resolve(load_stack("dev").cluster, "dev"), stand_in_gpus=True)
-    # No Auto Scaling group behind these machines: no lifecycle program (test_slurm_lifecycle.py adds its own).
-    config.pop("lifecycle", None)
     ctl = machines[CONTROLLER]
+    config = booted_rendering(ctl, CLUSTER, user_public_key)
     names = [machines[i].name for i in STATIC]
     config["controllers"] = [{"name": ctl.name, "address": ctl.address}]
-    config["accounting"]["host"] = ctl.name
-    config["accounting"]["database"].update(kind="controller", host="localhost")
-    config["secrets"] = {
-        "munge_key": {"store": "ansible_vault", "id": "vault_slurm_munge_key"},
-        "db_password": {"store": "ansible_vault", "id": "vault_slurm_db_password"},
-    }
     gres = f"gpu:{GPU_TYPE}:{GPUS}"
     config["nodes"] = [
-        {
-            "names": machines[i].name,
-            "addresses": machines[i].address,
-            "port": STATIC_PORTS[i],
-            "cpus": cpus,
-            "sockets": 1,
-            "cores_per_socket": cpus,
-            "threads_per_core": 1,
-            "real_memory": real_memory,
-            "gres": gres,
-            "features": ["group_gpu", GPU_TYPE],
-        }
-        for i in STATIC
+        {**static_node(machines[i], cpus, real_memory), "port": STATIC_PORTS[i]} for i in STATIC
     ]
     cloud_conf = f"RealMemory={real_memory} Gres={gres} Feature=group_cloud,{GPU_TYPE}"
     config["dynamic_groups"] = [{"name": "cloud", "conf": cloud_conf, "features": ["group_cloud", GPU_TYPE]}]
@@ -262,28 +242,60 @@ def cluster_config(machines: Machines, cpus: int, real_memory: int, user_public_
         "gpu": {"nodeset": "ns_gpu", "dynamic": False, "conf": "", "local_nvme": False, "gpus": GPUS},
         "cloud": {"nodeset": "ns_cloud", "dynamic": True, "conf": cloud_conf, "local_nvme": False, "gpus": GPUS},
     }
-    # These machines are no EC2 instances: no instance topology to ask for (the controller's EC2
-    # topology timer is tested against EC2's API model in test_ec2_topology.py), and no fabric.
-    config["topology"] = {"kind": "none", "source": "none", "switches": []}
     config["max_node_count"] = len(STATIC) + 1
     base = {p["name"]: p for p in config["partitions"]}["gpu"]
     config["partitions"] = [
         {**base, "name": "gpu", "nodesets": ["ns_gpu"], "default": True},
         {**base, "name": "cloud", "nodesets": ["ns_cloud"], "default": False},
     ]
-    config["gres"]["files"] = [{"nodes": "", "type": GPU_TYPE, "file": "/dev/nvidia[0-1]"}]
     config["login_groups"] = ["login"]
-    config["accounts"] = {ACCOUNT: {"description": "Research engineers", "fairshare": 1}}
-    config["users"] = {USER: {"uid": UID, "account": ACCOUNT, "ssh_public_keys": [user_public_key]}}
-    config["cluster_name"] = CLUSTER
-    # The shared /home at a stand-in mount point (the module's docstring says why), as test_bake_ssh.py does.
-    config["home"] = dict(HOME_STAND_IN)
     # enroot's settings per node group of these machines (none has local NVMe: the root disk's paths, which
     # the dev stack's login group has), and the toolkit for enroot's GPU hook on both compute groups.
     enroot = config["containers"]["enroot"]
     enroot["settings"] = {group: enroot["settings"]["login"] for group in ("gpu", "cloud", "login")}
     config["containers"]["gpu_groups"] = ["cloud", "gpu"]
     return config
+
+
+def booted_rendering(controller: Machine, cluster_name: str, user_public_key: str) -> dict[str, Any]:
+    """The dev stack's rendering (accounts, partitions' settings, versions) as every booted cluster here
+    starts from: accounting on *controller* with MariaDB on it, secrets in Ansible vault variables, the
+    cluster user, the stand-in /home and GPUs, no lifecycle program and no topology. The cluster's shape
+    (controllers, nodes, partitions) is the caller's."""
+    config = slurm_config(resolve(load_stack("dev").cluster, "dev"), stand_in_gpus=True)
+    # No Auto Scaling group behind these machines: no lifecycle program (test_slurm_lifecycle.py adds its own).
+    config.pop("lifecycle", None)
+    config["accounting"]["host"] = controller.name
+    config["accounting"]["database"].update(kind="controller", host="localhost")
+    config["secrets"] = {
+        "munge_key": {"store": "ansible_vault", "id": "vault_slurm_munge_key"},
+        "db_password": {"store": "ansible_vault", "id": "vault_slurm_db_password"},
+    }
+    # These machines are no EC2 instances: no instance topology to ask for (the controller's EC2
+    # topology timer is tested against EC2's API model in test_ec2_topology.py), and no fabric.
+    config["topology"] = {"kind": "none", "source": "none", "switches": []}
+    config["gres"]["files"] = [{"nodes": "", "type": GPU_TYPE, "file": "/dev/nvidia[0-1]"}]
+    config["accounts"] = {ACCOUNT: {"description": "Research engineers", "fairshare": 1}}
+    config["users"] = {USER: {"uid": UID, "account": ACCOUNT, "ssh_public_keys": [user_public_key]}}
+    config["cluster_name"] = cluster_name
+    # The shared /home at a stand-in mount point (the module's docstring says why), as test_bake_ssh.py does.
+    config["home"] = dict(HOME_STAND_IN)
+    return config
+
+
+def static_node(machine: Machine, cpus: int, real_memory: int) -> dict[str, Any]:
+    """A static compute of the gpu group: the machine's real CPU count and memory, the stand-in GPUs."""
+    return {
+        "names": machine.name,
+        "addresses": machine.address,
+        "cpus": cpus,
+        "sockets": 1,
+        "cores_per_socket": cpus,
+        "threads_per_core": 1,
+        "real_memory": real_memory,
+        "gres": f"gpu:{GPU_TYPE}:{GPUS}",
+        "features": ["group_gpu", GPU_TYPE],
+    }
 
 
 def prepare_machine(machine: Machine, gpus: bool) -> None:

@@ -30,18 +30,15 @@ from tests.machines import Machine, Machines
 from tests.standins.packages import mount_helper
 
 from .cluster import (
-    ACCOUNT,
-    GPU_TYPE,
     GPUS,
-    HOME_STAND_IN,
-    UID,
-    USER,
+    booted_rendering,
     generated_secrets,
     generated_ssh_key,
     log_tails,
     node_facts,
     prepare_machine,
     run_as_user,
+    static_node,
 )
 
 PRIMARY, BACKUP, COMPUTE = 0, 1, 2
@@ -119,40 +116,22 @@ def failover_config(machines: Machines, cpus: int, real_memory: int, user_public
     the primary only (MariaDB there) and the two-controller timeouts."""
     site = site_rendering()
     assert len(site["controllers"]) == 2 and site["state_shared"]["kind"] == "nfs"
-    config = slurm_config(resolve(load_stack("dev").cluster, "dev"), stand_in_gpus=True)
-    config.pop("lifecycle", None)
     primary, backup, compute = machines[PRIMARY], machines[BACKUP], machines[COMPUTE]
+    config = booted_rendering(primary, CLUSTER, user_public_key)
     config["controllers"] = [{"name": m.name, "address": m.address} for m in (primary, backup)]
     config["state_shared"] = site["state_shared"]
-    config["accounting"] = {**config["accounting"], "host": primary.name,
-                            "backup_host": site["accounting"]["backup_host"]}  # fmt: skip
-    config["accounting"]["database"] = {**config["accounting"]["database"], "kind": "controller", "host": "localhost"}
+    config["accounting"]["backup_host"] = site["accounting"]["backup_host"]
     config["timeouts"] = {**site["timeouts"], "slurmctld": SLURMCTLD_TIMEOUT_S}
-    config["secrets"] = {
-        "munge_key": {"store": "ansible_vault", "id": "vault_slurm_munge_key"},
-        "db_password": {"store": "ansible_vault", "id": "vault_slurm_db_password"},
-    }
-    gres = f"gpu:{GPU_TYPE}:{GPUS}"
-    config["nodes"] = [{
-        "names": compute.name, "addresses": compute.address, "cpus": cpus, "sockets": 1,
-        "cores_per_socket": cpus, "threads_per_core": 1, "real_memory": real_memory, "gres": gres,
-        "features": ["group_gpu", GPU_TYPE],
-    }]  # fmt: skip
+    config["nodes"] = [static_node(compute, cpus, real_memory)]
     config["dynamic_groups"] = []
     config["nodesets"] = [{"name": "ns_gpu", "feature": "", "nodes": compute.name}]
     config["groups"] = {"gpu": {"nodeset": "ns_gpu", "dynamic": False, "conf": "", "local_nvme": False, "gpus": GPUS}}
-    config["topology"] = {"kind": "none", "source": "none", "switches": []}
     config["max_node_count"] = 1
     base = {p["name"]: p for p in config["partitions"]}["gpu"]
     # Shared nodes: a job held running across the failover leaves room for the ones submitted after it.
     config["partitions"] = [{**base, "name": "gpu", "nodesets": ["ns_gpu"], "default": True, "exclusive": False}]
-    config["gres"]["files"] = [{"nodes": "", "type": GPU_TYPE, "file": "/dev/nvidia[0-1]"}]
     config["login_groups"] = []
     config["login_hosts"] = []
-    config["accounts"] = {ACCOUNT: {"description": "Research engineers", "fairshare": 1}}
-    config["users"] = {USER: {"uid": UID, "account": ACCOUNT, "ssh_public_keys": [user_public_key]}}
-    config["cluster_name"] = CLUSTER
-    config["home"] = dict(HOME_STAND_IN)
     # No container sources on this network (they are served on the host's loopback): no enroot or pyxis.
     config["containers"]["runtime"] = "none"
     return config
