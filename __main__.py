@@ -1,5 +1,5 @@
-"""The Pulumi program of this project (the cluster itself lives in components/program.py)."""
+"""The Pulumi program of this project (the cluster itself is gpuforge.infra.program)."""
 
-from components.program import main
+from gpuforge.infra.program import main
 
 main()

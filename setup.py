@@ -1,15 +1,15 @@
-"""Packages and their data, including the non-Python assets: templates/, playbooks/, the example
-stacks and the workflows ship inside the wheel as components/bundled/<name> (components/assets.py
-finds them there), so an installed gpuforge needs no checkout. Metadata is in pyproject.toml."""
+"""One package, `gpuforge`, with its data: gpuforge/assets (templates, playbooks, monitoring) and
+gpuforge/catalog/data ship as they are; the repository's example stacks and workflows, which `gpuforge
+init` copies, ship inside the wheel as gpuforge/assets/{stacks,workflows,policy_packs}
+(gpuforge/assets/__init__.py finds them there). Metadata is in pyproject.toml."""
 
 import runpy
 from pathlib import Path
 
-from setuptools import find_namespace_packages, setup
+from setuptools import find_packages, setup
 
-ASSETS: dict[str, str] = runpy.run_path("components/assets.py")["ASSETS"]
-BUNDLED = {f"components.bundled.{name}": path for name, path in ASSETS.items()}
-DATA = ("*.json", "*.yaml", "*.yml", "*.j2")
+REPOSITORY_FILES: dict[str, str] = runpy.run_path("gpuforge/assets/__init__.py")["REPOSITORY_FILES"]
+COPIED = {f"gpuforge.assets.{name}": path for name, path in REPOSITORY_FILES.items()}
 
 
 def files_under(top: str) -> list[str]:
@@ -22,12 +22,13 @@ def files_under(top: str) -> list[str]:
 
 
 setup(
-    # Namespace packages too: the policy packs (policies/<pack>/) have no __init__.py.
-    packages=[*find_namespace_packages(include=["gpuforge*", "components*", "policies*"]), *BUNDLED],
-    package_dir=BUNDLED,
+    packages=[*find_packages(include=["gpuforge", "gpuforge.*"]), *COPIED],
+    package_dir=COPIED,
     package_data={
-        "": list(DATA),
-        "components.catalog.data": ["*"],
-        **{name: files_under(path) for name, path in BUNDLED.items()},
+        # Data directories are not packages: name their files from the package above them.
+        "gpuforge.assets": [f"{d}/{f}" for d in ("templates", "playbooks", "monitoring")
+                            for f in files_under(f"gpuforge/assets/{d}")],
+        "gpuforge.catalog": [f"data/{f}" for f in files_under("gpuforge/catalog/data")],
+        **{name: files_under(path) for name, path in COPIED.items()},
     },
 )

@@ -90,6 +90,7 @@ def _time(fn: Any) -> list[float]:
 
 
 def worker_plan(stack: Path) -> dict[str, Any]:
+    # Imported in the worker: the import of the SDKs is part of what a plan costs, so it is measured here.
     from gpuforge.plan.engine import plan_stack
 
     captured: dict[str, Any] = {}
@@ -137,6 +138,7 @@ def worker_floor(resources_file: Path) -> dict[str, Any]:
     from pulumi.runtime.stack import run_pulumi_func
     from pulumi.runtime.sync_await import _sync_await
 
+    # Imported in the worker, as in worker_plan: the floor pays the same imports.
     from gpuforge.plan.engine import _offline_runtime, _RecordingMonitor
 
     registrations = json.loads(resources_file.read_text())
@@ -238,6 +240,7 @@ def _now() -> str:
 def measure_rebake() -> dict[str, Any]:
     """Two runs of bake-image.yml into a fresh root file system, timed; the slowest tasks of the second;
     when, and the machine's load average (1 minute) at the start and the end: times follow the load."""
+    # Only this measurement needs Ansible and the test harness's root file systems (a checkout's tests/).
     from gpuforge.nodes.bake import rootfs_inventory, run_playbook
     from tests.playbooks import rootfs
     from tests.playbooks.profiles import EFA_P5, profile_vars

@@ -20,9 +20,11 @@ from io import StringIO
 from pathlib import Path
 from typing import Any
 
-from components.spec import ResolvedSpec
-from components.spec.models import AMI_ID
+from gpuforge.plan.stacks import load_stack
+from gpuforge.plan.validation import check_stack
 from gpuforge.preflight import AwsClients, call_aws
+from gpuforge.spec import ResolvedSpec
+from gpuforge.spec.models import AMI_ID
 
 
 @dataclass(frozen=True)
@@ -88,8 +90,6 @@ def write_pins(path: Path, pins: list[Pin], today: datetime | None = None) -> st
 
 def pin_stack(stack: str, clients: AwsClients | None = None, dry_run: bool = False) -> list[Pin]:
     """Load and validate the stack (SpecError on a bad spec), resolve its images, write them unless dry."""
-    from gpuforge.plan.stacks import load_stack
-    from gpuforge.plan.validation import check_stack
 
     stack_file = load_stack(stack)
     resolved = check_stack(stack_file).resolved

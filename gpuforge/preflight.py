@@ -33,9 +33,11 @@ from botocore.exceptions import (  # type: ignore[import-not-found,import-untype
     ClientError,
 )
 
-from components.catalog.aws_wiring import load_aws_wiring
-from components.spec import ResolvedNodeGroup, ResolvedSpec
+from gpuforge.catalog.aws_wiring import load_aws_wiring
 from gpuforge.nodes.inventory import CLUSTER_TAG, NODE_GROUP_TAG
+from gpuforge.plan.stacks import load_stack
+from gpuforge.plan.validation import check_stack
+from gpuforge.spec import ResolvedNodeGroup, ResolvedSpec
 
 Kind = Literal["problem", "unchecked"]
 # What an AWS call may answer instead of data: a refusal (ClientError), no credentials or endpoint
@@ -390,8 +392,6 @@ def _region(client: Any) -> str:
 
 def preflight_stack(stack: str, clients: AwsClients | None = None, now: datetime | None = None) -> PreflightReport:
     """Load and validate a stack (SpecError on a bad spec), then run every check against AWS."""
-    from gpuforge.plan.stacks import load_stack
-    from gpuforge.plan.validation import check_stack
 
     stack_file = load_stack(stack)
     resolved = check_stack(stack_file).resolved

@@ -13,15 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import policies
-from components.assets import asset_dir
-from components.spec.schema import render_schema
 from gpuforge import __version__
-from policies.rules import PACKS
+from gpuforge.assets import repository_dir
+from gpuforge.plan.schema import render_schema
+from gpuforge.policy.rules import PACKS
 
-PROGRAM = '''"""The Pulumi program of this project (the cluster itself lives in components/program.py)."""
+PROGRAM = '''"""The Pulumi program of this project (the cluster itself is gpuforge.infra.program)."""
 
-from components.program import main
+from gpuforge.infra.program import main
 
 main()
 '''
@@ -54,17 +53,17 @@ def _copy(source: Path) -> Callable[[], str]:
 def scaffold(directory: Path, name: str | None = None) -> Scaffolded:
     """Write a new project into `directory` (created if missing)."""
     project = name or re.sub(r"[^A-Za-z0-9_.-]", "-", directory.resolve().name) or "clusters"
-    packs = Path(policies.__file__).parent
+    packs = repository_dir("policy_packs")
     files: dict[str, Callable[[], str]] = {
         "Pulumi.yaml": lambda: project_manifest(project),
         "__main__.py": lambda: PROGRAM,
         "requirements.txt": lambda: f"gpuforge=={__version__}\n",
         ".gitignore": lambda: GITIGNORE,
-        "stacks/Pulumi.dev.yaml": _copy(asset_dir("stacks") / "Pulumi.dev.yaml"),
+        "stacks/Pulumi.dev.yaml": _copy(repository_dir("stacks") / "Pulumi.dev.yaml"),
         "schemas/cluster.schema.json": render_schema,
-        **{f".github/workflows/{w}": _copy(asset_dir("workflows") / w) for w in ("review.yml", "deploy.yml")},
+        **{f".github/workflows/{w}": _copy(repository_dir("workflows") / w) for w in ("review.yml", "deploy.yml")},
         **{
-            f"policies/{pack}/{file}": _copy(packs / pack / file)
+            f"policy-packs/{pack}/{file}": _copy(packs / pack / file)
             for pack in PACKS
             for file in ("PulumiPolicy.yaml", "__main__.py")
         },

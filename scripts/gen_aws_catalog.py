@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate components/catalog/data/aws_instance_types.json from moto's EC2 snapshot.
+"""Generate gpuforge/catalog/data/aws_instance_types.json from moto's EC2 snapshot.
 
 moto ships EC2 DescribeInstanceTypes and DescribeInstanceTypeOfferings data as gzipped
 JSON; the pinned moto version (pyproject) makes the output reproducible offline.
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-OUTPUT = REPO_ROOT / "components" / "catalog" / "data" / "aws_instance_types.json"
+OUTPUT = REPO_ROOT / "gpuforge" / "catalog" / "data" / "aws_instance_types.json"
 SCRIPT = "scripts/gen_aws_catalog.py"
 TYPES_PATH = "moto/ec2/resources/instance_types.json.gz"
 OFFERINGS_DIR = "moto/ec2/resources/instance_type_offerings/availability-zone"

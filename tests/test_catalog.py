@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from components.catalog import CatalogError, load_catalog
-from components.catalog.models import DATA_DIR
+from gpuforge.catalog import CatalogError, load_catalog
+from gpuforge.catalog.models import DATA_DIR
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -72,8 +72,8 @@ def test_every_fact_has_a_source() -> None:
     host = facts["host_power"]
     assert host["overhead_source"] and host["pue_source"]
     assert set(load_catalog().sources()) == {
-        "components/catalog/data/aws_instance_types.json",
-        "components/catalog/data/facts.yaml",
+        "gpuforge/catalog/data/aws_instance_types.json",
+        "gpuforge/catalog/data/facts.yaml",
     }
 
 

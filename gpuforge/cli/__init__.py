@@ -2,6 +2,9 @@
 
 Exit codes: 0 success, 1 the plan or check found a blocking problem, 2 the input is
 invalid (the report names every field at fault; no traceback for a user's mistake).
+
+The command modules import their engines inside each command, on purpose: `gpuforge --help`, shell
+completion and a mistyped command answer without importing the Pulumi SDKs and Ansible (seconds).
 """
 
 from __future__ import annotations
@@ -15,9 +18,9 @@ from typing import Annotated, NoReturn
 import typer
 from rich.markup import escape
 
-from components.spec import SpecError
 from gpuforge.cli import nodes, preflight, render, review
 from gpuforge.console import err, out
+from gpuforge.spec import SpecError
 
 app = typer.Typer(
     help="Infrastructure as code for AI training clusters.\n\n"
@@ -152,7 +155,7 @@ def schema(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
 ) -> None:
     """Print the JSON Schema of a stack file (what schemas/cluster.schema.json holds)."""
-    from components.spec.schema import render_schema
+    from gpuforge.plan.schema import render_schema
 
     text = render_schema()
     if output is None:

@@ -16,10 +16,10 @@ import yaml
 from rich.markup import escape
 from rich.table import Table
 
-from components.spec import SpecError
 from gpuforge.console import err, out
 from gpuforge.nodes.bake import EventHandler, PlaybookResult
 from gpuforge.nodes.check import ALL_CHECKS, DrainMethod
+from gpuforge.spec import SpecError
 
 StackArg = Annotated[str, typer.Argument(help="A stack name in stacks/ (dev, prod, ...).", show_default=False)]
 TargetOpt = Annotated[

@@ -10,8 +10,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from components.spec import SpecError
 from gpuforge.console import err, out
+from gpuforge.spec import SpecError
 
 
 def preflight(

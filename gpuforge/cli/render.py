@@ -12,8 +12,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from components.spec import SpecError
 from gpuforge.console import err, out
+from gpuforge.spec import SpecError
 
 app = typer.Typer(
     help="Print what a stack's nodes and services receive (rendered from spec and catalog).", no_args_is_help=True
@@ -38,9 +38,9 @@ def monitoring(
 ) -> None:
     """The Prometheus configuration, rules (or PrometheusRule objects) and Alertmanager routes a stack gets.
     Receiver secrets show as the files Alertmanager reads and the Pulumi config keys that fill them."""
-    from components.spec import resolve
     from gpuforge.plan.stacks import load_stack
     from gpuforge.render.monitoring import render_monitoring
+    from gpuforge.spec import resolve
 
     try:
         stack_file = load_stack(stack)
@@ -85,9 +85,9 @@ def slurm(
 ) -> None:
     """The Slurm configuration the cluster's nodes receive: slurm.conf, gres.conf, cgroup.conf,
     job_container.conf, topology.conf, and /etc/default/slurmd per node group (docs/slurm.md)."""
-    from components.spec import resolve
     from gpuforge.plan.stacks import load_stack
     from gpuforge.render.slurm import SlurmRenderError, render_slurm, slurm_config
+    from gpuforge.spec import resolve
 
     try:
         stack_file = load_stack(stack)

@@ -19,8 +19,10 @@ from typing import Any
 
 import yaml
 
-from components.assets import PLAYBOOKS_DIR
-from components.spec import SpecError, SpecIssue
+from gpuforge.assets import PLAYBOOKS_DIR
+from gpuforge.catalog import load_catalog
+from gpuforge.nodes.inventory import aws_ec2_inventory, build_inventory, engine_only_values, group_name, node_group_vars
+from gpuforge.spec import SpecError, SpecIssue
 
 EventHandler = Callable[[dict[str, Any]], None]
 
@@ -287,7 +289,6 @@ def bake(
     group's variables (the first group, or *node_group*) are applied to the root file system, as an
     image build for that group does. Raises NoHostsMatched when the run matched no host.
     """
-    from gpuforge.nodes.inventory import build_inventory, engine_only_values, node_group_vars
 
     kind, rootfs = parse_target(target)
     for path in inventory_files:
@@ -336,7 +337,6 @@ def bake(
     sources: list[Inventory] = [inventory, *inventory_files]
     with tempfile.TemporaryDirectory(prefix="gpuforge-inventory-") as tmp:
         if aws_hosts:
-            from gpuforge.nodes.inventory import aws_ec2_inventory
 
             # The aws_ec2 plugin fills ng_<group> with each node group's running instances (by tag).
             plugin_file = Path(tmp) / "cluster.aws_ec2.yml"
@@ -365,7 +365,6 @@ def unverified_enroot_assets(inventory: Mapping[str, Any], group: str | None = N
     """The enroot release assets this bake would install without a sha256 in the catalog (all the cluster's
     compute and login groups, or the image's *group*): the enroot role refuses them (enroot+caps gives its
     helpers CAP_SYS_ADMIN), so the bake would stop there, halfway; say so before anything runs."""
-    from components.catalog import load_catalog
 
     config = inventory["all"]["vars"].get("slurm_config") or {}
     containers = config.get("containers") or {}
@@ -406,7 +405,6 @@ def image_slurm_vars(inventory: Mapping[str, Any], group: str = "") -> dict[str,
     if not config:
         return {}
     if group in config["groups"]:
-        from gpuforge.nodes.inventory import group_name
 
         computes = inventory["all"]["children"].get("slurm_compute", {}).get("children", {})
         group_vars = computes.get(group_name("ng", group), {}).get("vars") or {}

@@ -24,6 +24,7 @@ from gpuforge.nodes.bake import (
     run_playbook,
 )
 from gpuforge.nodes.health import DEFAULT_FLOOR_FRACTION, NodeExpectations, NodeHealth, evaluate_node
+from gpuforge.nodes.inventory import build_inventory, node_group_vars
 
 DrainMethod = Literal["none", "slurm", "kubernetes"]
 ALL_CHECKS = ("gpu", "dcgm", "nvlink", "xid", "fabric", "nccl")
@@ -257,7 +258,6 @@ def check(
 ) -> CheckReport:
     """``gpuforge check STACK``: the stack's nodes (plus hosts from *inventory_files*, merged over the
     stack's groups as ``gpuforge bake`` does), or one root file system, as a dry run of the checks."""
-    from gpuforge.nodes.inventory import build_inventory, node_group_vars
 
     for path in inventory_files:
         if not path.exists():

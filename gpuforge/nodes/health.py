@@ -262,7 +262,8 @@ def busbw_floor_gbps(instance_type: str, fraction: float = DEFAULT_FLOOR_FRACTIO
     if not 0 < fraction <= 1:
         raise ValueError(f"floor fraction must be in (0, 1], not {fraction}")
     if catalog is None:
-        from components.catalog import load_catalog
+        # Here, not at the top: this file also runs on nodes as a script (gpuforge-healthcheck), without gpuforge.
+        from gpuforge.catalog import load_catalog
 
         catalog = load_catalog()
     reference = catalog.instance_type(instance_type).nccl_busbw_reference_gbps

@@ -29,7 +29,12 @@ from typing import Any, Literal
 
 import yaml
 
+from gpuforge.catalog import load_catalog
+from gpuforge.catalog.aws_wiring import load_aws_wiring
 from gpuforge.nodes.health import DEFAULT_FLOOR_FRACTION
+from gpuforge.nodes.slurm_inventory import slurm_inventory
+from gpuforge.plan.engine import plan_stack
+from gpuforge.plan.stacks import find_project
 
 Source = Literal["auto", "stack", "plan"]
 Origin = Literal["stack", "plan"]
@@ -42,7 +47,7 @@ _ENGINE_ONLY_FIELDS = {
     # The Slurm cluster's EFS file systems (/home, the controllers' state): ids and DNS names.
     "slurm": ("databaseEndpoint", "homeFileSystem", "homeDnsName", "stateFileSystem", "stateDnsName"),
 }
-# The tags the aws_ec2 inventory selects a node group's instances by (components/aws/node_group.py).
+# The tags the aws_ec2 inventory selects a node group's instances by (gpuforge/infra/aws/node_group.py).
 NODE_GROUP_TAG = "gpuforge:node-group"
 CLUSTER_TAG = "gpuforge:cluster"
 
@@ -63,7 +68,6 @@ def load_outputs(stack: str, source: Source = "auto") -> tuple[dict[str, Any], O
         try:
             from pulumi import automation
 
-            from gpuforge.plan.stacks import find_project
 
             ws_stack = automation.select_stack(stack_name=stack, work_dir=str(find_project().root))
             outputs = {key: value.value for key, value in ws_stack.outputs().items()}
@@ -74,7 +78,6 @@ def load_outputs(stack: str, source: Source = "auto") -> tuple[dict[str, Any], O
                 raise RuntimeError(f"stack {stack}: cannot read its outputs through Pulumi: {exc}") from exc
     elif source == "stack":
         raise RuntimeError("the Pulumi CLI is not installed: use source='plan' for the offline plan's outputs")
-    from gpuforge.plan.engine import plan_stack
 
     return _mark_engine_only(dict(plan_stack(stack).outputs)), "plan"
 
@@ -112,7 +115,6 @@ def engine_only_values(inventory: Mapping[str, Any]) -> list[str]:
 
 
 def _catalog() -> Any:
-    from components.catalog import load_catalog
 
     return load_catalog()
 
@@ -255,7 +257,6 @@ def lustre_efa_interfaces(instance_type: str | None) -> int:
 
 
 def _aws_wiring() -> Any:
-    from components.catalog.aws_wiring import load_aws_wiring
 
     return load_aws_wiring()
 
@@ -281,7 +282,7 @@ def o2ib_networks(mounts: list[dict[str, Any]]) -> dict[str, list[str]]:
 
 def _host_vars(host: Mapping[str, Any]) -> dict[str, Any]:
     """Per-host variables of an on-premises host (gpuforge:onprem:Host's inventory). The HCAs in
-    rail order become nccl_tuning_ib_hcas, so the nccl_tuning role (templates/nccl/nccl.env.j2) emits
+    rail order become nccl_tuning_ib_hcas, so the nccl_tuning role (gpuforge/assets/templates/nccl/nccl.env.j2) emits
     NCCL_IB_HCA for exactly this host's rails."""
     vars_: dict[str, Any] = {
         "ansible_host": host.get("managementIp"),
@@ -294,7 +295,7 @@ def _host_vars(host: Mapping[str, Any]) -> dict[str, Any]:
         "gpuforge_ib_hcas_by_rail": dict(host.get("hcas") or {}) or None,
     }
     if host.get("kubeletConfig"):
-        # The kubelet drop-in the node registers with (taints, reservations): components/onprem/host.py.
+        # The kubelet drop-in the node registers with (taints, reservations): gpuforge/infra/onprem/host.py.
         vars_["kubelet_config_dropin"] = yaml.safe_dump(host["kubeletConfig"], sort_keys=False)
     if host.get("ibHcas"):
         vars_["nccl_tuning_ib_hcas"] = list(host["ibHcas"])
@@ -343,7 +344,6 @@ def build_inventory(
         roles.setdefault(group_name("role", str(group.get("role") or "none")), {"children": {}})["children"][ng] = {}
     children["gpu_nodes"] = {"children": gpu_children}
     children.update(roles)
-    from gpuforge.nodes.slurm_inventory import slurm_inventory
 
     slurm_vars, slurm_children = slurm_inventory(stack, outputs, group_name)
     children.update(slurm_children)

@@ -23,15 +23,16 @@ from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from components.assets import BUNDLED, SOURCE_ROOT
-from components.spec.errors import SpecError
-from components.spec.monitoring import declared_secrets
-from components.spec.secrets import NAMESPACE, SECRET_KEYS
+from gpuforge.assets import ASSETS_DIR
+from gpuforge.plan.cost import estimate_cost
 from gpuforge.plan.model import COMPUTED, SECRET, Plan, PlanResource
 from gpuforge.plan.policy_check import check_plan
 from gpuforge.plan.stacks import Project, StackFile, load_stack, project_of
 from gpuforge.plan.summary import summarize
-from gpuforge.review.cost import estimate_cost
+from gpuforge.plan.validation import check_stack
+from gpuforge.spec.errors import SpecError
+from gpuforge.spec.monitoring import declared_secrets
+from gpuforge.spec.secrets import NAMESPACE, SECRET_KEYS
 
 PROJECT = "gpuforge"
 MOCK_ACCOUNT = "123456789012"
@@ -141,14 +142,13 @@ def _plain(value: Any) -> Any:
 
 
 def _project_path(path: str) -> str:
-    """Paths of gpuforge's own assets relative to where they live (playbooks/..., templates/...), so
+    """Paths of gpuforge's own assets relative to where they live (gpuforge/assets/playbooks/...,
+    gpuforge/assets/templates/...), so
     plans compare across checkouts and installs."""
-    for base in (BUNDLED, SOURCE_ROOT):
-        try:
-            return Path(path).resolve().relative_to(base.resolve()).as_posix()
-        except ValueError:
-            continue
-    return path
+    try:
+        return Path(path).resolve().relative_to(ASSETS_DIR.resolve()).as_posix()
+    except ValueError:
+        return path
 
 
 def _offline_runtime(monitor: _RecordingMonitor, stack: str) -> None:
@@ -216,7 +216,7 @@ def run_program(stack_file: StackFile, program: Path) -> tuple[list[PlanResource
     try:
         _sync_await(run_pulumi_func(evaluate))
     except pulumi.RunError as error:
-        # The program reports a spec problem only the deploy reveals (components/program.py) as a
+        # The program reports a spec problem only the deploy reveals (gpuforge/infra/program.py) as a
         # RunError for the Pulumi CLI; offline, hand back the SpecError it came from (every issue, exit 2).
         if isinstance(error.__context__, SpecError):
             raise error.__context__ from None
@@ -229,7 +229,6 @@ def run_program(stack_file: StackFile, program: Path) -> tuple[list[PlanResource
 def plan_stack(stack: str | Path, project: Project | None = None) -> Plan:
     """Check the stack's spec and policy settings (raises SpecError listing every problem of both),
     then evaluate the project's program offline."""
-    from gpuforge.plan.validation import check_stack
 
     stack_file = load_stack(stack, project)
     resolved = check_stack(stack_file).resolved

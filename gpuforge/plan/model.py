@@ -6,11 +6,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gpuforge.render.slurm import render_slurm, slurm_config
+
 if TYPE_CHECKING:
-    from components.spec import ResolvedSpec
+    from gpuforge.plan.cost import CostEstimate
     from gpuforge.plan.policy_check import PolicyReport
     from gpuforge.plan.summary import Summary
-    from gpuforge.review.cost import CostEstimate
+    from gpuforge.spec import ResolvedSpec
 
 COMPUTED = "<computed>"  # a value only the real engine knows
 SECRET = "[secret]"  # a secret's value, which no plan output carries
@@ -53,7 +55,6 @@ class Plan:
         what `gpuforge render slurm` prints), so `gpuforge diff` shows a pull request's changes to them."""
         if self.resolved.scheduler is None:
             return {}
-        from gpuforge.render.slurm import render_slurm, slurm_config
 
         return {"slurm": render_slurm(slurm_config(self.resolved))}
 

@@ -18,9 +18,9 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuforge.plan.model import COMPUTED, PlanResource
-from policies.rules import PACKS, REGISTRY, UNKNOWN, Resource, RuleContext, Stack, rules_for
-from policies.rules.power import PowerReport, power_report
-from policies.settings import Settings, resource_name, settings_from_config
+from gpuforge.policy.rules import PACKS, REGISTRY, UNKNOWN, Resource, RuleContext, Stack, rules_for
+from gpuforge.policy.rules.power import PowerReport, power_report
+from gpuforge.policy.settings import Settings, resource_name, settings_from_config
 
 LEVEL_ORDER = ("mandatory", "advisory", "waived")
 LEVEL_STYLE = {"mandatory": "bold red", "advisory": "yellow", "waived": "dim"}

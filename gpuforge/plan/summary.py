@@ -6,8 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from components.power import GroupLoad, facility_power_kw
 from gpuforge.plan.model import PlanResource
+from gpuforge.spec.power import GroupLoad, facility_power_kw
 
 NODE_GROUP = "gpuforge:aws:GpuNodeGroup"
 LUSTRE = "gpuforge:aws:LustreFileSystem"
@@ -28,7 +28,7 @@ class Summary:
     parallel_fs_throughput_mbps: float
     power_kw: float
     power_budget_kw: float | None
-    monthly_cost_usd: float | None = None  # on-demand estimate (gpuforge.review.cost); None: not priced
+    monthly_cost_usd: float | None = None  # on-demand estimate (gpuforge.plan.cost); None: not priced
 
 
 def group_loads(resources: Iterable[PlanResource]) -> list[GroupLoad]:

@@ -1,4 +1,4 @@
-"""Grafana dashboards from one definition (monitoring/dashboards.yaml): cluster, node, GPU, fabric,
+"""Grafana dashboards from one definition (gpuforge/assets/monitoring/dashboards.yaml): cluster, node, GPU, fabric,
 storage, jobs. Every dashboard uses the same layout (two panels a row), the same Prometheus data source
 (provisioned with uid `gpuforge-prometheus`) and the same variables, so none is hand-edited JSON.
 """
@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-MONITORING_DIR = Path(__file__).resolve().parents[2] / "monitoring"
+from gpuforge.assets import MONITORING_DIR
 
 DATASOURCE = {"type": "prometheus", "uid": "gpuforge-prometheus"}
 PANEL_WIDTH, PANEL_HEIGHT = 12, 8  # Grafana's grid is 24 columns wide

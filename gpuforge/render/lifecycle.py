@@ -1,18 +1,18 @@
 """What the controller's lifecycle program (gpuforge/nodes/lifecycle.py) is told: the fabric gate's floors
-per instance type, from the catalog (components/catalog/data/fabric_gate.yaml and the EFA ceiling)."""
+per instance type, from the catalog (gpuforge/catalog/data/fabric_gate.yaml and the EFA ceiling)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-from components.catalog import load_catalog
+from gpuforge.catalog import load_catalog
+from gpuforge.catalog.models import DATA_DIR
 
-GATE_FILE = Path(__file__).resolve().parents[2] / "components" / "catalog" / "data" / "fabric_gate.yaml"
+GATE_FILE = DATA_DIR / "fabric_gate.yaml"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """What a stack's monitoring gets: Prometheus configuration, rules, Alertmanager routes, scrape targets.
 
-The rules live once, as data, in monitoring/ (alerts.yaml, recording.yaml); this module fills in the
+The rules live once, as data, in gpuforge/assets/monitoring/ (alerts.yaml, recording.yaml); this module fills in the
 per-stack values (thresholds from the spec, GPU counts and power from the catalog) and renders them
 two ways from the same groups: a Prometheus rule file (the prometheus role installs it) and a
 PrometheusRule object (the Prometheus operator on Kubernetes). Scrape discovery follows what gpuforge
@@ -25,11 +25,12 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from components.catalog.models import AlertmanagerFacts
-from components.k8s.labels import NODE_LABEL_GROUP
-from components.power import GroupLoad, facility_power_kw
-from components.spec import ResolvedSpec
-from components.spec.monitoring import (
+from gpuforge.assets import MONITORING_DIR
+from gpuforge.catalog.models import DATA_DIR, AlertmanagerFacts
+from gpuforge.render.dashboards import dashboards, provisioning
+from gpuforge.render.labels import NODE_LABEL_GROUP
+from gpuforge.spec import ResolvedSpec
+from gpuforge.spec.monitoring import (
     EmailReceiver,
     KubernetesServer,
     Monitoring,
@@ -42,11 +43,9 @@ from components.spec.monitoring import (
     receiver_secret_names,
     secret_file_name,
 )
-from gpuforge.render.dashboards import dashboards, provisioning
+from gpuforge.spec.power import GroupLoad, facility_power_kw
 
-ROOT = Path(__file__).resolve().parents[2]
-MONITORING_DIR = ROOT / "monitoring"
-XID_FILE = ROOT / "components" / "catalog" / "data" / "gpu_xids.yaml"
+XID_FILE = DATA_DIR / "gpu_xids.yaml"
 RUNBOOK = "docs/monitoring.md"
 
 # Where the roles put things on the monitoring host (Debian's prometheus packages' layout); tests
@@ -54,8 +53,8 @@ RUNBOOK = "docs/monitoring.md"
 PROMETHEUS_DIR = "/etc/prometheus"
 GRAFANA_DASHBOARDS_DIR = "/var/lib/grafana/dashboards/gpuforge"
 GRAFANA_PROVISIONING_DIR = "/etc/grafana/provisioning"
-NODE_EXPORTER_PORT = 9100  # playbooks/roles/node_exporter
-DCGM_EXPORTER_PORT = 9400  # playbooks/roles/dcgm_exporter
+NODE_EXPORTER_PORT = 9100  # gpuforge/assets/playbooks/roles/node_exporter
+DCGM_EXPORTER_PORT = 9400  # gpuforge/assets/playbooks/roles/dcgm_exporter
 PROMETHEUS_PORT = 9090
 ALERTMANAGER_PORT = 9093
 # Kubernetes service discovery's name for a node's gpuforge.dev/node-group label (label names sanitised:
@@ -201,7 +200,7 @@ def rule_params(resolved: ResolvedSpec, monitoring: Monitoring | None = None) ->
         planned += resolved.site.facility_kw
     lustre = None
     if spec.storage.parallel_fs is not None:
-        lustre = "/fsx"  # playbooks/roles/lustre_client's default mount point for FSx
+        lustre = "/fsx"  # gpuforge/assets/playbooks/roles/lustre_client's default mount point for FSx
     elif spec.site is not None:
         lustre = next((m.mount_point for m in spec.site.storage.mounts.values() if m.kind == "lustre"), None)
     on_k8s = mon is not None and isinstance(mon.server, KubernetesServer)
@@ -727,7 +726,7 @@ def render_monitoring(
         objects = operator_objects(resolved, srv)
         for kind, file in (("PrometheusRule", "prometheusrule"), ("ServiceMonitor", "servicemonitors")):
             bundle.files[f"kubernetes/{file}.yaml"] = "---\n".join(dump(o) for o in objects if o["kind"] == kind)
-        # The routes and receivers as the program declares them (components/k8s/alerting.py), each secret a
+        # The routes and receivers as the program declares them (gpuforge/infra/k8s/alerting.py), each secret a
         # key of one Secret beside them.
         bundle.files["kubernetes/alertmanagerconfig.yaml"] = dump(
             alertmanager_config_object(mon, srv, resolved.spec.name, timing)
@@ -753,7 +752,7 @@ def render_monitoring(
 
 def operator_objects(resolved: ResolvedSpec, server: KubernetesServer) -> list[dict[str, Any]]:
     """What the Prometheus operator and Grafana read, as the program declares them
-    (components/k8s/alerting.py) and `gpuforge render monitoring` prints them: the rules, the
+    (gpuforge/infra/k8s/alerting.py) and `gpuforge render monitoring` prints them: the rules, the
     ServiceMonitors and the dashboards' ConfigMaps."""
     name = f"gpuforge-{resolved.spec.name}"
     rule = prometheus_rule(rule_params(resolved), name, server.namespace, server.rule_labels)
@@ -779,7 +778,8 @@ def dashboard_configmaps(namespace: str) -> list[dict[str, Any]]:
 
 
 def role_vars(resolved: ResolvedSpec, files_dir: str | Path, paths: Paths | None = None) -> dict[str, Any]:
-    """Variables of playbooks/monitoring.yml (roles prometheus and alertmanager) for a stack whose Prometheus
+    """Variables of gpuforge/assets/playbooks/monitoring.yml (roles prometheus and alertmanager) for a stack whose
+    Prometheus
     runs on a node group or a site host; *files_dir* holds what render_monitoring wrote (the roles copy it)."""
     mon = resolved.spec.monitoring
     if mon is None or isinstance(mon.server, KubernetesServer):

@@ -1,6 +1,6 @@
 """NCCL environment for a node: inputs -> /etc/nccl.conf and /etc/profile.d/nccl.sh.
 
-The derivation lives in ONE template, ``templates/nccl/nccl.env.j2``, that the
+The derivation lives in ONE template, ``gpuforge/assets/templates/nccl/nccl.env.j2``, that the
 Ansible role ``nccl_tuning`` renders on nodes and this module renders for plans,
 golden files and reviews. Both renderers must agree byte for byte; the template
 may therefore use plain Jinja2 plus the ``version`` test, which this module
@@ -17,7 +17,7 @@ from typing import Any, Literal
 import jinja2
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from components.assets import TEMPLATES_DIR
+from gpuforge.assets import TEMPLATES_DIR
 
 NCCL_TEMPLATE = "nccl/nccl.env.j2"
 

@@ -1,7 +1,7 @@
 """The Slurm configuration of a cluster: resolved spec + catalog -> one JSON-able dict -> the files nodes get.
 
 One template, two renderers: ``slurm_config`` builds a plain dict (only strings, numbers, booleans,
-lists and dicts), ``render_slurm`` renders ``templates/slurm/*.j2`` from it, and the Ansible roles
+lists and dicts), ``render_slurm`` renders ``gpuforge/assets/templates/slurm/*.j2`` from it, and the Ansible roles
 render the same templates from the same dict, delivered through the inventory as the variable
 ``slurm_config`` (docs/slurm.md documents its shape). Nothing here talks to a node.
 
@@ -16,10 +16,11 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from components.spec import ResolvedSpec
-from components.spec.scheduler_checks import ResolvedScheduler, SlurmGroup, secret_names
-from components.templates import render
+from gpuforge.catalog.aws_wiring import load_aws_wiring
 from gpuforge.render.lifecycle import lifecycle_config
+from gpuforge.render.templates import render
+from gpuforge.spec import ResolvedSpec
+from gpuforge.spec.scheduler_checks import ResolvedScheduler, SlurmGroup, secret_names
 
 TEMPLATES = {
     "slurm.conf": "slurm/slurm.conf.j2",
@@ -164,7 +165,7 @@ def slurm_config(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> dict
         lifecycle["gate_nodesets"] = [g["nodeset"] for g in groups.values() if g["dynamic"] or not hybrid]
         if hybrid:
             # The site's controller drives the Auto Scaling groups with IAM Roles Anywhere credentials
-            # (components/hybrid/slurm_burst.py): the slurm_scaler role installs the catalog's signing
+            # (gpuforge/infra/hybrid/slurm_burst.py): the slurm_scaler role installs the catalog's signing
             # helper; the ARNs are the deployed stack's output hybrid.burst.scaler (slurm_inventory.py).
             helper = resolved.catalog.slurm.signing_helper
             lifecycle["aws_credentials"] = {
@@ -396,7 +397,6 @@ def _home(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any]:
 
 
 def _efs_nfs_options() -> str:
-    from components.catalog.aws_wiring import load_aws_wiring
 
     return load_aws_wiring().efs.nfs_options
 

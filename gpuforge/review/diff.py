@@ -23,10 +23,11 @@ from typing import Any
 
 import yaml
 
-from components.spec.capacity import MAINTENANCE_ON_DEMAND, MAINTENANCE_RESERVED
+from gpuforge.catalog import load_catalog
+from gpuforge.plan.cost import LUSTRE, NODE_GROUP, OBJECT_STORE, estimate_cost
 from gpuforge.plan.stacks import find_project
-from gpuforge.review.cost import LUSTRE, NODE_GROUP, OBJECT_STORE, estimate_cost
 from gpuforge.review.windows import block_windows
+from gpuforge.spec.capacity import MAINTENANCE_ON_DEMAND, MAINTENANCE_RESERVED
 
 TRIGGERS_FILE = Path(__file__).resolve().parent / "replace_triggers.yaml"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -362,7 +363,6 @@ def _classify(old: dict[str, Any], new: dict[str, Any]) -> ResourceChange | None
 def _cost_of(plan: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
     if plan.get("cost"):
         return dict(plan["cost"]), "the plan's own price table"
-    from components.catalog import load_catalog
 
     prices = load_catalog().prices
     if prices is None:
@@ -688,7 +688,7 @@ def _cost_lines(base: Mapping[str, Any] | None, head: Mapping[str, Any] | None) 
 
 _PLAN_AT_REVISION = (
     "import json, sys\n"
-    "from components.spec import SpecError\n"
+    "from gpuforge.spec import SpecError\n"
     "try:\n"
     "    from gpuforge.plan.engine import plan_stack\n"
     "except ImportError:  # a revision from before gpuforge/ was regrouped by the user's day\n"
@@ -719,7 +719,7 @@ def plan_revision(revision: str, stack: str, repo: Path) -> dict[str, Any]:
         _git(repo, "worktree", "add", "--detach", "--quiet", str(tree), sha)
         try:
             out = Path(tmp) / "plan.json"
-            # The worktree first on the path: its gpuforge/components win over the editable install.
+            # The worktree first on the path: its gpuforge package wins over the editable install.
             env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")])}
             result = subprocess.run(
                 [sys.executable, "-c", _PLAN_AT_REVISION, stack, str(out)],
@@ -963,7 +963,7 @@ def _cost_markdown(d: PlanDiff) -> list[str]:
         "",
         f"Prices: {head['price_region']} {head['currency']} list prices"
         + (f", {head['discount_fraction']:.0%} discount" if head.get("discount_fraction") else "")
-        + " (components/catalog/data/prices.yaml; rows marked unverified there need checking).",
+        + " (gpuforge/catalog/data/prices.yaml; rows marked unverified there need checking).",
         "",
     ]
     out += ["Not counted: " + "; ".join(head.get("not_counted", [])) + "."]

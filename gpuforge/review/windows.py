@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from components.catalog.aws_wiring import load_aws_wiring
+from gpuforge.catalog.aws_wiring import load_aws_wiring
 
 
 @dataclass(frozen=True)

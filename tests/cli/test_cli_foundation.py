@@ -8,8 +8,8 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
-from components.spec.schema import render_schema
 from gpuforge.cli import app
+from gpuforge.plan.schema import render_schema
 
 runner = CliRunner()
 INVALID = Path(__file__).parent.parent / "fixtures" / "specs" / "invalid"

@@ -15,19 +15,19 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from components.assets import SOURCE_ROOT
-from components.spec import SpecError
 from gpuforge import __version__
 from gpuforge.cli import app
 from gpuforge.plan.engine import plan_stack
 from gpuforge.plan.stacks import find_project
 from gpuforge.scaffold import PROGRAM, scaffold
+from gpuforge.spec import SpecError
+from tests.support import REPO as SOURCE_ROOT
 
 runner = CliRunner()
 
 
 def test_the_project_is_found_from_any_directory_below_pulumi_yaml(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(SOURCE_ROOT / "components" / "aws")
+    monkeypatch.chdir(SOURCE_ROOT / "gpuforge" / "infra" / "aws")
     project = find_project()
     assert project.root == SOURCE_ROOT
     assert project.stack_dir == SOURCE_ROOT / "stacks"  # Pulumi.yaml's stackConfigDir
@@ -52,7 +52,7 @@ def test_init_scaffolds_a_repository_that_plans_its_dev_stack(tmp_path: Path, mo
     assert manifest["name"] == "team-clusters" and manifest["stackConfigDir"] == "stacks"
     assert (repo / "requirements.txt").read_text() == f"gpuforge=={__version__}\n"
     for pack in ("security", "redundancy", "power", "wiring"):
-        assert (repo / "policies" / pack / "PulumiPolicy.yaml").is_file()
+        assert (repo / "policy-packs" / pack / "PulumiPolicy.yaml").is_file()
     assert (repo / ".github" / "workflows" / "review.yml").is_file()
     assert (repo / "schemas" / "cluster.schema.json").is_file()
 
@@ -113,6 +113,8 @@ def test_the_built_wheel_plans_a_stack_from_outside_the_repository(tmp_path: Pat
     (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     with zipfile.ZipFile(next(wheels.glob("*.whl"))) as wheel:
         wheel.extractall(site)  # what pip does with a pure-Python wheel, minus the script shims
+        top_level = {name.split("/")[0] for name in wheel.namelist()}
+    assert {name for name in top_level if not name.endswith(".dist-info")} == {"gpuforge"}
     python = str(venv / "bin" / "python")
     gpuforge = [python, "-m", "gpuforge"]
 
@@ -129,6 +131,17 @@ def test_the_built_wheel_plans_a_stack_from_outside_the_repository(tmp_path: Pat
     assert not (repo / ".ansible").exists()  # planning writes nothing into the user's directory
     rendered = subprocess.run([*gpuforge, "policies"], cwd=repo, capture_output=True, text=True)
     assert rendered.returncode == 0 and "security-" in rendered.stdout
+    # The commands that read bundled files: templates (slurm), monitoring rules and dashboards.
+    for kind, stack, expected in (
+        ("slurm", "dev", "slurm.conf"),
+        ("monitoring", str(SOURCE_ROOT / "stacks" / "Pulumi.prod.yaml"), "etc/prometheus/rules/gpuforge.yml"),
+    ):
+        out = tmp_path / f"render-{kind}"
+        rendered = subprocess.run(
+            [*gpuforge, "render", kind, stack, "-o", str(out)], cwd=repo, capture_output=True, text=True
+        )
+        assert rendered.returncode == 0, rendered.stderr[-2000:]
+        assert (out / expected).is_file(), sorted(p.name for p in out.iterdir())
 
 
 def test_stacks_lists_every_stack_in_deploy_order() -> None:

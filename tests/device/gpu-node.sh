@@ -2,7 +2,7 @@
 # The node-side pieces that need a real GPU, run on one lent GPU machine (the workplace's `device` tool; no
 # CI machine has a GPU). Each step is gpuforge's production code on localhost:
 #   1. the nccl_tests role builds nccl-tests at its pinned commit (from a carried mirror: no network there);
-#   2. playbooks/healthcheck.yml (gpu_healthcheck, what `gpuforge check` runs) checks the node: nvidia-smi,
+#   2. gpuforge/assets/playbooks/healthcheck.yml (gpu_healthcheck, what `gpuforge check` runs) checks the node: nvidia-smi,
 #      DCGM, XID, nccl-tests all_reduce_perf; then again expecting 8 GPUs, as on a p5en node: it must fail;
 #   3. the Slurm prolog (slurm_compute's gpuforge-healthcheck) judges the node, healthy and not;
 #   4. gpuforge's parsers (gpuforge/nodes/health.py) read what the playbook fetched.

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from components.spec import SpecError, resolve
 from gpuforge.plan.model import Plan, PlanResource
 from gpuforge.plan.stacks import load_stack
+from gpuforge.spec import SpecError, resolve
 
 
 def one(plan: Plan, type_: str, name_suffix: str = "") -> PlanResource:

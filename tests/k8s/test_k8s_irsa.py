@@ -12,8 +12,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from components.spec.models import Platform, PodsReady
 from gpuforge.plan.model import Plan, PlanResource
+from gpuforge.spec.models import Platform, PodsReady
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "k8s"
 ROLE = "aws:iam/role:Role"
@@ -136,7 +136,7 @@ def test_kueue_admits_multi_node_jobs_whole(staging: Plan) -> None:
 
 
 def test_pods_ready_comes_from_the_spec() -> None:
-    from components.k8s.platform import kueue_manager_config
+    from gpuforge.infra.k8s.platform import kueue_manager_config
 
     spec = Platform.model_validate({"pods_ready": {"timeout_minutes": 30, "requeue_limit": None}})
     ready = kueue_manager_config(spec.pods_ready, "kueue-system")["waitForPodsReady"]

@@ -8,10 +8,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pytest
 
-from components.catalog.charts import load_charts
-from components.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsClass
-from components.spec.models import Platform
+from gpuforge.catalog.charts import load_charts
+from gpuforge.infra.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsClass
 from gpuforge.plan.model import Plan, PlanResource
+from gpuforge.spec.models import Platform
 
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta1"
 
@@ -113,7 +113,7 @@ def test_helm_releases_pinned_and_driver_switch(staging: Plan) -> None:
     assert efa["namespace"] == "kube-system" and "nodeSelector" not in efa["values"]
     assert efa["version"] == "v0.5.30" and load_charts().chart("aws_efa_device_plugin").app_version == "v0.5.20"
     assert efa["values"]["tolerations"] == []  # the staging GPU groups register without taints
-    # Staging's monitoring declares the labelled dcgm ServiceMonitor (components/k8s/alerting.py), so the
+    # Staging's monitoring declares the labelled dcgm ServiceMonitor (gpuforge/infra/k8s/alerting.py), so the
     # platform's own is off: one scrape of the GPU Operator's exporter.
     monitors = by_name(staging, "kubernetes:monitoring.coreos.com/v1:ServiceMonitor")
     assert list(monitors) == ["gpuforge-dcgm-exporter@monitoring"]

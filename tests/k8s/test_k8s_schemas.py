@@ -12,7 +12,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from components.catalog.charts import load_charts
+from gpuforge.catalog.charts import load_charts
 from gpuforge.plan.model import Plan
 from tests.k8s_objects import crd_schemas, is_crd, manifests, validate
 

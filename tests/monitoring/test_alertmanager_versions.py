@@ -15,9 +15,7 @@ from typing import Any
 
 import yaml
 
-from components.catalog import load_catalog
-from components.spec import resolve
-from components.spec.monitoring import Monitoring, receiver_secret_names
+from gpuforge.catalog import load_catalog
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.monitoring import (
     SecretFields,
@@ -25,11 +23,13 @@ from gpuforge.render.monitoring import (
     inline_secret_placeholder,
     render_monitoring,
 )
+from gpuforge.spec import resolve
+from gpuforge.spec.monitoring import Monitoring, receiver_secret_names
 from tests.support import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
 V023 = ROOT / "tests" / "fixtures" / "monitoring" / "alertmanager-v0.23.0"
-ROLE = ROOT / "playbooks" / "roles" / "alertmanager"
+ROLE = ROOT / "gpuforge" / "assets" / "playbooks" / "roles" / "alertmanager"
 CONFIG = "/etc/prometheus/alertmanager.yml"
 
 

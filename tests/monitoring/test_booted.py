@@ -1,7 +1,7 @@
 """Monitoring on booted machines: the real Prometheus, Alertmanager and node_exporter from Debian's packages.
 
 Two machines: mon1 is the site's monitoring host (node_exporter, Prometheus, Alertmanager through
-playbooks/monitoring.yml), mon2 a GPU host of the site (node_exporter). Their configuration is what
+gpuforge/assets/playbooks/monitoring.yml), mon2 a GPU host of the site (node_exporter). Their configuration is what
 gpuforge renders for a stack naming them (file_sd from the site inventory, the rules, the routes).
 Prometheus scrapes both exporters; when mon2's exporter stops, NodeDown fires and Alertmanager
 delivers it to a webhook receiver on 127.0.0.1 that the test runs. The time from stop to delivery is
@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
-from components.spec import ResolvedSpec, resolve
+from gpuforge.assets import PLAYBOOKS_DIR
 from gpuforge.nodes.bake import run_playbook
 from gpuforge.render.monitoring import Paths, RouteTiming, render_monitoring, role_vars
+from gpuforge.spec import ResolvedSpec, resolve
 from tests.machines.boot import MachinePool, Machines
 from tests.machines.images import SSH_IMAGE
 
@@ -188,7 +189,8 @@ def alert_path(mon1: Any) -> str:
 def configured(
     monitoring_machines: Machines, webhook: Webhook, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Any]:
-    """playbooks/monitoring.yml on mon1, node_exporter on mon2, with what gpuforge renders for the stack."""
+    """gpuforge/assets/playbooks/monitoring.yml on mon1, node_exporter on mon2, with what gpuforge renders for the
+    stack."""
     mon1, mon2 = monitoring_machines[0], monitoring_machines[1]
     resolved = site_spec(monitoring_machines, webhook.url)
     files_dir = tmp_path_factory.mktemp("rendered")
@@ -207,13 +209,13 @@ def configured(
 
     inventory = {"all": {"children": {"monitoring": hosts(mon1), "exporters": hosts(mon2)}}}
     results = {}
-    for playbook in (REPO / "playbooks" / "monitoring.yml", HERE / "playbooks" / "exporters.yml"):
+    for playbook in (PLAYBOOKS_DIR / "monitoring.yml", HERE / "playbooks" / "exporters.yml"):
         result = run_playbook(playbook, inventory, extravars=extravars)
         if not result.ok:
             journal = mon1.run("journalctl --no-pager -n 30 -u prometheus -u prometheus-alertmanager", root=True)
             pytest.fail(f"{[f'{f.host} {f.task}: {f.message}' for f in result.failures]}\n{journal.stdout}")
         results[playbook.name] = result
-    again = run_playbook(REPO / "playbooks" / "monitoring.yml", inventory, extravars=extravars)
+    again = run_playbook(REPO / "gpuforge" / "assets" / "playbooks" / "monitoring.yml", inventory, extravars=extravars)
     if not (again.ok and again.changed == 0):
         changed = [line for line in again.stdout.splitlines() if line.startswith(("changed:", "TASK", "failed:"))]
         journal = mon1.run("journalctl --no-pager -n 40 -u prometheus -u prometheus-alertmanager", root=True)

@@ -1,4 +1,4 @@
-"""Dashboards as code: generated from monitoring/dashboards.yaml, well formed, every query parses."""
+"""Dashboards as code: generated from gpuforge/assets/monitoring/dashboards.yaml, well formed, every query parses."""
 
 from __future__ import annotations
 

@@ -14,15 +14,15 @@ import pytest
 import yaml
 from pulumi.runtime import rpc
 
-from components.k8s.alerting import declare_alert_routing
-from components.spec import resolve
-from components.spec.monitoring import receiver_secret_names
+from gpuforge.infra.k8s.alerting import declare_alert_routing
 from gpuforge.plan import engine
 from gpuforge.plan.engine import SECRET
 from gpuforge.plan.model import Plan, PlanResource
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.monitoring import alertmanager_config, alertmanager_config_object, render_monitoring
 from gpuforge.review.report import markdown_plan
+from gpuforge.spec import resolve
+from gpuforge.spec.monitoring import receiver_secret_names
 from tests.k8s_objects import manifests, validate
 from tests.support import planned
 

@@ -1,7 +1,7 @@
 """The alert rules, proven with Prometheus' own tools.
 
 - every alert has a `promtool test rules` case that fires it from synthetic series and one that keeps
-  it quiet (monitoring/tests/<Alert>.yaml), and promtool runs them against the rules as rendered;
+  it quiet (gpuforge/assets/monitoring/tests/<Alert>.yaml), and promtool runs them against the rules as rendered;
 - what every stack gets passes `promtool check rules`, `promtool check config` and `amtool check-config`;
 - PrometheusRule objects validate against the real prometheus-operator CRD and carry the labels
   kube-prometheus-stack's default rule selector picks.
@@ -18,9 +18,8 @@ import jsonschema
 import pytest
 import yaml
 
-from components.k8s.labels import NODE_LABEL_GROUP
-from components.spec import resolve
 from gpuforge.plan.stacks import load_stack
+from gpuforge.render.labels import NODE_LABEL_GROUP
 from gpuforge.render.monitoring import (
     GroupFacts,
     Paths,
@@ -33,11 +32,12 @@ from gpuforge.render.monitoring import (
     role_vars,
     rule_file,
 )
+from gpuforge.spec import resolve
 from tests.monitoring.test_alertmanager_versions import with_placeholders_filled
 from tests.support import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
-TESTS = ROOT / "monitoring" / "tests"
+TESTS = ROOT / "gpuforge" / "assets" / "monitoring" / "tests"
 CASES = sorted(p for p in TESTS.glob("*.yaml") if p.name != "params.yaml")
 CRDS = ROOT / "tests" / "fixtures" / "k8s" / "crds"  # verbatim upstream CRDs (tests/fixtures/k8s/SOURCES.md)
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
@@ -65,7 +65,7 @@ def monitored_stacks() -> list[str]:
 
 
 def cases_by_alert() -> dict[str, dict[str, list[str]]]:
-    """alert -> {"fires": [test names], "quiet": [test names]} across monitoring/tests/."""
+    """alert -> {"fires": [test names], "quiet": [test names]} across gpuforge/assets/monitoring/tests/."""
     out: dict[str, dict[str, list[str]]] = {}
     for path in CASES:
         for test in yaml.safe_load(path.read_text())["tests"]:

@@ -148,7 +148,7 @@ def test_transit_gateway_with_direct_connect_and_static_routes(tmp_path: Path) -
 
 
 def test_hybrid_checks_the_join_and_sync_ends(tmp_path: Path) -> None:
-    from components.spec import SpecError, resolve
+    from gpuforge.spec import SpecError, resolve
 
     spec = hybrid_spec()
     spec["hybrid"]["object_sync"]["cloud_store"] = "nope"

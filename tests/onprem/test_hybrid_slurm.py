@@ -16,12 +16,12 @@ import yaml
 from rich.console import Console
 from typer.testing import CliRunner
 
-from components.spec import SpecError, resolve
 from gpuforge.cli import app
 from gpuforge.nodes.inventory import build_inventory
 from gpuforge.plan.engine import MOCK_SECRET_PREFIX
 from gpuforge.plan.model import Plan
 from gpuforge.review.report import console_plan, markdown_plan
+from gpuforge.spec import SpecError, resolve
 
 ROOT = Path(__file__).resolve().parents[2]
 BURST = "gpuforge:hybrid:SlurmBurst"

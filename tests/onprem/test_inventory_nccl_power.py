@@ -10,8 +10,8 @@ import pytest
 from gpuforge.nodes.inventory import build_inventory
 from gpuforge.plan.model import Plan
 from gpuforge.plan.policy_check import to_rule_resources
+from gpuforge.policy.rules import REGISTRY, RuleContext, Stack
 from gpuforge.render.nccl import NcclInputs, nccl_env
-from policies.rules import REGISTRY, RuleContext, Stack
 
 # DGX H100 compute ports in GPU order (catalog servers.dgx-h100.compute_hcas, from the DGX H100/H200
 # user guide's network ports table): the onprem-lab hosts list none, so they get these.
@@ -57,7 +57,7 @@ def test_every_nvswitch_server_model_gets_fabric_manager(model: str, nvswitch: b
 
 
 def test_explicit_hcas_win_over_the_catalog(lab: Plan) -> None:
-    from components.spec.site_checks import check_site
+    from gpuforge.spec.site_checks import check_site
 
     spec = lab.resolved.spec
     assert spec.site is not None

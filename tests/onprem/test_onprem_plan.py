@@ -144,11 +144,11 @@ def _imports(package: Path) -> set[str]:
 
 
 def test_placements_never_import_each_other() -> None:
-    components = ROOT / "components"
-    assert not {m for m in _imports(components / "aws") if m.startswith(("components.onprem", "components.hybrid"))}
-    assert not {m for m in _imports(components / "onprem") if m.startswith(("components.aws", "components.hybrid"))}
-    hybrid = _imports(components / "hybrid")
-    assert "components.aws" in hybrid and "components.onprem" in hybrid  # hybrid composes both
+    infra = ROOT / "gpuforge" / "infra"
+    assert not {m for m in _imports(infra / "aws") if m.startswith(("gpuforge.infra.onprem", "gpuforge.infra.hybrid"))}
+    assert not {m for m in _imports(infra / "onprem") if m.startswith(("gpuforge.infra.aws", "gpuforge.infra.hybrid"))}
+    hybrid = _imports(infra / "hybrid")
+    assert "gpuforge.infra.aws" in hybrid and "gpuforge.infra.onprem" in hybrid  # hybrid composes both
 
 
 def _lab_variant(tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.spec import SpecError, resolve
+from gpuforge.spec import SpecError, resolve
 
 ROOT = Path(__file__).resolve().parents[2]
 INVALID = ROOT / "tests" / "fixtures" / "specs" / "invalid"

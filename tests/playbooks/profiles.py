@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from components.spec import resolve
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.slurm import slurm_config
+from gpuforge.spec import resolve
 from tests.standins.containers import ContainerSources
 from tests.standins.repo import StandinSources
 

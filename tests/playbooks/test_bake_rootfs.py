@@ -241,8 +241,8 @@ def test_efa_image_carries_enroot_and_the_scratch_unit_not_pyxis(efa_rootfs: Bak
     """prod's p5 group: enroot at the catalog's release with the group's enroot.conf (paths on /scratch), the
     toolkit for its GPU hook, and gpuforge-scratch enabled for every boot and required by slurmd; pyxis,
     built per Slurm release, comes with the Slurm play."""
-    from components.templates import render
     from gpuforge.render.slurm import ENROOT_CONF
+    from gpuforge.render.templates import render
 
     root = efa_rootfs.path
     config = efa_rootfs.host_vars["slurm_config"]

@@ -1,4 +1,4 @@
-"""The Slurm part of a compute group's image (playbooks/bake-image-slurm.yml) in a Debian 12 root file
+"""The Slurm part of a compute group's image (gpuforge/assets/playbooks/bake-image-slurm.yml) in a Debian 12 root file
 system through the chroot connection, as an image build runs it, with the variables `gpuforge bake
 --target rootfs:` gives prod's train group (bake.image_slurm_vars): a check-mode run on the fresh root
 passes, the bake converges, a second bake changes nothing, and the image holds no MUNGE key, starts

@@ -43,7 +43,7 @@ NAME = re.compile(r"\bansible_[a-z0-9_]+")
 
 
 def _sources() -> list[Path]:
-    root = REPO / "playbooks"
+    root = REPO / "gpuforge" / "assets" / "playbooks"
     return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in {".yml", ".yaml", ".j2"})
 
 

@@ -1,4 +1,5 @@
-"""The gpuforge_files_on_disk filter (playbooks/roles/gpuforge_filters/filter_plugins/files_on_disk.py): what
+"""The gpuforge_files_on_disk filter
+(gpuforge/assets/playbooks/roles/gpuforge_filters/filter_plugins/files_on_disk.py): what
 a role's one find read, as its templates' and copies' conditions compare it, and that every role using it
 loads the role that carries it. Its real runs: the re-bake of tests/playbooks/test_bake_rootfs.py and the
 NCCL renderings of test_nccl_parity.py (a play in tests/playbooks including nccl_tuning)."""
@@ -15,7 +16,7 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 
-ROLES = Path(__file__).resolve().parents[2] / "playbooks/roles"
+ROLES = Path(__file__).resolve().parents[2] / "gpuforge/assets/playbooks/roles"
 PLUGIN = ROLES / "gpuforge_filters/filter_plugins/files_on_disk.py"
 
 

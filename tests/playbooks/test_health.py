@@ -84,7 +84,7 @@ def test_dcgmi_diag_failure_names_the_test_and_reason() -> None:
 
 
 def test_floor_is_a_fraction_of_the_catalog_reference() -> None:
-    from components.catalog import load_catalog
+    from gpuforge.catalog import load_catalog
 
     reference = load_catalog().instance_type("p5.48xlarge").nccl_busbw_reference_gbps
     assert reference is not None

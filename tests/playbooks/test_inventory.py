@@ -34,7 +34,7 @@ def test_prod_inventory_groups() -> None:
 
 
 def test_prod_train_group_vars_come_from_spec_and_catalog() -> None:
-    from components.catalog import load_catalog
+    from gpuforge.catalog import load_catalog
 
     train = _prod()["all"]["children"]["ng_train"]["vars"]
     it = load_catalog().instance_type(train["gpuforge_instance_type"])
@@ -209,7 +209,7 @@ def test_local_scratch_is_required_exactly_where_enroot_uses_it(stack: str) -> N
     local drives); any other group mounts nothing and enroot uses /var/lib/enroot on the root disk.
     job_container.conf's BasePath (/var/spool/slurmd-tmpfs, AutoBasePath) exists on every node: on the
     NVMe through the role's bind where there is one."""
-    from components.catalog.aws_wiring import load_aws_wiring
+    from gpuforge.catalog.aws_wiring import load_aws_wiring
     from gpuforge.render.slurm import JOB_TMPFS_BASE, LOCAL_NVME_DIR
 
     inventory = build_inventory(stack, source="plan")

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpuforge.assets import PLAYBOOKS_DIR
 from tests.support import skip_or_fail
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-PLAYBOOKS = [*sorted((REPO / "playbooks").glob("*.yml")), REPO / "tests/playbooks/nccl_goldens.yml"]
-ROLES = sorted(p for p in (REPO / "playbooks/roles").iterdir() if p.is_dir())
+PLAYBOOKS = [*sorted(PLAYBOOKS_DIR.glob("*.yml")), REPO / "tests/playbooks/nccl_goldens.yml"]
+ROLES = sorted(p for p in (PLAYBOOKS_DIR / "roles").iterdir() if p.is_dir())
 
 
 def _tool(name: str) -> str:
@@ -39,7 +40,7 @@ def test_ansible_lint_production_profile_is_clean() -> None:
             "--profile",
             "production",
             "--strict",
-            "playbooks/",
+            "gpuforge/assets/playbooks/",
             "tests/playbooks/nccl_goldens.yml",
         ],
         cwd=REPO,
@@ -57,7 +58,7 @@ def test_syntax_check(playbook: Path) -> None:
         cwd=REPO,
         capture_output=True,
         text=True,
-        env={"PATH": f"{BIN}:/usr/bin:/bin", "ANSIBLE_ROLES_PATH": str(REPO / "playbooks/roles")},
+        env={"PATH": f"{BIN}:/usr/bin:/bin", "ANSIBLE_ROLES_PATH": str(REPO / "gpuforge/assets/playbooks/roles")},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-PROGRAM = ROOT / "playbooks" / "roles" / "lustre_client" / "files" / "gpuforge-lnet"
+PROGRAM = ROOT / "gpuforge" / "assets" / "playbooks" / "roles" / "lustre_client" / "files" / "gpuforge-lnet"
 LNETCTL = ROOT / "tests" / "standins" / "lnetctl.py"
 # A p5's 32 EFA devices and a ConnectX port, as the booted site test lays them out.
 EFA_DEVICES = [f"rdmap{bus}s0" for bus in range(10, 42)]

@@ -1,4 +1,5 @@
-"""gpuforge-scratch (playbooks/roles/local_scratch/files), the script gpuforge-scratch.service runs at every
+"""gpuforge-scratch (gpuforge/assets/playbooks/roles/local_scratch/files), the script gpuforge-scratch.service runs at
+every
 boot, run for real on loop devices: it finds the instance store by the NVMe model in sysfs (a stand-in
 sysfs tree whose nvme names resolve to loop devices; an "EBS" device beside it must stay untouched), makes
 XFS and mounts it with the role's options, binds Slurm's job_container BasePath onto it, re-creates the
@@ -21,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from components.catalog.aws_wiring import load_aws_wiring
+from gpuforge.catalog.aws_wiring import load_aws_wiring
 from gpuforge.render.slurm import JOB_TMPFS_BASE
 from tests.support import skip_or_fail
 
-SCRIPT = Path(__file__).resolve().parents[2] / "playbooks/roles/local_scratch/files/gpuforge-scratch"
+SCRIPT = Path(__file__).resolve().parents[2] / "gpuforge/assets/playbooks/roles/local_scratch/files/gpuforge-scratch"
 MODEL = load_aws_wiring().instance_store.nvme_model
 EBS_MODEL = "Amazon Elastic Block Store"
 # The role's default mount options (defaults/main.yml).

@@ -1,6 +1,6 @@
 """One template, two renderers: the fstab entry the lustre_client role mounts (vars/main.yml
 __lustre_client_mount, rendered by Ansible from templates/lustre/fsx-mount.yaml.j2) is the entry a launched
-node's user data writes (components/aws/lustre_mount.py). The booted site test compares the written fstab
+node's user data writes (gpuforge/infra/aws/lustre_mount.py). The booted site test compares the written fstab
 line too (test_site_booted.py); this runs Ansible's renderer alone, in seconds."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from components.assets import SOURCE_ROOT
-from components.aws.lustre_mount import fsx_mount_entry
+from gpuforge.infra.aws.lustre_mount import fsx_mount_entry
+from tests.support import REPO as SOURCE_ROOT
 
-ROLE = SOURCE_ROOT / "playbooks" / "roles" / "lustre_client"
+ROLE = SOURCE_ROOT / "gpuforge" / "assets" / "playbooks" / "roles" / "lustre_client"
 FS = {"dnsName": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "mountName": "abcdefgh"}
 
 

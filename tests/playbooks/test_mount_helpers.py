@@ -129,7 +129,7 @@ def test_lustre_needs_the_mgs_nids_network_among_lnets(tmp_path: Path) -> None:
 def test_efs_mounts_with_tls_and_is_refused_without(tmp_path: Path) -> None:
     """The stand-in mount.efs (amazon-efs-utils) takes the entry site_mounts writes (<fs-id>:/, options with tls)
     and, like the file systems' policy that denies requests not over TLS, refuses the same mount without tls."""
-    from components.aws.node_group import EFS_MOUNT_OPTIONS
+    from gpuforge.infra.aws.node_group import EFS_MOUNT_OPTIONS
 
     source = "fs-0123456789abcdef0:/"
     ok = _helper(tmp_path, "efs", source, "/home", "-o", EFS_MOUNT_OPTIONS)

@@ -78,7 +78,7 @@ def test_plugin_before_1_7_on_a_gpudirect_type_sets_device_rdma(plugin: str) -> 
 
 
 def test_inventory_sets_gpudirect_rdma_from_the_catalog() -> None:
-    from components.catalog import load_catalog
+    from gpuforge.catalog import load_catalog
     from gpuforge.nodes.inventory import build_inventory
 
     catalog = load_catalog()

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from components.aws.lustre_mount import fsx_mount_entry
-from components.aws.node_group import EFS_MOUNT_OPTIONS
-from components.catalog.aws_wiring import load_aws_wiring
+from gpuforge.catalog.aws_wiring import load_aws_wiring
+from gpuforge.infra.aws.lustre_mount import fsx_mount_entry
+from gpuforge.infra.aws.node_group import EFS_MOUNT_OPTIONS
 from gpuforge.nodes.bake import PlaybookResult, run_playbook
 from gpuforge.nodes.inventory import lustre_efa_interfaces
 from tests.machines import SSH_IMAGE, Machine, MachinePool, Machines
@@ -255,7 +255,8 @@ def test_lnet_runs_efa_on_efa_devices_and_tcp_where_there_are_none(site_runs: Si
         assert {"x-systemd.requires=gpuforge-lnet.service", "x-systemd.after=gpuforge-lnet.service"} <= set(
             options.split(",")
         )
-        # One template, two renderers: the entry a launched node's user data writes (components/aws/lustre_mount.py).
+        # One template, two renderers: the entry a launched node's user data writes
+        # (gpuforge/infra/aws/lustre_mount.py).
         dns_name, _, mount_name = FSX_SOURCE.partition("@tcp:/")
         launched = fsx_mount_entry(dns_name, mount_name, "/fsx", efa=True)
         assert (source, fstype, options) == (launched["src"], launched["fstype"], launched["opts"])

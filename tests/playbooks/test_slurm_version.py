@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.catalog import load_catalog
+from gpuforge.catalog import load_catalog
 from gpuforge.nodes.bake import PlaybookResult, run_playbook
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from policies.rules import Resource
+from gpuforge.policy.rules import Resource
 
 FIXTURES = Path(__file__).parent / "fixtures"
 STACK = "test"

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from gpuforge.cli import app
 from gpuforge.plan.model import Plan
-from policies.rules import PACKS, REGISTRY
+from gpuforge.policy.rules import PACKS, REGISTRY
 
 ROOT = Path(__file__).resolve().parents[2]
 STACKS = ROOT / "tests" / "fixtures" / "stacks"

@@ -1,4 +1,4 @@
-"""The pack adapters on the engine's path: policies built by policies.engine, called with
+"""The pack adapters on the engine's path: policies built by gpuforge.policy.engine, called with
 pulumi-policy's own ResourceValidationArgs / StackValidationArgs, properties wrapped in its
 unknown-checking proxy (as the analyzer wraps them)."""
 
@@ -23,9 +23,9 @@ from pulumi_policy import (
 from pulumi_policy.policy import PolicyCustomTimeouts
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 
-from policies.engine import build_policies, build_policy, pack_kwargs
-from policies.rules import PACKS, REGISTRY, Resource
-from policies.settings import PolicySettings, Settings, Waiver
+from gpuforge.policy.engine import build_policies, build_policy, pack_kwargs
+from gpuforge.policy.rules import PACKS, REGISTRY, Resource
+from gpuforge.policy.settings import PolicySettings, Settings, Waiver
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = [c for rule_id in sorted(REGISTRY) for c in load_cases(rule_id)]
@@ -118,12 +118,12 @@ def test_pack_kwargs_build_without_serving() -> None:
 
 @pytest.mark.parametrize("pack", PACKS)
 def test_pack_main_builds_the_pack_and_only_there(pack: str) -> None:
-    main = ROOT / "policies" / pack / "__main__.py"
+    main = ROOT / "policy-packs" / pack / "__main__.py"
     tree = ast.parse(main.read_text())
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "PolicyPack"]
     assert len(calls) == 1
-    assert "runtime:" in (ROOT / "policies" / pack / "PulumiPolicy.yaml").read_text()
-    for module in (ROOT / "policies").rglob("*.py"):
+    assert "runtime:" in (ROOT / "policy-packs" / pack / "PulumiPolicy.yaml").read_text()
+    for module in (ROOT / "gpuforge" / "policy").rglob("*.py"):
         if module.name != "__main__.py":
             assert "PolicyPack(" not in module.read_text().replace("`PolicyPack(", ""), module
 

@@ -1,4 +1,4 @@
-"""The power model's budget, rack and A/B feed checks (components/power.py), and the plan's headroom."""
+"""The power model's budget, rack and A/B feed checks (gpuforge/spec/power.py), and the plan's headroom."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from components.power import (
+from gpuforge.plan.model import Plan
+from gpuforge.spec.power import (
     CONTINUOUS_DERATE,
     Feed,
     GroupLoad,
@@ -16,7 +17,6 @@ from components.power import (
     feed_headroom,
     rack_budget_headroom,
 )
-from gpuforge.plan.model import Plan
 
 
 def test_facility_power_formula() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from policy_fixtures import Case, fixture_path, load_cases
 
-from policies.rules import REGISTRY, RuleContext
-from policies.rules.base import STANDARD
+from gpuforge.policy.rules import REGISTRY, RuleContext
+from gpuforge.policy.rules.base import STANDARD
 
 ALL_CASES = [case for rule_id in sorted(REGISTRY) for case in load_cases(rule_id)]
 

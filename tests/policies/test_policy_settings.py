@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from components.spec import SpecError
-from components.spec.schema import stack_file_schema
-from policies.rules import REGISTRY, Violation
-from policies.settings import Settings, parse_policy, settings_from_config
+from gpuforge.plan.schema import stack_file_schema
+from gpuforge.policy.rules import REGISTRY, Violation
+from gpuforge.policy.settings import Settings, parse_policy, settings_from_config
+from gpuforge.spec import SpecError
 
 ROOT = Path(__file__).resolve().parents[2]
 

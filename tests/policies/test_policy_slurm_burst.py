@@ -13,11 +13,11 @@ import pytest
 from support import planned
 from test_policy_engine import run_engine
 
-from components.catalog.models import load_catalog
+from gpuforge.catalog.models import load_catalog
 from gpuforge.plan.policy_check import to_rule_resources
-from policies.rules import REGISTRY, UNKNOWN, Resource, RuleContext, Violation
-from policies.rules.wiring_slurm import burst_ports
-from policies.settings import PolicySettings, Settings
+from gpuforge.policy.rules import REGISTRY, UNKNOWN, Resource, RuleContext, Violation
+from gpuforge.policy.rules.wiring_slurm import burst_ports
+from gpuforge.policy.settings import PolicySettings, Settings
 
 PORTS = "wiring-slurm-burst-ports"
 CREDENTIALS = "wiring-slurm-burst-credentials"

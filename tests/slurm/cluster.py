@@ -1,4 +1,4 @@
-"""A Slurm cluster on booted machines, configured only by gpuforge's roles (playbooks/slurm.yml) and the
+"""A Slurm cluster on booted machines, configured only by gpuforge's roles (gpuforge/assets/playbooks/slurm.yml) and the
 rendered slurm_config: slurm1 controller (munge, slurmctld, slurmdbd, MariaDB), slurm2 login, slurm3 and
 slurm4 static computes, slurm5 a cloud compute that registers itself (slurmd -Z).
 
@@ -44,11 +44,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.spec import resolve
 from gpuforge.nodes.bake import PlaybookResult, run_playbook
 from gpuforge.nodes.instance_name import node_name
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.slurm import slurm_config
+from gpuforge.spec import resolve
 from tests.machines import SSH_IMAGE, Machine, Machines
 from tests.standins.containers import ContainerSources
 from tests.standins.imds import StandInImds

@@ -1,5 +1,5 @@
 """Two Slurm controllers on one shared state directory, on booted machines of a network of their own,
-configured only by gpuforge's roles (playbooks/slurm.yml) and the rendered slurm_config: slurmha1 the
+configured only by gpuforge's roles (gpuforge/assets/playbooks/slurm.yml) and the rendered slurm_config: slurmha1 the
 primary (slurmctld, slurmdbd, MariaDB), slurmha2 the backup (slurmctld in standby), slurmha3 a compute.
 
 What stands in, beyond tests/slurm/cluster.py's machines, packages and GPUs:
@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components.spec import resolve
 from gpuforge.nodes.bake import PlaybookResult, run_playbook
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.slurm import slurm_config
+from gpuforge.spec import resolve
 from tests.machines import Machine, Machines
 from tests.standins.packages import mount_helper
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from components.catalog import load_catalog
-from components.spec import SpecError, resolve
+from gpuforge.catalog import load_catalog
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.slurm import render_slurm, slurm_config
+from gpuforge.spec import SpecError, resolve
 
 FACTS = load_catalog().slurm.containers
 # The plugstack arguments pyxis 0.23.0 parses (NVIDIA/pyxis config.c, pyxis_config_parse); any other

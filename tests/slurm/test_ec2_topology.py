@@ -22,7 +22,7 @@ from gpuforge.render.ec2_topology import ROOT, Instance, build_tree, topology_co
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = json.loads((REPO / "tests/fixtures/aws/describe-instance-topology.json").read_text())
-SCRIPT = REPO / "playbooks/roles/slurm_controller/files/gpuforge-slurm-topology"
+SCRIPT = REPO / "gpuforge/assets/playbooks/roles/slurm_controller/files/gpuforge-slurm-topology"
 # The Slurm nodes (name -> NodeAddr) and the instances behind them: the four of the documented
 # response, and a g5 node EC2 gives no topology for, in the cluster's placement group.
 NODES = {f"ip-10-0-0-{i}": f"10.0.0.{i}" for i in range(1, 6)}
@@ -168,9 +168,9 @@ def test_controller_script_writes_the_file_and_reconfigures_only_on_change(tmp_p
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_aws_clusters_use_the_tree_the_controller_writes(stack: str) -> None:
-    from components.spec import resolve
     from gpuforge.plan.stacks import load_stack
     from gpuforge.render.slurm import render_slurm, slurm_config
+    from gpuforge.spec import resolve
 
     config = slurm_config(resolve(load_stack(stack).cluster, stack))
     assert config["topology"]["kind"] == "ec2" and config["topology"]["region"]
@@ -189,9 +189,9 @@ def _reachable(switches: dict[str, dict[str, list[str]]]) -> list[list[str]]:
 def test_a_hybrid_sites_switches_stay_apart_from_the_clouds(tmp_path: Path) -> None:
     """The hybrid stack's rendered site switches, passed to the controller's script as the role writes its
     config, come first and unchanged; the cloud nodes get their own tree; no switch joins the two."""
-    from components.spec import resolve
     from gpuforge.plan.stacks import load_stack
     from gpuforge.render.slurm import slurm_config
+    from gpuforge.spec import resolve
 
     topology = slurm_config(resolve(load_stack("hybrid").cluster, "hybrid"))["topology"]
     assert topology["kind"] == "hybrid" and topology["static_nodes"] == ["dgx-01", "dgx-02", "dgx-03", "dgx-04"]

@@ -347,10 +347,10 @@ def test_parse_scontrol_and_squeue() -> None:
 def test_the_stacks_render_the_lifecycle_program_its_groups() -> None:
     """dev: an elastic GPU group from zero; prod: a fixed group (count + spares); both gated with the
     catalog's floors. The rendered dict is what the controller's program reads."""
-    from components.spec import resolve
     from gpuforge.plan.stacks import load_stack
     from gpuforge.render.lifecycle import gate_floors
     from gpuforge.render.slurm import slurm_config
+    from gpuforge.spec import resolve
 
     dev = LifecycleConfig.from_dict(slurm_config(resolve(load_stack("dev").cluster, "dev"))["lifecycle"])
     (train,) = dev.groups.values()
@@ -384,9 +384,9 @@ def test_a_node_awaiting_its_gate_counts_against_pending_jobs(aws: Aws) -> None:
 
 def _stack_lifecycle(stack: str, aws: Aws) -> LifecycleConfig:
     """The lifecycle configuration the stack renders for its controller, on this test's cluster tag."""
-    from components.spec import resolve
     from gpuforge.plan.stacks import load_stack
     from gpuforge.render.slurm import slurm_config
+    from gpuforge.spec import resolve
 
     rendered = slurm_config(resolve(load_stack(stack).cluster, stack))["lifecycle"]
     return LifecycleConfig.from_dict({**rendered, "cluster": aws.cluster})

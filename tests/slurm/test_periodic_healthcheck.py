@@ -20,7 +20,7 @@ import pytest
 from gpuforge.nodes.lifecycle import AutoScalingGroup, Instance, LifecycleConfig, SlurmNode, Terminate, decide
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "playbooks/roles/slurm_compute/files/gpuforge-healthcheck"
+SCRIPT = ROOT / "gpuforge/assets/playbooks/roles/slurm_compute/files/gpuforge-healthcheck"
 DCGMI_PASS = (ROOT / "tests/fixtures/healthcheck/dcgmi-diag-r3-pass.txt").read_text()  # recorded, with its source
 NVIDIA_SMI_ONE_GPU = (
     "index, name, uuid, driver_version, pci.bus_id\n0, NVIDIA A10G, GPU-1, 550.54.15, 00000000:00:1E.0\n"
@@ -129,9 +129,9 @@ def test_a_health_drained_node_is_replaced_by_the_lifecycle_program() -> None:
 
 
 def test_the_rendered_slurm_conf_runs_it_between_jobs(script: ModuleType) -> None:
-    from components.spec import resolve
     from gpuforge.plan.stacks import load_stack
     from gpuforge.render.slurm import render_slurm, slurm_config
+    from gpuforge.spec import resolve
 
     config: dict[str, Any] = slurm_config(resolve(load_stack("prod").cluster, "prod"))
     text = render_slurm(config)["slurm.conf"]

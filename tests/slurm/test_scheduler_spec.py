@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from components.spec import SpecError, resolve
 from gpuforge.plan.stacks import load_stack
+from gpuforge.spec import SpecError, resolve
 
 
 def _dev() -> dict[str, Any]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from components.spec import resolve
 from gpuforge.cli import app
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.slurm import render_slurm, slurm_config
+from gpuforge.spec import resolve
 
 runner = CliRunner()
 

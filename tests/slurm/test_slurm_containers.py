@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.catalog import load_catalog
+from gpuforge.catalog import load_catalog
 from gpuforge.render.slurm import render_slurm
 from tests.machines import Machine
 

@@ -29,10 +29,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from components.spec import resolve
 from gpuforge.nodes.bake import PlaybookResult, run_playbook
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.slurm import slurm_config
+from gpuforge.spec import resolve
 
 from .cluster import ACCOUNT, SlurmCluster, wait_for
 

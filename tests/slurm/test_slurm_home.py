@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from components.aws.node_group import EFS_MOUNT_OPTIONS
-from components.catalog.aws_wiring import load_aws_wiring
+from gpuforge.catalog.aws_wiring import load_aws_wiring
+from gpuforge.infra.aws.node_group import EFS_MOUNT_OPTIONS
 from gpuforge.nodes.bake import PLAYBOOKS_DIR
 from gpuforge.nodes.inventory import build_inventory
 from gpuforge.plan.model import Plan
@@ -239,9 +239,9 @@ def test_the_controller_role_mounts_the_state_and_slurmctld_requires_it() -> Non
 
 
 def test_a_site_state_mount_is_its_export_at_state_save_location() -> None:
-    from components.spec import resolve
     from gpuforge.plan.stacks import load_stack
     from gpuforge.render.slurm import slurm_config
+    from gpuforge.spec import resolve
 
     lab = load_stack("onprem-lab").cluster
     lab["site"]["storage"]["mounts"]["slurm-state"] = {

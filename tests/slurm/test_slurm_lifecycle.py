@@ -32,12 +32,12 @@ from typing import Any
 import boto3  # type: ignore[import-untyped,unused-ignore]
 import pytest
 
-from components.spec import resolve
 from gpuforge.nodes.bake import run_playbook
 from gpuforge.nodes.lifecycle import GATE_FAILED, GATE_PENDING, node_name
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.lifecycle import gate_floors
 from gpuforge.render.slurm import slurm_config
+from gpuforge.spec import resolve
 from tests.standins.moto_server import boto3_args, moto_server
 from tests.standins.signing_helper import ARNS, calls, served_signing_helper
 

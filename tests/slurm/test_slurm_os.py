@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from components.catalog import load_catalog
-from components.spec import SpecError, resolve
-from components.spec.models import DLAMI_SSM, UBUNTU_2204_SSM, image_os
+from gpuforge.catalog import load_catalog
 from gpuforge.plan.stacks import load_stack
+from gpuforge.spec import SpecError, resolve
+from gpuforge.spec.models import DLAMI_SSM, UBUNTU_2204_SSM, image_os
 from tests.support import planned
 
 DLAMI_2404 = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from components.spec import resolve
 from gpuforge.nodes.bake import run_playbook
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.slurm import TEMPLATES, hostlist, render_slurm, slurm_config
+from gpuforge.spec import resolve
 from tests.support import skip_or_fail
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,8 +76,8 @@ def ansible_rendered(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
         Path(__file__).with_name("render_slurm.yml"),
         inventory,
         extravars={"slurm_config": config, "slurm_files": files, "slurm_out_dir": str(out),
-                   "slurm_templates_dir": str(REPO / "templates"),
-                   "slurm_roles_dir": str(REPO / "playbooks" / "roles")},
+                   "slurm_templates_dir": str(REPO / "gpuforge" / "assets" / "templates"),
+                   "slurm_roles_dir": str(REPO / "gpuforge" / "assets" / "playbooks" / "roles")},
     )
     if not result.ok:
         skip_or_fail(f"ansible-playbook failed: {[f'{f.task}: {f.message}' for f in result.failures]}")
@@ -142,7 +142,7 @@ def test_hybrid_renders_a_site_and_a_cloud_partition_that_never_mix() -> None:
     """stacks/Pulumi.hybrid.yaml: the DGX hosts static under the site's switch, the cloud group dynamic, each
     in its own partition; the fabric gate's partition holds the cloud only; srun's range is the catalog's,
     the one the security groups and the site firewall open."""
-    from components.catalog import load_catalog
+    from gpuforge.catalog import load_catalog
 
     config = _config("hybrid")
     files = render_slurm(config)

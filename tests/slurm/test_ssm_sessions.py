@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 
-from components.aws.session_manager import RUN_AS_DEFAULT_USER
+from gpuforge.infra.aws.session_manager import RUN_AS_DEFAULT_USER
 from gpuforge.plan.policy_check import to_rule_resources
-from policies.rules import REGISTRY, Resource, RuleContext
+from gpuforge.policy.rules import REGISTRY, Resource, RuleContext
 from tests.support import planned
 
 RULE = "wiring-ssm-session-preferences"

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.catalog import load_catalog
+from gpuforge.catalog import load_catalog
 
 from .packages import Package, efs_utils
 from .repo import _deb, _export_key, _flat_index, _run, _sha256, _signing_key, serve_tree, stop_server

@@ -345,7 +345,7 @@ def efs_utils() -> Package:
     /sbin/mount.efs), served in production from the cluster's own repository (here: the site mirror). The
     stand-in helper refuses a mount without tls, as the file systems' policy does. No dependencies: the real
     package's nfs-common and stunnel4 do the NFS and TLS this stand-in does not."""
-    from components.catalog.aws_wiring import load_aws_wiring
+    from gpuforge.catalog.aws_wiring import load_aws_wiring
 
     helper = load_aws_wiring().efs.mount_helper
     return Package(

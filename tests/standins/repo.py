@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.catalog.aws_wiring import load_aws_wiring
+from gpuforge.catalog.aws_wiring import load_aws_wiring
 
 from . import packages as pkgs
 from .packages import Package

@@ -2,7 +2,7 @@
 never_run.yml with why it cannot run here. A task neither run nor listed fails the session, and so does a
 listed task that ran (the entry is stale: the reason no longer holds) or that no longer exists.
 
-Entries name a task by its file under playbooks/ and its name as written (not its line: lines move with
+Entries name a task by its file under gpuforge/assets/playbooks/ and its name as written (not its line: lines move with
 every edit above the task). A file holds no two tasks of one name (test_allowlist.py checks it), so the
 pair names one task.
 """
@@ -28,7 +28,7 @@ class AllowlistError(ValueError):
 
 @dataclass(frozen=True)
 class Allowed:
-    file: str  # under playbooks/, e.g. roles/efa/tasks/main.yml
+    file: str  # under gpuforge/assets/playbooks/, e.g. roles/efa/tasks/main.yml
     task: str  # the task's name as written in the file
     why: str  # why no test can run it here
 

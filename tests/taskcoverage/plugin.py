@@ -37,7 +37,9 @@ def _append(variable: str, value: str, sep: str) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     # The production tree and its allowlist; the plugin's own tests point them at a demo tree.
-    parser.addini("task_coverage_playbooks", "playbooks/ whose task coverage is reported", default=str(PLAYBOOKS))
+    parser.addini(
+        "task_coverage_playbooks", "the playbooks/ tree whose task coverage is reported", default=str(PLAYBOOKS)
+    )
     parser.addini(
         "task_coverage_allowlist", "production tasks that cannot run in tests, and why", default=str(ALLOWLIST)
     )

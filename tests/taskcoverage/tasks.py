@@ -1,4 +1,5 @@
-"""Which production tasks ran in the tests: every task of playbooks/ and playbooks/roles/, matched by file
+"""Which production tasks ran in the tests: every task of gpuforge/assets/playbooks/ and
+gpuforge/assets/playbooks/roles/, matched by file
 and line with the results the gpuforge_task_log callback recorded (callback/gpuforge_task_log.py).
 
 A task counts as run when some host reported it ok or changed outside check mode (or, for a task whose job
@@ -17,7 +18,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-PLAYBOOKS = REPO / "playbooks"
+PLAYBOOKS = REPO / "gpuforge" / "assets" / "playbooks"
 
 # Entries of a task list that Ansible reports no result for: static imports (what they import is listed
 # where it is) and meta tasks. Dynamic includes are tasks: they run, or are skipped on a condition.
@@ -34,7 +35,7 @@ _PLAY_KEYS = ("pre_tasks", "tasks", "post_tasks", "handlers")
 
 @dataclass(frozen=True)
 class Task:
-    path: str  # relative to the repository, e.g. playbooks/roles/efa/tasks/main.yml
+    path: str  # relative to the repository, e.g. gpuforge/assets/playbooks/roles/efa/tasks/main.yml
     line: int  # the line of the task's first key, as Ansible's Task.get_path() gives it
     name: str
 

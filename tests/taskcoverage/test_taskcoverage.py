@@ -1,4 +1,4 @@
-"""The task coverage tool on a real Ansible run: a playbook tree shaped like playbooks/ (demo/), run on
+"""The task coverage tool on a real Ansible run: a playbook tree shaped like gpuforge/assets/playbooks/ (demo/), run on
 localhost through run_playbook with the session's callback, then read back by file and line."""
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from components.assets import SOURCE_ROOT as PROJECT_ROOT
 from gpuforge.plan.engine import plan_stack
 from gpuforge.plan.model import Plan, PlanResource
+from tests.support import REPO as PROJECT_ROOT
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 
@@ -159,7 +159,7 @@ def test_stateful_resources_are_protected_in_prod_only(prod_plan: Plan, dev_plan
         "aws:rds/instance:Instance",
         "aws:efs/fileSystem:FileSystem",
         "aws:secretsmanager/secret:Secret",
-        # the SSM session log: who ran what on the cluster (components/aws/session_manager.py)
+        # the SSM session log: who ran what on the cluster (gpuforge/infra/aws/session_manager.py)
         "aws:cloudwatch/logGroup:LogGroup",
     }
     assert all(r.retain_on_delete for r in prod_plan.by_type("aws:s3/bucket:Bucket"))

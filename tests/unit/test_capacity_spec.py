@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from support import planned
 
-from components.spec import SpecError, resolve
-from components.spec.loader import parse_yaml
 from gpuforge.review.diff import how_nodes_roll
 from gpuforge.review.report import markdown_plan, summary_rows
 from gpuforge.review.windows import block_windows
+from gpuforge.spec import SpecError, resolve
+from gpuforge.spec.loader import parse_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,10 +8,10 @@ import pulumi
 import pytest
 import yaml
 
-from components.assets import SOURCE_ROOT as PROJECT_ROOT
-from components.aws import GpuNodeGroup, GpuNodeGroupArgs
-from components.aws.efa import efa_layout
-from components.spec import resolve
+from gpuforge.infra.aws import GpuNodeGroup, GpuNodeGroupArgs
+from gpuforge.infra.aws.efa import efa_layout
+from gpuforge.spec import resolve
+from tests.support import REPO as PROJECT_ROOT
 
 
 class Mocks(pulumi.runtime.Mocks):

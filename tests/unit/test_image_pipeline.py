@@ -1,5 +1,5 @@
-"""The AWS image pipeline (components/aws/image_pipeline.py), through the offline plan of a stack
-that uses it: EC2 Image Builder runs playbooks/bake-image.yml and publishes the AMI id to SSM."""
+"""The AWS image pipeline (gpuforge/infra/aws/image_pipeline.py), through the offline plan of a stack
+that uses it: EC2 Image Builder runs gpuforge/assets/playbooks/bake-image.yml and publishes the AMI id to SSM."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from components.spec import SpecError, resolve
 from gpuforge.plan.engine import plan_stack
 from gpuforge.plan.model import Plan, PlanResource
+from gpuforge.spec import SpecError, resolve
 
 SPEC: dict[str, Any] = {
     "name": "forge-bake",

@@ -37,9 +37,9 @@ def python_scripts() -> set[str]:
 def test_the_role_scripts_are_found() -> None:
     # The scripts this test was written for: the prolog health check, the EC2 topology writer, collectors.
     assert {
-        "playbooks/roles/slurm_compute/files/gpuforge-healthcheck",
-        "playbooks/roles/slurm_controller/files/gpuforge-slurm-topology",
-        "playbooks/roles/node_textfile_collectors/files/efa-counters",
+        "gpuforge/assets/playbooks/roles/slurm_compute/files/gpuforge-healthcheck",
+        "gpuforge/assets/playbooks/roles/slurm_controller/files/gpuforge-slurm-topology",
+        "gpuforge/assets/playbooks/roles/node_textfile_collectors/files/efa-counters",
     } <= python_scripts()
 
 

@@ -1,5 +1,5 @@
 """The NCCL build the nodes install (libnccl2=<nccl_version>-1+cuda<nccl_cuda_version>) must be one NVIDIA
-publishes: the catalog lists them (components/catalog/data/facts.yaml, nccl.builds, with its source), and a
+publishes: the catalog lists them (gpuforge/catalog/data/facts.yaml, nccl.builds, with its source), and a
 spec naming another pair is refused with the fix before anything is declared."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 import yaml
 
-from components.catalog import load_catalog
-from components.spec import SpecError
-from components.spec.checks import resolve
-from components.spec.models import Software
+from gpuforge.catalog import load_catalog
 from gpuforge.nodes.inventory import node_group_vars
 from gpuforge.plan.engine import plan_stack
+from gpuforge.spec import SpecError
+from gpuforge.spec.checks import resolve
+from gpuforge.spec.models import Software
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "stacks" / "invalid" / "nccl-build-not-published.yaml"

@@ -18,7 +18,7 @@ import pytest
 from moto import mock_aws
 from typer.testing import CliRunner
 
-import components.spec.models as spec_models
+import gpuforge.spec.models as spec_models
 from gpuforge.cli import app
 from gpuforge.pin import PinError, pin_stack
 from gpuforge.plan.stacks import load_stack

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import jsonschema
 
-from components.spec import SpecError, parse_spec
-from components.spec.loader import parse_yaml
-from policies.settings import parse_policy
+from gpuforge.policy.settings import parse_policy
+from gpuforge.spec import SpecError, parse_spec
+from gpuforge.spec.loader import parse_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "schemas" / "cluster.schema.json"

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import yaml
 
-from components.assets import SOURCE_ROOT as PROJECT_ROOT
-from components.spec.loader import parse_yaml
-from components.spec.schema import render_schema
 from gpuforge.plan.model import Plan
+from gpuforge.plan.schema import render_schema
+from gpuforge.spec.loader import parse_yaml
+from tests.support import REPO as PROJECT_ROOT
 from tests.support import planned
 
 GOLDEN = Path(__file__).parent.parent / "golden"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.spec import SpecError, resolve
 from gpuforge.plan import engine as plan_module
+from gpuforge.spec import SpecError, resolve
 
 SPECS = Path(__file__).parent.parent / "fixtures" / "specs"
 VALID = sorted((SPECS / "valid").glob("*.yaml"))

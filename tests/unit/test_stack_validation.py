@@ -11,10 +11,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from components.spec import SpecError
 from gpuforge.cli import app
 from gpuforge.plan.stacks import load_stack
 from gpuforge.plan.validation import check_stack
+from gpuforge.spec import SpecError
 
 ROOT = Path(__file__).resolve().parents[2]
 INVALID = sorted((ROOT / "tests" / "fixtures" / "stacks" / "invalid").glob("*.yaml"))

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import ipaddress
 
-from components.spec.models import Network
-from components.spec.subnets import plan_subnets
+from gpuforge.spec.models import Network
+from gpuforge.spec.subnets import plan_subnets
 
 
 def network(**kwargs: object) -> Network:

@@ -11,10 +11,10 @@ from typing import Any
 import yaml
 from support import planned
 
-from components.spec.loader import parse_yaml
 from gpuforge.plan.engine import plan_stack
 from gpuforge.review.pins import pin_warnings, unpinned_images
 from gpuforge.review.report import markdown_plan
+from gpuforge.spec.loader import parse_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 

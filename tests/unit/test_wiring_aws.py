@@ -16,14 +16,14 @@ import yaml
 from support import HYBRID_MULTIKUEUE, ONPREM_K8S, planned
 from typer.testing import CliRunner
 
-from components.catalog.aws_wiring import load_aws_wiring
-from components.spec import SpecError
-from components.spec.models import UBUNTU_2404_SSM
+from gpuforge.catalog.aws_wiring import load_aws_wiring
 from gpuforge.cli import app
 from gpuforge.plan.engine import plan_stack
 from gpuforge.plan.model import SECRET, Plan
 from gpuforge.plan.policy_check import to_rule_resources
-from policies.rules import REGISTRY, RuleContext
+from gpuforge.policy.rules import REGISTRY, RuleContext
+from gpuforge.spec import SpecError
+from gpuforge.spec.models import UBUNTU_2404_SSM
 
 ROOT = Path(__file__).resolve().parents[2]
 WIRING = [

@@ -1,0 +1,303 @@
+"""The Slurm control plane on AWS: controller instance(s), accounting database, shared /home, secrets.
+
+- Controllers: EC2 instances at the fixed management-tier addresses the rendered slurm.conf names
+  (gpuforge/spec/scheduler_checks.py), so configless nodes always find them; IMDSv2, encrypted root.
+- Accounting: Amazon RDS for MariaDB (encrypted with the cluster key, automated backups, Multi-AZ and
+  deletion protection in prod), reachable from the management tier only.
+- /home: Amazon EFS (encrypted, AWS Backup policy on), mount targets in every AZ's storage subnet,
+  NFS from the compute and management tiers, TLS in transit required by the file system's policy (nodes
+  mount it with the EFS mount helper, `-o tls`). With a backup controller, a second EFS holds the
+  controllers' shared StateSaveLocation (same settings, protected in prod).
+- Secrets: the munge key and the database password are generated here (pulumi_random, secret
+  outputs) and stored in AWS Secrets Manager; node roles may read them. They never reach user data,
+  outputs or the plan: only the secrets' names do.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_random as random
+
+from gpuforge.catalog.models import SlurmPorts
+from gpuforge.spec import ResolvedSpec
+from gpuforge.spec.models import UBUNTU_2404_SSM, Tier
+from gpuforge.spec.scheduler_checks import ResolvedScheduler, secret_names
+
+from .iam import assume_role_policy, lifecycle_policy, secret_read_policy
+from .instance import hardened_instance
+from .storage import stateful
+
+SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+MARIADB_VERSION = "10.11"
+MARIADB_PORT, NFS_PORT = 3306, 2049
+# What an NFS client of an EFS file system may do (EFS's default file system policy grants these to every client).
+EFS_CLIENT_ACTIONS = (
+    "elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite", "elasticfilesystem:ClientRootAccess"
+)
+
+
+def transit_encrypted_policy(file_system_arn: str) -> str:
+    """An EFS file system policy that refuses every request not made over TLS (`aws:SecureTransport` false:
+    a mount without the mount helper's `tls`), so a client that forgets it is refused at the server (EFS User
+    Guide, "Enforcing encryption in transit"). An explicit policy replaces EFS's default one, which lets any
+    client that reaches a mount target mount, write and act as root: the Allow statement keeps exactly that
+    (condition elasticfilesystem:AccessedViaMountTarget, as terraform-aws-modules/terraform-aws-efs main.tf's
+    deny_nonsecure_transport does), so nodes mount as they did, with no IAM (`iam` mount option) and no grant
+    in their roles. The controller creates users' homes as root: ClientRootAccess stays."""
+    return json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "ClientsThroughMountTargets",
+                "Effect": "Allow",
+                "Principal": {"AWS": "*"},
+                "Action": list(EFS_CLIENT_ACTIONS),
+                "Resource": file_system_arn,
+                "Condition": {"Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"}},
+            },
+            {
+                "Sid": "DenyWithoutTls",
+                "Effect": "Deny",
+                "Principal": {"AWS": "*"},
+                "Action": "*",
+                "Resource": file_system_arn,
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            },
+        ],
+    }, sort_keys=True)
+
+
+@dataclass
+class SlurmControlPlaneArgs:
+    resolved: ResolvedSpec
+    scheduler: ResolvedScheduler
+    subnet_ids: dict[Tier, dict[str, pulumi.Output[str]]]  # tier -> AZ -> subnet id
+    security_group_ids: dict[str, pulumi.Output[str]]
+    kms_key_arn: pulumi.Input[str]
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class SlurmControlPlane(pulumi.ComponentResource):
+    database_endpoint: pulumi.Output[str]
+    home_file_system_id: pulumi.Output[str]
+    home_dns_name: pulumi.Output[str]
+    secret_arns: dict[str, pulumi.Output[str]]
+
+    def __init__(self, name: str, args: SlurmControlPlaneArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        spec, sched = args.resolved.spec, args.scheduler
+        super().__init__("gpuforge:aws:SlurmControlPlane", name, {"controllers": len(sched.controllers)}, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        keep = stateful(child, spec.protected)
+        sg = args.security_group_ids
+        self._name = name  # allow_munge_read names its policies after the component
+
+        self._rules(name, sg, args.resolved.catalog.slurm.ports, child)
+        secrets = self._secrets(name, spec.name, args, keep)
+        self.secret_arns = {k: s.arn for k, s in secrets.items()}
+        controller_role = self._secret_readers(name, args, child)
+        self.controller_role_name = controller_role.name  # an SSM-managed instance role (session preferences)
+
+        # Accounting database: subnets of every AZ's management tier.
+        db_subnets = aws.rds.SubnetGroup(
+            f"{name}-db-subnets", subnet_ids=list(args.subnet_ids["management"].values()), opts=child
+        )
+        accounting = sched.spec.accounting
+        database = aws.rds.Instance(
+            f"{name}-db",
+            engine="mariadb",
+            engine_version=MARIADB_VERSION,
+            instance_class=accounting.instance_class,
+            allocated_storage=50,
+            storage_type="gp3",
+            storage_encrypted=True,
+            kms_key_id=args.kms_key_arn,
+            db_name="slurm_acct_db",
+            username="slurm",
+            password=self._password.result,
+            db_subnet_group_name=db_subnets.name,
+            vpc_security_group_ids=[sg["management"]],
+            multi_az=spec.protected,
+            backup_retention_period=accounting.backup_retention_days,
+            deletion_protection=spec.protected,
+            skip_final_snapshot=not spec.protected,
+            final_snapshot_identifier=f"{spec.name}-slurmdbd-final" if spec.protected else None,
+            copy_tags_to_snapshot=True,
+            publicly_accessible=False,
+            auto_minor_version_upgrade=True,
+            opts=keep,
+        )
+        self.database_endpoint = database.address
+
+        # /home on EFS, a mount target in every AZ (nodes mount it with the EFS mount helper, over TLS).
+        home = self._file_system(f"{name}-home", f"{spec.name}-home", args, keep)
+        self.home_file_system_id, self.home_dns_name = home.id, home.dns_name
+        # With a backup controller: StateSaveLocation on a file system of its own, mounted by both controllers
+        # (slurm.yml; slurmctld requires the mount). Not a directory of /home: users never see slurmctld's
+        # state, and its root is slurm's (no EFS access point: the role sets the root's owner once mounted).
+        self.state_file_system_id: pulumi.Output[str] | None = None
+        self.state_dns_name: pulumi.Output[str] | None = None
+        if sched.state_shared:
+            state = self._file_system(f"{name}-state", f"{spec.name}-slurmctld-state", args, keep)
+            self.state_file_system_id, self.state_dns_name = state.id, state.dns_name
+
+        profile = aws.iam.InstanceProfile(f"{name}-ctl-profile", role=controller_role.name, opts=child)
+        for controller in sched.controllers:
+            assert controller.availability_zone is not None
+            hardened_instance(
+                f"{name}-{controller.name}",
+                template_name=f"{name}-{controller.name}-lt",
+                volume_size=100,
+                kms_key_arn=args.kms_key_arn,
+                instance_profile_arn=profile.arn,
+                # Ubuntu 24.04: its slurmctld (23.11) is one the configuration runs on; 22.04's 21.08 is not.
+                image_parameter=UBUNTU_2404_SSM,
+                template_opts=child,
+                subnet_id=args.subnet_ids["management"][controller.availability_zone],
+                private_ip=controller.address,
+                instance_type=sched.spec.controller.instance_type,
+                vpc_security_group_ids=[sg["management"]],
+                associate_public_ip_address=False,
+                disable_api_termination=spec.protected,
+                tags={**args.tags, "Name": controller.name, "gpuforge:slurm-role": "controller"},
+                opts=keep,
+            )
+        self.register_outputs(self.outputs)
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        """The stack outputs of the control plane (the inventory reads them after `pulumi up`)."""
+        state = {"stateFileSystem": self.state_file_system_id, "stateDnsName": self.state_dns_name}
+        return {
+            "databaseEndpoint": self.database_endpoint,
+            "homeFileSystem": self.home_file_system_id,
+            "homeDnsName": self.home_dns_name,
+            **(state if self.state_dns_name is not None else {}),
+            "secretArns": self.secret_arns,
+        }
+
+    def _file_system(
+        self, name: str, tag: str, args: SlurmControlPlaneArgs, keep: pulumi.ResourceOptions
+    ) -> aws.efs.FileSystem:
+        """An EFS file system: encrypted with the cluster key, elastic throughput, AWS Backup on, protected in
+        prod (keep), a mount target in every AZ's storage subnet (NFS from the compute and management tiers),
+        and a file system policy that refuses any client not using TLS."""
+        child = pulumi.ResourceOptions(parent=self)
+        fs = aws.efs.FileSystem(
+            name,
+            encrypted=True,
+            kms_key_id=args.kms_key_arn,
+            performance_mode="generalPurpose",
+            throughput_mode="elastic",
+            tags={"Name": tag},
+            opts=keep,
+        )
+        aws.efs.BackupPolicy(
+            f"{name}-backup",
+            file_system_id=fs.id,
+            backup_policy=aws.efs.BackupPolicyBackupPolicyArgs(status="ENABLED"),
+            opts=child,
+        )
+        aws.efs.FileSystemPolicy(
+            f"{name}-policy", file_system_id=fs.id, policy=fs.arn.apply(transit_encrypted_policy), opts=child
+        )
+        for az, subnet in sorted(args.subnet_ids["storage"].items()):
+            aws.efs.MountTarget(
+                f"{name}-{az}", file_system_id=fs.id, subnet_id=subnet,
+                security_groups=[args.security_group_ids["storage"]], opts=child,
+            )
+        return fs
+
+    def _secrets(
+        self, name: str, cluster: str, args: SlurmControlPlaneArgs, keep: pulumi.ResourceOptions
+    ) -> dict[str, aws.secretsmanager.Secret]:
+        """The munge key (1024 random bytes, base64) and the database password, generated here as secret
+        outputs and kept in Secrets Manager under the names the rendered configuration points nodes to."""
+        child = pulumi.ResourceOptions(parent=self)
+        munge = random.RandomBytes(f"{name}-munge-key", length=1024, opts=child)
+        self._password = random.RandomPassword(f"{name}-db-password", length=32, special=False, opts=child)
+        values = {"munge_key": munge.base64, "db_password": self._password.result}
+        secrets = {}
+        for key, secret_name in secret_names(cluster).items():
+            secret = aws.secretsmanager.Secret(
+                f"{name}-{key.replace('_', '-')}",
+                name=secret_name,
+                kms_key_id=args.kms_key_arn,
+                recovery_window_in_days=30 if args.resolved.spec.protected else 0,
+                opts=keep,
+            )
+            aws.secretsmanager.SecretVersion(
+                f"{name}-{key.replace('_', '-')}-value",
+                secret_id=secret.id,
+                secret_string=values[key],  # secret outputs of pulumi_random: never shown
+                opts=child,
+            )
+            secrets[key] = secret
+        return secrets
+
+    @staticmethod
+    def _rules(name: str, sg: dict[str, pulumi.Output[str]], ports: SlurmPorts, child: pulumi.ResourceOptions) -> None:
+        """Slurm's ports (the catalog's, which slurm.conf names too): nodes and clients reach slurmctld, the
+        controller reaches slurmd, slurmdbd and the database stay in the management tier, compute nodes call
+        srun back on login nodes (SrunPortRange), NFS to EFS."""
+        slurmctld, slurmd, srun = (ports.slurmctld, ports.slurmctld), (ports.slurmd, ports.slurmd), ports.srun
+
+        def allow(rule: str, group: str, source: str, ports: tuple[int, int], why: str) -> None:
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-{group}-in-{rule}",
+                security_group_id=sg[group],
+                referenced_security_group_id=sg[source],
+                ip_protocol="tcp",
+                from_port=ports[0],
+                to_port=ports[1],
+                description=why,
+                opts=child,
+            )
+
+        allow("slurmctld-compute", "management", "compute", slurmctld, "slurmd to slurmctld")
+        allow("slurm-management", "management", "management", (ports.slurmctld, ports.slurmdbd),
+              "clients, backup controller and slurmdbd")
+        allow("mariadb", "management", "management", (MARIADB_PORT, MARIADB_PORT), "slurmdbd to its database")
+        allow("srun", "management", "compute", srun, "compute nodes to srun on login nodes")
+        allow("slurmd", "compute", "management", slurmd, "slurmctld and srun to slurmd")
+        allow("srun-steps", "compute", "management", srun, "srun I/O from login nodes to job steps")
+        for client in ("compute", "management"):
+            allow(f"nfs-{client}", "storage", client, (NFS_PORT, NFS_PORT), f"/home (EFS) from the {client} tier")
+
+    def _secret_readers(self, name: str, args: SlurmControlPlaneArgs, child: pulumi.ResourceOptions) -> aws.iam.Role:
+        """The controller's role reads both secrets (node roles: allow_munge_read)."""
+        role = aws.iam.Role(f"{name}-ctl-role", assume_role_policy=assume_role_policy("ec2.amazonaws.com"), opts=child)
+        aws.iam.RolePolicyAttachment(f"{name}-ctl-ssm", role=role.name, policy_arn=SSM_CORE_POLICY, opts=child)
+
+        def policy(secret_arns: list[pulumi.Output[str]]) -> pulumi.Output[str]:
+            return pulumi.Output.all(pulumi.Output.all(*secret_arns), args.kms_key_arn).apply(
+                lambda v: json.dumps(secret_read_policy(v[0], v[1]))
+            )
+
+        aws.iam.RolePolicy(f"{name}-ctl-secrets", role=role.id, policy=policy(list(self.secret_arns.values())),
+                           opts=child)
+        # gpuforge-lifecycle (slurm_scaler role): scaling, replacement, rolling updates of this cluster's groups.
+        aws.iam.RolePolicy(f"{name}-ctl-lifecycle", role=role.id,
+                           policy=json.dumps(lifecycle_policy(args.resolved.spec.name)), opts=child)
+        # gpuforge-slurm-topology (topology.conf from EC2 instance topology) reads instances and their
+        # network nodes; neither Describe call supports resource-level permissions, hence "*".
+        topology_read = {"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": ["ec2:DescribeInstances", "ec2:DescribeInstanceTopology"], "Resource": "*"}]}
+        aws.iam.RolePolicy(f"{name}-ctl-topology", role=role.id, policy=json.dumps(topology_read), opts=child)
+        self._munge_only = policy([self.secret_arns["munge_key"]])
+        return role
+
+    def allow_munge_read(self, resolved: ResolvedSpec, node_role_names: dict[str, pulumi.Input[str]]) -> None:
+        """Node roles read the munge key only. Called once the node groups exist: they are declared after
+        the control plane, whose /home their user data mounts."""
+        child = pulumi.ResourceOptions(parent=self)
+        for group, reader in sorted(node_role_names.items()):
+            # A renamed group (renamed_from) keeps its policy: the old name becomes an alias.
+            old = resolved.spec.node_groups[group].renamed_from
+            aliases = [pulumi.Alias(name=f"{self._name}-{old}-munge")] if old else None
+            aws.iam.RolePolicy(f"{self._name}-{group}-munge", role=reader, policy=self._munge_only,
+                               opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(aliases=aliases)))

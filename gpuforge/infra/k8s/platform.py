@@ -1,0 +1,607 @@
+"""GpuPlatform: the GPU platform on any Kubernetes cluster, given its provider (EKS, or an
+on-premises cluster's kubeconfig): the same code for every placement.
+
+- NVIDIA GPU Operator (driver operator-managed or preinstalled by the image: one spec switch),
+  with its dcgm-exporter; Node Feature Discovery installed once, on its own;
+- the fabric's device plugin: the AWS EFA device plugin, or the NVIDIA Network Operator with
+  the RDMA shared device plugin (InfiniBand, RoCE);
+- dcgm-exporter scraped through a ServiceMonitor when the Prometheus operator runs (else its
+  service's prometheus.io annotations, set by the GPU Operator);
+- a storage class for the parallel file system (the placement says which CSI driver);
+- Kueue: a ResourceFlavor per GPU model, a ClusterQueue and LocalQueue per team with whole-node
+  quotas (GPUs with the CPU, memory and fabric devices of their nodes), so multi-node jobs are
+  admitted whole or not at all; waitForPodsReady in its manager configuration, so a job whose
+  pods do not all start in time is evicted, frees its quota and is requeued with backoff;
+- a namespace per team with a service account for training pods (annotated by the placement:
+  on EKS with the team's IAM role), NetworkPolicies that keep training pods away from
+  management services, and PriorityClasses.
+
+Chart versions come from the catalog (gpuforge/catalog/data/charts.yaml). Helm charts are
+`helm.v3.Release` resources (one resource each, values as inputs); everything else is a typed
+pulumi_kubernetes object, so the plan shows it and tests validate it against the schemas.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from gpuforge.catalog.charts import ChartPin, Charts, load_charts
+from gpuforge.catalog.kubelet import NodeKind, load_kubelet_reservation
+from gpuforge.render.labels import NODE_LABEL_GPU_MODEL, TEAM_LABEL
+from gpuforge.spec.models import Fabric, Platform, PodsReady
+
+from .scheduling import Taint, tolerations_for
+
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+RDMA_RESOURCE_NAME = "rdma_shared_device_a"
+RDMA_RESOURCE = f"rdma/{RDMA_RESOURCE_NAME}"
+MELLANOX_VENDOR_ID = "15b3"
+COHORT = "gpuforge"
+LOCAL_QUEUE = "training"
+# Kubernetes' private ranges: training pods reach the internet (object store, registries) but
+# no in-cluster or in-VPC management service unless a policy says so.
+PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+PRIORITY_CLASSES: dict[str, tuple[int, str]] = {
+    "gpuforge-training-critical": (100_000, "Production training runs; may preempt lower classes within quota."),
+    "gpuforge-training": (10_000, "Default for training jobs."),
+    "gpuforge-preemptible": (1_000, "Experiments that yield to anything else."),
+}
+
+
+@dataclass(frozen=True)
+class GpuPool:
+    """The Kubernetes nodes of one GPU model, as a placement resolved them."""
+
+    gpu_model: str
+    nodes: int  # active nodes: the quota ceiling (spares back them up)
+    gpus_per_node: int
+    cpus_per_node: int
+    memory_mib_per_node: int
+    fabric_devices_per_node: int = 0  # EFA interfaces, or RDMA shared devices exposed per node
+    node_kind: NodeKind = "eks"  # whose kubelet reservation applies (gpuforge/catalog/data/kubelet.yaml)
+    taints: tuple[Taint, ...] = ()  # what the nodes register with: every node agent and flavor tolerates them
+
+    @property
+    def allocatable_cpu_millicores(self) -> int:
+        return (
+            load_kubelet_reservation()
+            .allocatable(self.cpus_per_node, self.memory_mib_per_node, self.node_kind)
+            .cpu_millicores
+        )
+
+    @property
+    def allocatable_memory_mib(self) -> int:
+        return (
+            load_kubelet_reservation()
+            .allocatable(self.cpus_per_node, self.memory_mib_per_node, self.node_kind)
+            .memory_mib
+        )
+
+
+@dataclass(frozen=True)
+class ParallelFsClass:
+    """A storage class for the parallel file system, from the placement (FSx CSI on AWS, a
+    Lustre or vendor CSI on-prem)."""
+
+    name: str
+    provisioner: str
+    parameters: dict[str, pulumi.Input[str]] = field(default_factory=dict)
+    mount_options: list[str] = field(default_factory=list)
+    csi_chart: str | None = None  # key in charts.yaml of the driver to install; None: already there
+    # Helm values for the driver, from the placement (on EKS: the controller's IRSA role).
+    csi_values: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GpuPlatformArgs:
+    platform: Platform
+    fabric: Fabric
+    pools: list[GpuPool]
+    parallel_fs: ParallelFsClass | None = None
+    # team -> annotations of its training service account, from the placement (on EKS the IAM
+    # role for service accounts); a team not listed gets a plain service account.
+    service_account_annotations: dict[str, dict[str, pulumi.Input[str]]] = field(default_factory=dict)
+    # Site services training pods reach over HTTPS inside private ranges (an on-premises object store):
+    # CIDR -> port. The public-egress policy excludes private ranges, so each needs its own rule.
+    private_https_endpoints: dict[str, int] = field(default_factory=dict)
+    charts: Charts = field(default_factory=load_charts)
+    # The platform's own dcgm-exporter ServiceMonitor under the Prometheus operator; off when the stack's
+    # monitoring section declares its labelled one (gpuforge/infra/k8s/alerting.py), so GPUs are scraped once.
+    dcgm_service_monitor: bool = True
+
+
+def flavor_name(gpu_model: str) -> str:
+    return f"gpu-{gpu_model.lower()}"
+
+
+def fabric_resource(fabric: Fabric) -> str | None:
+    return {"efa": EFA_RESOURCE, "infiniband": RDMA_RESOURCE, "roce": RDMA_RESOURCE}.get(fabric)
+
+
+def node_taints(pools: list[GpuPool]) -> list[Taint]:
+    return sorted({t for pool in pools for t in pool.taints}, key=str)
+
+
+def agent_tolerations(charts: Charts, key: str, pools: list[GpuPool]) -> list[dict[str, Any]]:
+    """A node agent's tolerations: the chart's defaults (a Helm list value replaces them whole)
+    plus one for each taint the GPU nodes register with."""
+    agent = charts.chart(key).node_agent
+    defaults = [t.model_dump(exclude_none=True) for t in agent.default_tolerations] if agent else []
+    return tolerations_for(node_taints(pools), defaults)
+
+
+def gpu_operator_values(platform: Platform, tolerations: list[dict[str, Any]]) -> dict[str, Any]:
+    operator_driver = platform.gpu_driver == "operator"
+    return {
+        # preinstalled: the image (playbooks, or the EKS accelerated AMI) carries the driver and
+        # the container toolkit; two installers of one kernel module fight.
+        "driver": {"enabled": operator_driver},
+        "toolkit": {"enabled": operator_driver},
+        # Node Feature Discovery is its own release (one per cluster; the network operator needs it too).
+        "nfd": {"enabled": False},
+        # The exporter's service carries prometheus.io/scrape annotations; with the Prometheus
+        # operator, GpuPlatform declares the ServiceMonitor itself.
+        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": False}},
+        # Operands (driver, toolkit, device plugin, dcgm-exporter) must reach every tainted GPU node.
+        "daemonsets": {"tolerations": tolerations},
+    }
+
+
+def efa_device_plugin_values(tolerations: list[dict[str, Any]]) -> dict[str, Any]:
+    # No nodeSelector: the chart's own node affinity (node.kubernetes.io/instance-type in its list of
+    # EFA types) already limits it to EFA nodes; a selector on a label no node carries ran it nowhere.
+    return {"tolerations": tolerations}
+
+
+def node_feature_discovery_values(tolerations: list[dict[str, Any]]) -> dict[str, Any]:
+    # The worker labels each node (pci-10de for the GPU Operator, pci-15b3 for the network operator):
+    # a worker kept off the tainted GPU hosts leaves them unlabelled, and both operators select nothing.
+    return {"worker": {"tolerations": tolerations}}
+
+
+def network_operator_values() -> dict[str, Any]:
+    return {"nfd": {"enabled": False}}
+
+
+def kueue_manager_config(pods_ready: PodsReady, namespace: str, frameworks: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Kueue's Configuration (config.kueue.x-k8s.io/v1beta1, Kueue 0.14): the chart's defaults
+    (kubernetes-sigs/kueue config/components/manager/controller_manager_config.yaml) plus
+    waitForPodsReady, Kueue's all-or-nothing admission for multi-node jobs."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta1",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "controller": {
+            "groupKindConcurrency": {
+                "Job.batch": 5,
+                "Pod": 5,
+                "Workload.kueue.x-k8s.io": 5,
+                "LocalQueue.kueue.x-k8s.io": 1,
+                "Cohort.kueue.x-k8s.io": 1,
+                "ClusterQueue.kueue.x-k8s.io": 1,
+                "ResourceFlavor.kueue.x-k8s.io": 1,
+            }
+        },
+        "clientConnection": {"qps": 50, "burst": 100},
+        "waitForPodsReady": {
+            "enable": True,
+            "timeout": f"{pods_ready.timeout_minutes}m",
+            "blockAdmission": pods_ready.block_admission,
+            "requeuingStrategy": {
+                # Backoff counts from the eviction, not from the job's creation.
+                "timestamp": "Eviction",
+                "backoffLimitCount": pods_ready.requeue_limit,  # null: requeue forever
+                "backoffBaseSeconds": pods_ready.requeue_backoff_base_seconds,
+                "backoffMaxSeconds": pods_ready.requeue_backoff_max_seconds,
+            },
+        },
+        "managedJobsNamespaceSelector": {
+            "matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", namespace]}
+            ]
+        },
+        # The chart's default job kinds (catalog: charts.yaml kueue.default_frameworks).
+        "integrations": {"frameworks": list(frameworks)},
+    }
+
+
+def kueue_values(
+    pods_ready: PodsReady, namespace: str, frameworks: tuple[str, ...], prometheus: bool
+) -> dict[str, Any]:
+    # Chart 0.14 takes the manager configuration as one YAML string that replaces the chart's
+    # default whole (the structured managerConfig.config merge came in later charts), so the
+    # string carries the defaults too.
+    config = yaml.safe_dump(kueue_manager_config(pods_ready, namespace, frameworks), sort_keys=False)
+    # enablePrometheus: the chart's own ServiceMonitor for Kueue's metrics (needs the operator's CRDs).
+    return {"enablePrometheus": prometheus, "managerConfig": {"controllerManagerConfigYaml": config}}
+
+
+def rdma_shared_device_plugin_config() -> str:
+    return json.dumps(
+        {
+            "configList": [
+                {
+                    "resourceName": RDMA_RESOURCE_NAME,
+                    "rdmaHcaMax": 63,
+                    "selectors": {"vendors": [MELLANOX_VENDOR_ID]},
+                }
+            ]
+        }
+    )
+
+
+def team_quotas(platform: Platform, pools: list[GpuPool], fabric: Fabric) -> dict[str, list[dict[str, Any]]]:
+    """Per team, the ClusterQueue flavors: whole nodes' worth of every covered resource, CPU and
+    memory as the kubelet leaves them allocatable (a quota of nameplate CPU admits jobs no node fits)."""
+    by_model = {pool.gpu_model: pool for pool in pools}
+    extra = fabric_resource(fabric)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for team, spec in platform.teams.items():
+        flavors = []
+        for model, gpus in sorted(spec.gpu_quota.items()):
+            pool = by_model[model]  # resolve() refuses models without a pool
+            nodes = gpus // pool.gpus_per_node
+            resources = [
+                {"name": "cpu", "nominalQuota": f"{nodes * pool.allocatable_cpu_millicores}m"},
+                {"name": "memory", "nominalQuota": f"{nodes * pool.allocatable_memory_mib}Mi"},
+                {"name": GPU_RESOURCE, "nominalQuota": gpus},
+            ]
+            if extra:
+                resources.append({"name": extra, "nominalQuota": nodes * pool.fabric_devices_per_node})
+            flavors.append({"name": flavor_name(model), "resources": resources})
+        out[team] = flavors
+    return out
+
+
+class GpuPlatform(pulumi.ComponentResource):
+    namespaces: dict[str, str]  # team -> namespace
+    kueue: k8s.helm.v3.Release  # Kueue objects a composer adds (hybrid) wait for it
+    team_namespaces: list[k8s.core.v1.Namespace]
+    gpu_pools: list[GpuPool]  # not `pools`/`fabric`: those are input properties of the component
+    fabric_kind: Fabric
+
+    def __init__(self, name: str, args: GpuPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        platform = args.platform
+        super().__init__(
+            "gpuforge:k8s:GpuPlatform",
+            name,
+            {
+                "gpuDriver": platform.gpu_driver,
+                "fabric": args.fabric,
+                "prometheusOperator": platform.prometheus_operator,
+                "teams": {t: dict(s.gpu_quota) for t, s in platform.teams.items()},
+                "charts": {k: c.version for k, c in args.charts.charts.items()},
+                # Per flavor: the nodes behind it and what each leaves allocatable (wiring-kueue-quota-allocatable).
+                "pools": {
+                    flavor_name(p.gpu_model): {
+                        "nodes": p.nodes,
+                        "gpusPerNode": p.gpus_per_node,
+                        "allocatableCpuMillicores": p.allocatable_cpu_millicores,
+                        "allocatableMemoryMib": p.allocatable_memory_mib,
+                    }
+                    for p in args.pools
+                },
+            },
+            opts,
+        )
+        child = pulumi.ResourceOptions(parent=self)
+        charts = args.charts
+
+        system_ns: dict[str, k8s.core.v1.Namespace] = {}
+
+        def namespace_for(chart: ChartPin, privileged: bool) -> k8s.core.v1.Namespace | None:
+            if chart.namespace == "kube-system":
+                return None
+            if chart.namespace not in system_ns:
+                labels = {"app.kubernetes.io/managed-by": "gpuforge"}
+                if privileged:
+                    # Device plugins and the driver stack mount host paths (GPU Operator docs: label
+                    # the operator's namespace privileged under Pod Security Admission).
+                    labels["pod-security.kubernetes.io/enforce"] = "privileged"
+                system_ns[chart.namespace] = k8s.core.v1.Namespace(
+                    f"{name}-ns-{chart.namespace}",
+                    metadata=k8s.meta.v1.ObjectMetaArgs(name=chart.namespace, labels=labels),
+                    opts=child,
+                )
+            return system_ns[chart.namespace]
+
+        releases: dict[str, k8s.helm.v3.Release] = {}
+
+        def release(key: str, values: dict[str, Any], privileged: bool = True) -> k8s.helm.v3.Release:
+            chart = charts.chart(key)
+            ns = namespace_for(chart, privileged)
+            # A release whose templates create objects of another chart's CRDs installs after it.
+            after: list[pulumi.Resource] = [releases[k] for k in chart.requires_charts]
+            created = k8s.helm.v3.Release(
+                f"{name}-{key.replace('_', '-')}",
+                name=key.replace("_", "-"),
+                chart=chart.chart,
+                version=chart.version,
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo) if chart.repo else None,
+                namespace=chart.namespace,
+                create_namespace=False,
+                values=values,
+                opts=pulumi.ResourceOptions.merge(
+                    child, pulumi.ResourceOptions(depends_on=[*([ns] if ns else []), *after])
+                ),
+            )
+            releases[key] = created
+            return created
+
+        pools = args.pools
+        release(
+            "node_feature_discovery",
+            node_feature_discovery_values(agent_tolerations(charts, "node_feature_discovery", pools)),
+        )
+        gpu_operator = release(
+            "gpu_operator", gpu_operator_values(platform, agent_tolerations(charts, "gpu_operator", pools))
+        )
+        if args.fabric == "efa":
+            release(
+                "aws_efa_device_plugin",
+                efa_device_plugin_values(agent_tolerations(charts, "aws_efa_device_plugin", pools)),
+            )
+        elif args.fabric in ("infiniband", "roce"):
+            network_operator = release("network_operator", network_operator_values())
+            image = charts.image("rdma_shared_device_plugin")
+            k8s.apiextensions.CustomResource(
+                f"{name}-nic-cluster-policy",
+                api_version="mellanox.com/v1alpha1",
+                kind="NicClusterPolicy",
+                # The operator reconciles exactly this name.
+                metadata=k8s.meta.v1.ObjectMetaArgs(name="nic-cluster-policy"),
+                spec={
+                    "rdmaSharedDevicePlugin": {
+                        "image": image.image,
+                        "repository": image.repository,
+                        "version": image.version,
+                        "config": rdma_shared_device_plugin_config(),
+                    },
+                    # Applied to every DaemonSet the policy deploys: the RDMA plugin runs on the GPU hosts.
+                    "tolerations": agent_tolerations(charts, "network_operator", pools),
+                },
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[network_operator])),
+            )
+
+        if platform.prometheus_operator and args.dcgm_service_monitor:
+            gpu_ns = charts.chart("gpu_operator").namespace
+            k8s.apiextensions.CustomResource(
+                f"{name}-dcgm-exporter-monitor",
+                api_version="monitoring.coreos.com/v1",
+                kind="ServiceMonitor",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name="nvidia-dcgm-exporter", namespace=gpu_ns, labels={"app": "nvidia-dcgm-exporter"}
+                ),
+                # The GPU Operator's dcgm-exporter service: label app=nvidia-dcgm-exporter, port gpu-metrics.
+                spec={
+                    "endpoints": [{"port": "gpu-metrics", "path": "/metrics", "interval": "30s"}],
+                    "jobLabel": "app",
+                    "namespaceSelector": {"matchNames": [gpu_ns]},
+                    "selector": {"matchLabels": {"app": "nvidia-dcgm-exporter"}},
+                },
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[gpu_operator])),
+            )
+
+        fs = args.parallel_fs
+        if fs is not None and platform.parallel_fs_storage_class:
+            csi = release(fs.csi_chart, fs.csi_values, privileged=True) if fs.csi_chart else None
+            k8s.storage.v1.StorageClass(
+                f"{name}-sc-{fs.name}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=fs.name),
+                provisioner=fs.provisioner,
+                parameters=fs.parameters or None,
+                mount_options=fs.mount_options or None,
+                # Training data outlives any claim on it.
+                reclaim_policy="Retain",
+                volume_binding_mode="Immediate",
+                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[csi] if csi else [])),
+            )
+
+        for class_name, (value, description) in PRIORITY_CLASSES.items():
+            k8s.scheduling.v1.PriorityClass(
+                f"{name}-pc-{class_name}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=class_name),
+                value=value,
+                global_default=False,
+                preemption_policy="Never" if class_name == "gpuforge-preemptible" else "PreemptLowerPriority",
+                description=description,
+                opts=child,
+            )
+
+        kueue_chart = charts.chart("kueue")
+        kueue = release(
+            "kueue",
+            kueue_values(
+                platform.pods_ready, kueue_chart.namespace, kueue_chart.default_frameworks, platform.prometheus_operator
+            ),
+            privileged=False,
+        )
+        self.kueue = kueue
+        self.gpu_pools, self.fabric_kind = list(args.pools), args.fabric
+        self.team_namespaces = []
+        self.namespaces = self._teams(name, args, kueue, child)
+        self.register_outputs({"namespaces": self.namespaces})
+
+    def _teams(
+        self, name: str, args: GpuPlatformArgs, kueue: k8s.helm.v3.Release, child: pulumi.ResourceOptions
+    ) -> dict[str, str]:
+        platform, pools = args.platform, args.pools
+        kueue_api = args.charts.chart("kueue").api_version or "kueue.x-k8s.io/v1beta1"
+        after_kueue = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[kueue]))
+        for pool in sorted(pools, key=lambda p: p.gpu_model):
+            k8s.apiextensions.CustomResource(
+                f"{name}-flavor-{flavor_name(pool.gpu_model)}",
+                api_version=kueue_api,
+                kind="ResourceFlavor",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=flavor_name(pool.gpu_model)),
+                # The flavor's tolerations are added to the pods it admits: without them a job admitted
+                # to tainted nodes stays Pending until waitForPodsReady evicts it.
+                spec={
+                    "nodeLabels": {NODE_LABEL_GPU_MODEL: pool.gpu_model},
+                    **({"tolerations": tolerations_for(pool.taints)} if tolerations_for(pool.taints) else {}),
+                },
+                opts=after_kueue,
+            )
+        covered = ["cpu", "memory", GPU_RESOURCE]
+        extra = fabric_resource(args.fabric)
+        if extra:
+            covered.append(extra)
+        quotas = team_quotas(platform, pools, args.fabric)
+        namespaces: dict[str, str] = {}
+        for team, spec in platform.teams.items():
+            ns_name = spec.namespace_for(team)
+            namespaces[team] = ns_name
+            ns = k8s.core.v1.Namespace(
+                f"{name}-team-{team}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=ns_name,
+                    labels={
+                        TEAM_LABEL: team,
+                        "app.kubernetes.io/managed-by": "gpuforge",
+                        # Warn and audit only: RDMA jobs need IPC_LOCK, which the baseline level forbids.
+                        "pod-security.kubernetes.io/warn": "baseline",
+                        "pod-security.kubernetes.io/audit": "baseline",
+                    },
+                ),
+                opts=child,
+            )
+            self.team_namespaces.append(ns)
+            in_ns = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[ns]))
+            self._network_policies(name, team, ns_name, args.private_https_endpoints, in_ns)
+            k8s.core.v1.ServiceAccount(
+                f"{name}-sa-{team}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=platform.service_account,
+                    namespace=ns_name,
+                    labels={TEAM_LABEL: team, "app.kubernetes.io/managed-by": "gpuforge"},
+                    annotations=args.service_account_annotations.get(team) or None,
+                ),
+                opts=in_ns,
+            )
+            k8s.apiextensions.CustomResource(
+                f"{name}-cq-{team}",
+                api_version=kueue_api,
+                kind="ClusterQueue",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=team),
+                spec={
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns_name}},
+                    # Teams lend idle quota to each other and reclaim it on demand.
+                    "cohort": COHORT,
+                    "queueingStrategy": "BestEffortFIFO",
+                    "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+                    "resourceGroups": [{"coveredResources": covered, "flavors": quotas[team]}],
+                },
+                opts=after_kueue,
+            )
+            k8s.apiextensions.CustomResource(
+                f"{name}-lq-{team}",
+                api_version=kueue_api,
+                kind="LocalQueue",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=LOCAL_QUEUE, namespace=ns_name),
+                spec={"clusterQueue": team},
+                opts=pulumi.ResourceOptions.merge(after_kueue, pulumi.ResourceOptions(depends_on=[ns, kueue])),
+            )
+        return namespaces
+
+    @staticmethod
+    def _network_policies(
+        name: str, team: str, namespace: str, private_https: dict[str, int], opts: pulumi.ResourceOptions
+    ) -> None:
+        """Default deny; pods of the team talk to each other (NCCL bootstrap, rendezvous), resolve
+        names, and leave for public endpoints (object store, registries) over HTTPS. Management
+        services (operators, Kueue, monitoring, other teams) are unreachable. EFA and RDMA traffic
+        bypasses the kernel's network stack, so these policies neither carry nor block it."""
+        meta = lambda suffix: k8s.meta.v1.ObjectMetaArgs(name=suffix, namespace=namespace)  # noqa: E731
+        all_pods = k8s.meta.v1.LabelSelectorArgs()
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-np-{team}-default-deny",
+            metadata=meta("default-deny"),
+            spec=k8s.networking.v1.NetworkPolicySpecArgs(pod_selector=all_pods, policy_types=["Ingress", "Egress"]),
+            opts=opts,
+        )
+        same_namespace = [k8s.networking.v1.NetworkPolicyPeerArgs(pod_selector=all_pods)]
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-np-{team}-same-team",
+            metadata=meta("allow-same-team"),
+            spec=k8s.networking.v1.NetworkPolicySpecArgs(
+                pod_selector=all_pods,
+                policy_types=["Ingress", "Egress"],
+                ingress=[k8s.networking.v1.NetworkPolicyIngressRuleArgs(from_=same_namespace)],
+                egress=[k8s.networking.v1.NetworkPolicyEgressRuleArgs(to=same_namespace)],
+            ),
+            opts=opts,
+        )
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-np-{team}-dns",
+            metadata=meta("allow-dns"),
+            spec=k8s.networking.v1.NetworkPolicySpecArgs(
+                pod_selector=all_pods,
+                policy_types=["Egress"],
+                egress=[
+                    k8s.networking.v1.NetworkPolicyEgressRuleArgs(
+                        to=[
+                            k8s.networking.v1.NetworkPolicyPeerArgs(
+                                namespace_selector=k8s.meta.v1.LabelSelectorArgs(
+                                    match_labels={"kubernetes.io/metadata.name": "kube-system"}
+                                ),
+                                pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels={"k8s-app": "kube-dns"}),
+                            )
+                        ],
+                        ports=[
+                            k8s.networking.v1.NetworkPolicyPortArgs(protocol=proto, port=53) for proto in ("UDP", "TCP")
+                        ],
+                    )
+                ],
+            ),
+            opts=opts,
+        )
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-np-{team}-https-out",
+            metadata=meta("allow-https-public"),
+            spec=k8s.networking.v1.NetworkPolicySpecArgs(
+                pod_selector=all_pods,
+                policy_types=["Egress"],
+                egress=[
+                    k8s.networking.v1.NetworkPolicyEgressRuleArgs(
+                        to=[
+                            k8s.networking.v1.NetworkPolicyPeerArgs(
+                                ip_block=k8s.networking.v1.IPBlockArgs(cidr="0.0.0.0/0", except_=list(PRIVATE_RANGES))
+                            )
+                        ],
+                        ports=[k8s.networking.v1.NetworkPolicyPortArgs(protocol="TCP", port=443)],
+                    )
+                ],
+            ),
+            opts=opts,
+        )
+        if private_https:
+            k8s.networking.v1.NetworkPolicy(
+                f"{name}-np-{team}-site-https",
+                metadata=meta("allow-site-https"),
+                spec=k8s.networking.v1.NetworkPolicySpecArgs(
+                    pod_selector=all_pods,
+                    policy_types=["Egress"],
+                    egress=[
+                        k8s.networking.v1.NetworkPolicyEgressRuleArgs(
+                            to=[
+                                k8s.networking.v1.NetworkPolicyPeerArgs(
+                                    ip_block=k8s.networking.v1.IPBlockArgs(cidr=cidr)
+                                )
+                            ],
+                            ports=[k8s.networking.v1.NetworkPolicyPortArgs(protocol="TCP", port=port)],
+                        )
+                        for cidr, port in sorted(private_https.items())
+                    ],
+                ),
+                opts=opts,
+            )

@@ -1,0 +1,1 @@
+"""Policy packs: rules as plain functions (gpuforge/policy/rules), adapted for the Pulumi engine per pack."""

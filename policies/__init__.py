@@ -1,1 +1,0 @@
-"""Policy packs: rules as plain functions (policies/rules), adapted for the Pulumi engine per pack."""
