@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
+from gpuforge.assets import PLAYBOOKS_DIR
 from gpuforge.nodes.bake import run_playbook
 from tests.standins import packages as standin
 
-ROLE = Path(__file__).resolve().parents[2] / "playbooks" / "roles" / "nccl"
+ROLE = PLAYBOOKS_DIR / "roles" / "nccl"
 LOCALHOST = {
     "all": {"hosts": {"localhost": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}
 }
