@@ -198,7 +198,8 @@ def init(
     name: Annotated[str | None, typer.Option(help="The Pulumi project name (default: the directory's).")] = None,
 ) -> None:
     """Start a repository of stacks: Pulumi.yaml, the program, stacks/Pulumi.dev.yaml, the schema,
-    policy packs and the review/deploy workflows. Existing files are kept."""
+    policy packs, the review/deploy workflows and a requirements.txt that installs this gpuforge the way
+    it was installed (an index pin, a VCS commit, or the wheel, copied into wheels/). Existing files are kept."""
     from gpuforge.scaffold import scaffold
 
     done = scaffold(directory, name)
@@ -206,6 +207,9 @@ def init(
         out.print(f"[green]wrote[/] {escape(str(directory / relative))}", highlight=False)
     for relative in done.kept:
         out.print(f"[yellow]kept[/]  {escape(str(directory / relative))} (already there)", highlight=False)
+    out.print(f"requirements.txt installs {escape(done.source.requirement)}", highlight=False)
+    if done.source.warning:
+        err.print(f"[yellow]warning[/]: {escape(done.source.warning)}", highlight=False, soft_wrap=True)
     out.print(
         f"next: cd {escape(str(directory))} && python -m venv .venv && .venv/bin/pip install -r requirements.txt "
         "&& .venv/bin/gpuforge plan dev",

@@ -19,7 +19,7 @@ from gpuforge import __version__
 from gpuforge.cli import app
 from gpuforge.plan.engine import plan_stack
 from gpuforge.plan.stacks import find_project
-from gpuforge.scaffold import PROGRAM, scaffold
+from gpuforge.scaffold import PROGRAM, InstallSource, install_source, scaffold
 from gpuforge.spec import SpecError
 from tests.support import REPO as SOURCE_ROOT
 
@@ -50,7 +50,7 @@ def test_init_scaffolds_a_repository_that_plans_its_dev_stack(tmp_path: Path, mo
     assert result.exit_code == 0, result.output
     manifest = yaml.safe_load((repo / "Pulumi.yaml").read_text())
     assert manifest["name"] == "team-clusters" and manifest["stackConfigDir"] == "stacks"
-    assert (repo / "requirements.txt").read_text() == f"gpuforge=={__version__}\n"
+    assert (repo / "requirements.txt").read_text() == install_source().requirement + "\n"
     for pack in ("security", "redundancy", "power", "wiring"):
         assert (repo / "policy-packs" / pack / "PulumiPolicy.yaml").is_file()
     assert (repo / ".github" / "workflows" / "review.yml").is_file()
@@ -60,6 +60,47 @@ def test_init_scaffolds_a_repository_that_plans_its_dev_stack(tmp_path: Path, mo
     plan = plan_stack("dev")  # the scaffolded program, the scaffolded stack, found from the current directory
     assert plan.stack == "dev" and plan.summary.gpus > 0
     assert not (repo / ".ansible").exists()
+
+
+class _Installed:
+    """An installed distribution as importlib.metadata gives it: a version and its direct_url.json, if any."""
+
+    def __init__(self, direct_url: dict[str, object] | None) -> None:
+        self.version = __version__
+        self._direct_url = direct_url
+
+    def read_text(self, name: str) -> str | None:
+        return json.dumps(self._direct_url) if name == "direct_url.json" and self._direct_url else None
+
+
+def _installed_as(monkeypatch: pytest.MonkeyPatch, direct_url: dict[str, object] | None) -> InstallSource:
+    monkeypatch.setattr("gpuforge.scaffold.metadata.distributions", lambda name: [_Installed(direct_url)])
+    return install_source()
+
+
+def test_init_installs_gpuforge_the_way_it_was_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _installed_as(monkeypatch, None) == InstallSource(f"gpuforge=={__version__}")  # from an index
+    git = {"url": "https://git.example.com/infra/gpuforge.git", "vcs_info": {"vcs": "git", "commit_id": "0a1b2c"}}
+    assert (
+        _installed_as(monkeypatch, git).requirement
+        == "gpuforge @ git+https://git.example.com/infra/gpuforge.git@0a1b2c"
+    )
+    url = {"url": "https://pkgs.example.com/gpuforge-0.1.0-py3-none-any.whl", "archive_info": {}}
+    assert _installed_as(monkeypatch, url).requirement == f"gpuforge @ {url['url']}"
+    checkout = _installed_as(monkeypatch, {"url": f"file://{tmp_path}", "dir_info": {"editable": True}})
+    assert checkout.requirement == f"gpuforge @ file://{tmp_path}" and "only this machine has" in (
+        checkout.warning or ""
+    )
+
+    wheel = tmp_path / "gpuforge-0.1.0-py3-none-any.whl"
+    wheel.write_bytes(b"PK")
+    _installed_as(monkeypatch, {"url": wheel.as_uri(), "archive_info": {}})
+    repo = tmp_path / "clusters"
+    result = runner.invoke(app, ["init", str(repo)])
+    assert result.exit_code == 0, result.output
+    assert (repo / "requirements.txt").read_text() == f"./wheels/{wheel.name}\n"
+    assert (repo / "wheels" / wheel.name).read_bytes() == b"PK"  # CI installs the same file
+    assert "requirements.txt installs ./wheels/" in result.output
 
 
 def test_init_keeps_what_is_already_there(tmp_path: Path) -> None:
@@ -131,6 +172,8 @@ def test_the_built_wheel_plans_a_stack_from_outside_the_repository(tmp_path: Pat
     assert not (repo / ".ansible").exists()  # planning writes nothing into the user's directory
     rendered = subprocess.run([*gpuforge, "policies"], cwd=repo, capture_output=True, text=True)
     assert rendered.returncode == 0 and "security-" in rendered.stdout
+    inventory = subprocess.run([*gpuforge, "inventory", "dev"], cwd=repo, capture_output=True, text=True)
+    assert inventory.returncode == 0 and "slurm_config" in inventory.stdout, inventory.stderr[-2000:]
     # The commands that read bundled files: templates (slurm), monitoring rules and dashboards.
     for kind, stack, expected in (
         ("slurm", "dev", "slurm.conf"),
@@ -152,3 +195,46 @@ def test_stacks_lists_every_stack_in_deploy_order() -> None:
     order = [r["environment"] for r in rows]
     assert order == sorted(order, key=["dev", "staging", "prod"].index)  # prod last
     assert next(r for r in rows if r["stack"] == "onprem-lab")["region"] is None
+
+
+@pytest.mark.slow
+def test_what_init_writes_installs_gpuforge_in_a_fresh_environment(tmp_path: Path) -> None:
+    """pip installs the wheel (so it records where from), init writes requirements.txt, and a second,
+    fresh environment installs gpuforge from that file alone, as the generated workflows do."""
+    wheels, repo = tmp_path / "wheels", tmp_path / "clusters"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(wheels), str(SOURCE_ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    wheel = next(wheels.glob("*.whl"))
+
+    def fresh_venv(name: str) -> Path:
+        venv = tmp_path / name
+        subprocess.run([sys.executable, "-m", "venv", "--clear", "--without-pip", str(venv)], check=True)
+        site = next(venv.glob("lib/python3*/site-packages"))
+        (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # gpuforge's dependencies
+        return venv / "bin" / "python"
+
+    def pip_install(python: Path, *args: str) -> None:
+        # --ignore-installed: the .pth line shows pip this checkout's editable gpuforge, which a CI runner's
+        # fresh environment does not have.
+        pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index"]
+        proc = subprocess.run([*pip, "--ignore-installed", "--quiet", *args], cwd=repo, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+
+    repo.mkdir()
+    first = fresh_venv("first")
+    pip_install(first, str(wheel))
+    init = subprocess.run([str(first), "-m", "gpuforge", "init"], cwd=repo, capture_output=True, text=True)
+    assert init.returncode == 0, init.stderr[-2000:]
+    assert (repo / "requirements.txt").read_text() == f"./wheels/{wheel.name}\n"
+
+    second = fresh_venv("second")
+    pip_install(second, "-r", "requirements.txt")  # the command of init's next step and of the workflows
+    where = subprocess.run(
+        [str(second), "-c", "import gpuforge; print(gpuforge.__file__)"], cwd=repo, capture_output=True, text=True
+    )
+    assert where.stdout.startswith(str(tmp_path / "second")), where
+    plan = subprocess.run([str(second), "-m", "gpuforge", "plan", "dev"], cwd=repo, capture_output=True, text=True)
+    assert plan.returncode == 0, plan.stderr[-2000:]
