@@ -167,7 +167,8 @@ def _catalog_issues_beside(data: Any, structural: list[SpecIssue], rounds: int =
             for issue in error.issues
             if issue.path.startswith(_LOCAL_CHECKS)
             and not any(issue.path.startswith(p) or p.startswith(issue.path) for p in pruned)
-            and not any(re.search(rf"\b{re.escape(k)}\b", issue.message) for k in keys)
+            # a pruned section's name in any case ("needs a Kubernetes control plane" for kubernetes)
+            and not any(re.search(rf"\b{re.escape(k)}\b", issue.message, re.IGNORECASE) for k in keys)
         ]
     except CatalogError:
         return []
@@ -734,6 +735,11 @@ def _check_kubernetes(
             continue
         available[model] = available.get(model, 0) + resolved.spec.active_nodes * resolved.gpus_per_node
         per_node[model] = resolved.gpus_per_node
+    unresolved = [n for n, g in kube_groups.items() if g.orchestrator == "eks" and n not in groups]
+    if unresolved and spec.placement.kind != "hybrid":
+        # A group that did not resolve (its own problem is reported at its path) leaves the GPU count
+        # unknown: judging the quotas against the rest would report a second, unrelated problem.
+        return issues
     asked: dict[str, int] = {}
     teams_path = "cluster.kubernetes.platform.teams"
     for team_name, team in kube.platform.teams.items():

@@ -12,6 +12,7 @@ from datetime import date
 
 from components.spec import ResolvedSpec, SpecError, SpecIssue, resolve
 from components.spec.errors import with_lines
+from components.spec.secrets import withheld
 from components.spec.suggest import suggestion
 from gpuforge.plan.model import PlanResource
 from gpuforge.plan.stacks import CLUSTER_KEY, StackFile
@@ -27,7 +28,8 @@ class CheckedStack:
 
 
 def check_stack(stack_file: StackFile) -> CheckedStack:
-    """The spec and the policy settings, both checked; a SpecError lists every problem of both."""
+    """The spec, the policy settings and the file's clear-text secrets, all checked; a SpecError lists
+    every problem of all three."""
     source = str(stack_file.path)
     issues: list[SpecIssue] = []
     resolved = settings = None
@@ -39,9 +41,10 @@ def check_stack(stack_file: StackFile) -> CheckedStack:
         settings = settings_from_config(stack_file.config, source)
     except SpecError as error:
         issues += error.issues
-    if issues or resolved is None or settings is None:
+    if issues or stack_file.secrets or resolved is None or settings is None:
         roots = {"cluster": stack_file.config.get(CLUSTER_KEY), "policy": stack_file.config.get(POLICY_KEY)}
-        raise SpecError(with_lines(issues, roots), source)
+        # Clear-text secrets are problems like any other, reported with the rest; no message quotes one.
+        raise SpecError(with_lines(withheld(issues, list(stack_file.secrets)), roots), source)
     return CheckedStack(stack_file, resolved, settings)
 
 
