@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from .keys import certificate_chain_problem
+from .limits import port_problem
 from .models import SpecModel
 
 # One RDN per comma: attribute=value (escaped commas inside values are not supported).
@@ -34,7 +36,6 @@ class LdapDirectory(SpecModel):
     )
     ca_certificate: str | None = Field(
         default=None,
-        pattern=r"^-----BEGIN CERTIFICATE-----",
         description="The CA that signed the directory's certificate, in PEM (a site's private CA): the only CA "
         "SSSD trusts for it. Default: the node's system trust store (a directory certified by a public CA).",
     )
@@ -51,6 +52,20 @@ class LdapDirectory(SpecModel):
         "vault_slurm_munge_key) holding bind_dn's password; the sssd role reads it on the node, never logged.",
     )
 
+    @field_validator("ca_certificate")
+    @classmethod
+    def _only_certificates(cls, value: str | None) -> str | None:
+        return ca_chain(value)
+
+    @field_validator("uri")
+    @classmethod
+    def _port(cls, value: str) -> str:
+        port = value.rsplit(":", 1)[1] if value.count(":") == 2 else None
+        problem = port_problem(int(port) if port else None, "directory URI")
+        if problem:
+            raise ValueError(problem)
+        return value
+
     @model_validator(mode="after")
     def _password_needs_a_bind_dn(self) -> LdapDirectory:
         if self.bind_dn is None and "bind_password_secret" in self.model_fields_set:
@@ -64,3 +79,17 @@ class LdapDirectory(SpecModel):
     def start_tls(self) -> bool:
         """ldap:// reaches the directory in clear text until StartTLS: SSSD must require it."""
         return self.uri.startswith("ldap://")
+
+
+def ca_chain(value: str | None) -> str | None:
+    """A CA field's value when it holds PEM certificates only, each of which parses (written world-readable
+    on nodes by the sssd role, and public by nature: a private key here would be neither)."""
+    if value is None:
+        return None
+    problem = certificate_chain_problem(value)
+    if problem:
+        raise ValueError(
+            f"{problem}; give only the CA's PEM certificate chain (-----BEGIN CERTIFICATE----- ...); a private key "
+            "never belongs in a stack file"
+        )
+    return value

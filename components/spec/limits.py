@@ -20,6 +20,18 @@ _RATE = re.compile(r"^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$")
 _CRON = re.compile(r"^cron\((.*)\)$")
 
 
+# Addresses the Internet never routes to a customer: RFC 1918 private, RFC 6598 shared (carrier NAT), loopback,
+# link-local, multicast, unspecified and reserved. The RFC 5737 documentation ranges the examples use pass.
+_NOT_ROUTED = tuple(ipaddress.ip_network(n) for n in (
+    "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
+    "224.0.0.0/4", "0.0.0.0/8", "240.0.0.0/4",
+))
+
+
+def _not_routed(network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
+    return any(network.overlaps(n) for n in _NOT_ROUTED if n.version == network.version)
+
+
 def port_problem(port: int | None, what: str) -> str | None:
     if port is not None and not 1 <= port <= 65535:
         return f"port {port} of the {what} is outside 1-65535 (a TCP port is 16 bits, 0 is reserved); write a real port"
@@ -64,8 +76,8 @@ def kubernetes_label_problem(key: str, value: str) -> str | None:
     if prefix and (len(prefix) > limits.prefix_max or not re.fullmatch(limits.prefix_pattern, prefix)):
         return f"label {key!r}: its prefix is not a DNS subdomain ({limits.source}); write it like example.com/name"
     if not re.fullmatch(limits.name_pattern, name):
-        return (f"label {key!r}: a label name is 1-63 letters, digits, - _ . starting and ending with a letter or digit "
-                f"({limits.source}); rename it")
+        return (f"label {key!r}: a label name is 1-63 letters, digits, - _ . starting and ending with a letter "
+                f"or digit ({limits.source}); rename it")
     if value and not re.fullmatch(limits.name_pattern, value):
         return (f"label {key!r}: its value is not a label value (up to 63 letters, digits, - _ ., starting and ending "
                 f"with a letter or digit; {limits.source}); rewrite the value")
@@ -84,8 +96,7 @@ def customer_gateway_problem(address: str, asn: int, region: str | None) -> list
     """(field, problem) for a VPN customer gateway: an Internet-routable address, an ASN AWS does not reserve."""
     limits = spec_limits().aws.customer_gateway
     problems: list[tuple[str, str]] = []
-    ip = ipaddress.ip_address(address)
-    if not ip.is_global:
+    if _not_routed(ipaddress.ip_network(address)):
         problems.append((
             "ip_address",
             f"{address} is not an Internet-routable address (private, shared, loopback or reserved): the VPN "
@@ -108,8 +119,7 @@ def eks_public_cidrs_problem(cidrs: list[str]) -> str | None:
         return (f"{len(cidrs)} public access CIDRs; EKS takes at most {limits.public_access_cidrs_max} per cluster "
                 f"({limits.source}); merge ranges into fewer blocks")
     for cidr in cidrs:
-        network = ipaddress.ip_network(cidr, strict=False)
-        if not network.is_global:
+        if _not_routed(ipaddress.ip_network(cidr, strict=False)):
             return (f"{cidr} is a private or reserved range: the public endpoint is reached from the Internet, "
                     f"where no such address arrives ({limits.source}); list public ranges only (a VPC reaches a "
                     "private endpoint)")
@@ -156,8 +166,8 @@ def cron_problem(expression: str) -> str | None:
             return f"{problem} ({limits.source}); rewrite the {name} field"
     day_of_month, day_of_week = fields[2], fields[4]
     if (day_of_month == "?") == (day_of_week == "?"):
-        return (f"day-of-month {day_of_month} and day-of-week {day_of_week}: EventBridge takes exactly one of them, the "
-                f"other must be ? ({limits.source}); write ? in the one you do not mean")
+        return (f"day-of-month {day_of_month} and day-of-week {day_of_week}: EventBridge takes exactly one of them, "
+                f"the other must be ? ({limits.source}); write ? in the one you do not mean")
     return None
 
 

@@ -12,11 +12,12 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from .base import SpecModel
 from .capacity import EffectiveUpdateStrategy, Scaling, UpdateStrategy
 from .errors import described_pattern
+from .limits import cron_problem, eks_public_cidrs_problem, ssm_parameter_problem
 
 NAME_PATTERN = described_pattern(
     r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$",
@@ -353,6 +354,14 @@ class Image(SpecModel):
         description="Use the AMI the cluster's image_pipeline bakes (resolve:ssm:<image_pipeline.ssm_parameter> "
         "at launch). Needs the image_pipeline section.",
     )
+
+    @field_validator("ssm_parameter")
+    @classmethod
+    def _parameter_name(cls, value: str | None) -> str | None:
+        problem = value and ssm_parameter_problem(value, written=False)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @model_validator(mode="after")
     def _one_source(self) -> Image:
@@ -730,11 +739,20 @@ class ImagePipelineSpec(SpecModel):
         "the ones derived from the spec.",
     )
 
-    @field_validator("ssm_parameter")
+    @field_validator("ssm_parameter", "parent_image_ssm_parameter")
     @classmethod
-    def _not_reserved(cls, value: str | None) -> str | None:
-        if value is not None and value.lower().split("/")[1].startswith(("aws", "ssm")):
-            raise ValueError(f"{value}: names under /aws and /ssm are reserved; use e.g. /gpuforge/<cluster>/...")
+    def _parameter_name(cls, value: str | None, info: ValidationInfo) -> str | None:
+        problem = value and ssm_parameter_problem(value, written=info.field_name == "ssm_parameter")
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        problem = value and cron_problem(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
     def parameter_for(self, cluster: str) -> str:
@@ -909,6 +927,9 @@ class KubernetesSpec(SpecModel):
             net = parse_cidr(cidr, example="203.0.113.0/24")
             if net.prefixlen == 0:
                 raise ValueError(f"{cidr} opens the API server to the whole internet; list your own ranges")
+        problem = eks_public_cidrs_problem(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
     @model_validator(mode="after")

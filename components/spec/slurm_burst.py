@@ -15,14 +15,11 @@ cluster's groups. No long-lived access key exists to leak or rotate (an IAM user
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import Field, field_validator
 
 from .models import SpecModel
-
-PEM_CERTIFICATE = re.compile(r"-----BEGIN CERTIFICATE-----[A-Za-z0-9+/=\s]+-----END CERTIFICATE-----")
 
 
 class SlurmBurstSpec(SpecModel):
@@ -45,10 +42,6 @@ class SlurmBurstSpec(SpecModel):
     @field_validator("scaler_ca_certificate")
     @classmethod
     def _pem(cls, value: str) -> str:
-        if not PEM_CERTIFICATE.search(value):
-            raise ValueError(
-                "not a PEM certificate; paste the CA's public certificate chain (-----BEGIN CERTIFICATE----- ...)"
-            )
-        if "PRIVATE KEY" in value:
-            raise ValueError("contains a private key; give only the CA's public certificate chain")
-        return value
+        from .directory import ca_chain
+
+        return ca_chain(value) or value
