@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from components.catalog import Catalog, CatalogError, InstanceType, load_catalog
 
+from .address_checks import check_host_addresses
 from .capacity_checks import check_group_capacity
 from .errors import SpecError, SpecIssue, issues_from_validation_error
 from .models import KUBERNETES_ORCHESTRATORS, ClusterSpec, FsxLustre, NodeGroup
@@ -121,6 +122,9 @@ _LOCAL_CHECKS = (
     "cluster.placement.",
     "cluster.network.availability_zones",
     "cluster.site.hosts[",
+    "cluster.scheduler.controller.hosts[",
+    "cluster.scheduler.login.hosts[",
+    "cluster.monitoring.server.address",
     "cluster.storage.",
     "cluster.image_pipeline.build_instance_type",
     "cluster.catalog",
@@ -254,6 +258,7 @@ def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
     issues += scheduler_issues
     issues += _check_bucket_names(spec)
     issues += check_monitoring(spec)
+    issues += check_host_addresses(spec)
     issues += check_software(spec, catalog)
     issues += check_slurm_os(spec, catalog)
 

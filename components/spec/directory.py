@@ -89,7 +89,7 @@ def ca_chain(value: str | None) -> str | None:
     problem = certificate_chain_problem(value)
     if problem:
         raise ValueError(
-            f"{problem}; give only the CA's PEM certificate chain (-----BEGIN CERTIFICATE----- ...); a private key "
-            "never belongs in a stack file"
+            f"{problem} (a private key never belongs in a stack file); give only the CA's PEM certificate chain "
+            "(-----BEGIN CERTIFICATE----- ...)"
         )
     return value

@@ -220,9 +220,9 @@ def datasync_schedule_problem(expression: str) -> str | None:
     problem = cron_problem(expression)
     if problem:
         return problem
-    minutes = _CRON.match(expression).group(1).split()[0]  # type: ignore[union-attr]
-    if not minutes.isdigit():
-        return (f"minutes {minutes!r} runs the task more than once an hour; DataSync runs a task at most hourly "
+    minute_field = expression.removeprefix("cron(").split()[0]
+    if not minute_field.isdigit():
+        return (f"minutes {minute_field!r} runs the task more than once an hour; DataSync runs a task at most hourly "
                 f"({limits.source}); write one minute, e.g. cron(0 * * * ? *)")
     return None
 

@@ -50,8 +50,8 @@ def _public_key(text: str) -> str:
     problem = ssh_public_key_problem(text)
     if problem:
         raise ValueError(
-            f"{problem} ({spec_limits().ssh.source}); give the public key line of the user's .pub file "
-            "(type, base64, comment); a private key never belongs in a stack file"
+            f"{problem} ({spec_limits().ssh.source}; a private key never belongs in a stack file); give the public "
+            "key line of the user's .pub file (type, base64, comment)"
         )
     return text
 
