@@ -125,6 +125,7 @@ _LOCAL_CHECKS = (
     "cluster.scheduler.controller.hosts[",
     "cluster.scheduler.login.hosts[",
     "cluster.monitoring.server.address",
+    "cluster.hybrid.link.customer_gateway.",
     "cluster.storage.",
     "cluster.image_pipeline.build_instance_type",
     "cluster.catalog",

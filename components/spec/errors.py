@@ -134,7 +134,9 @@ def walk(loc: Iterable[int | str], data: Any, root: str, model: type[BaseModel] 
             isinstance(container, list) and isinstance(part, int) and 0 <= part < len(container)
         )
         last = i == len(parts) - 1
-        if not in_data and not (last and isinstance(container, Mapping)):
+        # The tag of a union member a model validator failed in ([email]) is no field, even in last place.
+        union_tag = typing.get_origin(tp) in (Union, types.UnionType) and _union_member(tp, part) is not None
+        if not in_data and (union_tag or not (last and isinstance(container, Mapping))):
             if typing.get_origin(tp) in (Union, types.UnionType):
                 step.annotation = _union_member(tp, part)
             continue  # a union tag
@@ -176,7 +178,7 @@ _TYPE_WORDS = {
 _FIX_VERBS = frozenset(
     {
         "use", "write", "set", "remove", "raise", "lower", "give", "add", "list", "merge", "choose", "rename",
-        "drop", "quote", "pin", "keep", "split", "move", "replace", "retype", "delete", "shorten",
+        "drop", "quote", "pin", "keep", "split", "move", "replace", "retype", "delete", "shorten", "rewrite", "flatten",
     }
 )
 _YAML_11_BOOLS = {"yes": "true", "no": "false", "on": "true", "off": "false", "y": "true", "n": "false"}
