@@ -87,11 +87,12 @@ def ssh_public_key_problem(text: str) -> str | None:
     blob = base64.b64decode(parts[1])
     if _embedded_type(blob) != parts[0]:
         return f"says {parts[0]}, but the key after it is not one (truncated, or another type's key)"
-    if parts[0].startswith("sk-"):
-        return None  # FIDO keys: cryptography does not load them; the embedded type matched
     try:
         load_ssh_public_key(f"{parts[0]} {parts[1]}".encode())
-    except (ValueError, UnsupportedAlgorithm):
+    except UnsupportedAlgorithm:
+        if not parts[0].startswith("sk-"):  # releases before 42 do not load FIDO keys; their type matched
+            return f"the {parts[0]} key does not parse (truncated or altered)"
+    except ValueError:
         return f"the {parts[0]} key does not parse (truncated or altered)"
     return None
 
