@@ -22,7 +22,7 @@ from .capacity_checks import check_group_capacity
 from .errors import SpecError, SpecIssue, issues_from_validation_error
 from .models import KUBERNETES_ORCHESTRATORS, ClusterSpec, FsxLustre, NodeGroup
 from .monitoring import check_monitoring
-from .scheduler_checks import ResolvedScheduler, check_scheduler
+from .scheduler_checks import ResolvedScheduler, check_scheduler, raw_duplicate_uids
 from .site_checks import ResolvedSite, check_hybrid, check_site
 from .sizing import LustreSizing, size_lustre
 from .slurm_os_checks import check_slurm_os
@@ -102,7 +102,8 @@ def resolve(data: Any, source: str = "") -> ResolvedSpec:
         spec = parse_spec(data, source)
     except SpecError as error:
         # Structural problems do not hide catalog ones: check what remains valid as well.
-        raise SpecError([*error.issues, *_catalog_issues_beside(data, error.issues)], source) from None
+        beside = [*_catalog_issues_beside(data, error.issues), *raw_duplicate_uids(data)]
+        raise SpecError([*error.issues, *beside], source) from None
     try:
         catalog = load_catalog(spec.catalog or None)
     except CatalogError as exc:
@@ -123,6 +124,7 @@ _LOCAL_CHECKS = (
     "cluster.network.availability_zones",
     "cluster.site.hosts[",
     "cluster.scheduler.controller.hosts[",
+    "cluster.scheduler.users[",
     "cluster.scheduler.login.hosts[",
     "cluster.monitoring.server.address",
     "cluster.hybrid.link.customer_gateway.",

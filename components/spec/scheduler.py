@@ -221,16 +221,3 @@ class SchedulerSpec(SpecModel):
         description="Per-job private /tmp and /dev/shm (job_container/tmpfs), on local NVMe where the node has it.",
     )
 
-    @field_validator("users")
-    @classmethod
-    def _one_uid_each(cls, value: dict[str, LocalUser]) -> dict[str, LocalUser]:
-        # A YAML merge key (<<: *alice) copies a uid as easily as a typo does: two logins, one owner.
-        seen: dict[int, str] = {}
-        for name, user in value.items():
-            if user.uid in seen:
-                raise ValueError(
-                    f"users[{name}].uid {user.uid} is already users[{seen[user.uid]}]'s: both logins would be one "
-                    "Unix user, sharing files and jobs; give each user its own uid"
-                )
-            seen[user.uid] = name
-        return value
