@@ -113,6 +113,17 @@ def _union_member(tp: Any, tag: Any) -> Any:
     return None
 
 
+def _member_of_data(tp: Any, data: Mapping[Any, Any]) -> Any:
+    """The member of a discriminated union the data's own discriminator (type: slack, kind: lustre) names."""
+    for member in typing.get_args(tp):
+        base = _model_of(member)
+        for name, field in (base.model_fields.items() if base is not None else ()):
+            choices = _literal_choices(field.annotation)
+            if choices and name in data and data[name] in choices:
+                return member
+    return None
+
+
 def _model_of(tp: Any) -> type[BaseModel] | None:
     base, _ = _unwrap(tp)
     return base if isinstance(base, type) and issubclass(base, BaseModel) else None
@@ -140,6 +151,8 @@ def walk(loc: Iterable[int | str], data: Any, root: str, model: type[BaseModel] 
             if typing.get_origin(tp) in (Union, types.UnionType):
                 step.annotation = _union_member(tp, part)
             continue  # a union tag
+        if typing.get_origin(tp) in (Union, types.UnionType) and isinstance(container, Mapping):
+            tp = _member_of_data(tp, container) or tp  # a path from the data alone carries no union tag
         model_here = _model_of(tp)
         if model_here is not None and isinstance(part, str):
             field = model_here.model_fields.get(part)
