@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from components.spec import SpecError
 from gpuforge.cli import app
+from gpuforge.nodes.slurm_inventory import slurm_inventory
 from gpuforge.plan import engine
 from gpuforge.plan.stacks import load_stack
 from gpuforge.plan.validation import check_stack
@@ -178,8 +179,19 @@ def test_each_mistake_is_refused_at_its_path_with_its_source(
     found = _problems(stack_path)
     assert any(p.startswith(f"{path}: ") and words in p for p in found), found
     assert all("; fix: " in p for p in found if p.startswith(f"{path}: ")), found
-    result = runner.invoke(app, ["validate", str(stack_path)], env={"COLUMNS": "250"})
-    assert result.exit_code == 2 and path in result.output, result.output
+    for command in (["validate", str(stack_path)], ["plan", str(stack_path), "--no-tree"]):
+        result = runner.invoke(app, command, env={"COLUMNS": "250"})
+        assert result.exit_code == 2 and path in result.output, result.output
+
+
+def test_inventory_refuses_a_key_pasted_after_the_directory_ca(tmp_path: Path) -> None:
+    """`gpuforge inventory` printed such a key, and the sssd role wrote it world-readable on every node."""
+    document = _document("onprem-lab")
+    _cluster(_set(*SCHED, "directory", "ca_certificate", value=ca_certificate() + ca_private_key()))(document)
+    with pytest.raises(SpecError) as caught:
+        slurm_inventory(str(_write(tmp_path, document)), {}, None)
+    assert any(i.path == "cluster.scheduler.directory.ca_certificate" for i in caught.value.issues)
+    assert ca_private_key()[30:70] not in caught.value.report()
 
 
 def test_a_duplicate_uid_made_by_a_merge_key_is_refused(tmp_path: Path) -> None:
