@@ -231,8 +231,11 @@ def _quoted_hint(value: Any, written: str | None) -> tuple[str, str]:
 
 def _expected_text(field: FieldInfo | None, annotation: Any) -> str:
     pattern = None
-    for m in field.metadata if field else []:
-        pattern = getattr(m, "pattern", None) or pattern
+    # The field's own constraints, then those of its type (Annotated[str, Field(pattern=...), ...]).
+    _, type_metadata = _unwrap(annotation)
+    for m in [*(field.metadata if field else []), *type_metadata]:
+        for constraint in [m, *getattr(m, "metadata", [])]:
+            pattern = pattern or getattr(constraint, "pattern", None)
     if pattern in _PATTERN_WORDS:
         words, example = _PATTERN_WORDS[pattern]
         return words + (f", e.g. {example}" if example else "")

@@ -10,9 +10,24 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
 
 from components.catalog.spec_limits import spec_limits
+
+
+def refusing(problem: Callable[[str], str | None]) -> Callable[[str], str]:
+    """A pydantic AfterValidator from a check: the value when the check finds nothing, else its problem."""
+
+    def check(value: str) -> str:
+        found = problem(value)
+        if found:
+            raise ValueError(found)
+        return value
+
+    return check
+
 
 _MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 _DAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
@@ -239,3 +254,12 @@ def ssm_parameter_problem(name: str, written: bool) -> str | None:
         return (f"names starting with {' or '.join(limits.reserved_prefixes)} are reserved ({limits.source}); "
                 "use e.g. /gpuforge/<cluster>/...")
     return None
+
+
+read_parameter_problem = partial(ssm_parameter_problem, written=False)
+written_parameter_problem = partial(ssm_parameter_problem, written=True)
+
+
+def smarthost_problem(value: str) -> str | None:
+    port = value.rsplit(":", 1)[-1]
+    return port_problem(int(port), "SMTP relay") if port.isdigit() else None

@@ -12,12 +12,18 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from .base import SpecModel
 from .capacity import EffectiveUpdateStrategy, Scaling, UpdateStrategy
 from .errors import described_pattern
-from .limits import cron_problem, eks_public_cidrs_problem, ssm_parameter_problem
+from .limits import (
+    cron_problem,
+    eks_public_cidrs_problem,
+    read_parameter_problem,
+    refusing,
+    written_parameter_problem,
+)
 
 NAME_PATTERN = described_pattern(
     r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$",
@@ -341,9 +347,13 @@ def default_image_parameter(orchestrator: str) -> str:
     return DLAMI_2404_SSM if orchestrator == "slurm" else DLAMI_SSM
 
 
+CronSchedule = Annotated[str, Field(pattern=CRON_SCHEDULE), AfterValidator(refusing(cron_problem))]
+ReadParameter = Annotated[str, AfterValidator(refusing(read_parameter_problem))]
+
+
 class Image(SpecModel):
     ami_id: str | None = Field(default=None, pattern=AMI_ID, description="A fixed AMI id.")
-    ssm_parameter: str | None = Field(
+    ssm_parameter: ReadParameter | None = Field(
         default=None,
         description="An SSM parameter holding the AMI id, resolved at launch. Default: the AWS Deep Learning "
         "Base OSS NVIDIA driver AMI for Ubuntu 22.04 (Ubuntu 24.04 for orchestrator: slurm, whose packaged "
@@ -354,14 +364,6 @@ class Image(SpecModel):
         description="Use the AMI the cluster's image_pipeline bakes (resolve:ssm:<image_pipeline.ssm_parameter> "
         "at launch). Needs the image_pipeline section.",
     )
-
-    @field_validator("ssm_parameter")
-    @classmethod
-    def _parameter_name(cls, value: str | None) -> str | None:
-        problem = value and ssm_parameter_problem(value, written=False)
-        if problem:
-            raise ValueError(problem)
-        return value
 
     @model_validator(mode="after")
     def _one_source(self) -> Image:
@@ -706,8 +708,14 @@ SSM_PARAMETER_PATTERN = described_pattern(
 )
 
 
+# A parameter gpuforge writes may not be under /aws or /ssm (ReadParameter above may: AWS's public ones).
+WrittenParameter = Annotated[
+    str, Field(pattern=SSM_PARAMETER_PATTERN), AfterValidator(refusing(written_parameter_problem))
+]
+
+
 class ImagePipelineSpec(SpecModel):
-    parent_image_ssm_parameter: str = Field(
+    parent_image_ssm_parameter: ReadParameter = Field(
         default=UBUNTU_2204_SSM,
         pattern=SSM_PARAMETER_PATTERN,
         description="SSM parameter holding the parent AMI id the bake starts from. Default: Canonical's "
@@ -721,15 +729,13 @@ class ImagePipelineSpec(SpecModel):
     root_volume_gib: int = Field(
         default=100, ge=20, le=16384, description="Root volume of the baked AMI in GiB (encrypted, cluster key)."
     )
-    schedule: str | None = Field(
+    schedule: CronSchedule | None = Field(
         default=None,
-        pattern=CRON_SCHEDULE,
         description="Image Builder cron expression (six fields, UTC), e.g. cron(0 4 ? * SUN *); the pipeline "
         "then rebuilds when the parent image or the playbooks changed. None: build on demand only.",
     )
-    ssm_parameter: str | None = Field(
+    ssm_parameter: WrittenParameter | None = Field(
         default=None,
-        pattern=SSM_PARAMETER_PATTERN,
         description="SSM parameter the pipeline writes the baked AMI id to; node groups with image: "
         "{pipeline: true} launch from it. Default: /gpuforge/<cluster>/gpu-node-ami.",
     )
@@ -739,21 +745,6 @@ class ImagePipelineSpec(SpecModel):
         "the ones derived from the spec.",
     )
 
-    @field_validator("ssm_parameter", "parent_image_ssm_parameter")
-    @classmethod
-    def _parameter_name(cls, value: str | None, info: ValidationInfo) -> str | None:
-        problem = value and ssm_parameter_problem(value, written=info.field_name == "ssm_parameter")
-        if problem:
-            raise ValueError(problem)
-        return value
-
-    @field_validator("schedule")
-    @classmethod
-    def _cron(cls, value: str | None) -> str | None:
-        problem = value and cron_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
 
     def parameter_for(self, cluster: str) -> str:
         return self.ssm_parameter or f"/gpuforge/{cluster}/gpu-node-ami"

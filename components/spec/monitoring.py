@@ -16,10 +16,17 @@ import ipaddress
 from typing import TYPE_CHECKING, Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from .errors import SpecIssue, described_pattern
-from .limits import email_problem, kubernetes_label_problem, port_problem, slack_channel_problem
+from .limits import (
+    email_problem,
+    kubernetes_label_problem,
+    port_problem,
+    refusing,
+    slack_channel_problem,
+    smarthost_problem,
+)
 from .models import Name, SpecModel
 
 if TYPE_CHECKING:
@@ -33,6 +40,7 @@ CONFIG_KEY = described_pattern(
     "alertPagerdutyKey",
 )
 ConfigKey = Annotated[str, Field(pattern=CONFIG_KEY)]
+Mailbox = Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+$"), AfterValidator(refusing(email_problem))]
 SECTION = "cluster.monitoring"
 
 
@@ -137,31 +145,15 @@ class WebhookReceiver(ReceiverBase):
 
 class EmailReceiver(ReceiverBase):
     type: Literal["email"] = Field(description="Send alerts by email (Alertmanager email_config).")
-    to: str = Field(pattern=r"^[^@\s]+@[^@\s]+$", description="Recipient address, e.g. oncall@example.com.")
-    from_address: str = Field(pattern=r"^[^@\s]+@[^@\s]+$", description="Sender address.")
-    smarthost: str = Field(
+    to: Mailbox = Field(description="Recipient address, e.g. oncall@example.com.")
+    from_address: Mailbox = Field(description="Sender address.")
+    smarthost: Annotated[str, AfterValidator(refusing(smarthost_problem))] = Field(
         pattern=r"^[A-Za-z0-9.-]+:\d+$", description="SMTP relay host:port, e.g. smtp.example.com:587."
     )
     username: str | None = Field(default=None, description="SMTP user, when the relay needs authentication.")
     password_secret: ConfigKey | None = Field(
         default=None, description="Pulumi config key of the SMTP password; needs username."
     )
-
-    @field_validator("to", "from_address")
-    @classmethod
-    def _mailbox(cls, value: str) -> str:
-        problem = email_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
-
-    @field_validator("smarthost")
-    @classmethod
-    def _relay_port(cls, value: str) -> str:
-        problem = port_problem(int(value.rsplit(":", 1)[1]), "SMTP relay")
-        if problem:
-            raise ValueError(problem)
-        return value
 
     @model_validator(mode="after")
     def _password_needs_a_user(self) -> EmailReceiver:
@@ -175,15 +167,9 @@ class EmailReceiver(ReceiverBase):
 class SlackReceiver(ReceiverBase):
     type: Literal["slack"] = Field(description="Post alerts to Slack (incoming webhook).")
     url_secret: ConfigKey = Field(description="Pulumi config key holding the Slack incoming-webhook URL.")
-    channel: str = Field(pattern=r"^[#@][A-Za-z0-9._-]+$", description="Channel, e.g. #gpu-oncall.")
-
-    @field_validator("channel")
-    @classmethod
-    def _channel(cls, value: str) -> str:
-        problem = slack_channel_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
+    channel: Annotated[str, AfterValidator(refusing(slack_channel_problem))] = Field(
+        pattern=r"^[#@][A-Za-z0-9._-]+$", description="Channel, e.g. #gpu-oncall."
+    )
 
 
 class PagerDutyReceiver(ReceiverBase):

@@ -19,7 +19,7 @@ from components.catalog.spec_limits import spec_limits
 
 from .directory import LdapDirectory
 from .keys import ssh_public_key_problem
-from .limits import rds_class_problem
+from .limits import rds_class_problem, refusing
 from .models import Name, SpecModel
 
 # Slurm's time format (slurm.conf MaxTime/DefaultTime): minutes, [days-]hours:minutes:seconds, or UNLIMITED.
@@ -114,15 +114,9 @@ class Accounting(SpecModel):
         "backups, Multi-AZ in prod; AWS placement) or controller (MariaDB on the controller host, dumped "
         "nightly). Default: managed on AWS, controller on a site.",
     )
-    instance_class: str = Field(default="db.t4g.medium", description="RDS instance class (managed database).")
-
-    @field_validator("instance_class")
-    @classmethod
-    def _rds_class(cls, value: str) -> str:
-        problem = rds_class_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
+    instance_class: Annotated[str, AfterValidator(refusing(rds_class_problem))] = Field(
+        default="db.t4g.medium", description="RDS instance class (managed database): db.<type>.<size>."
+    )
     backup_retention_days: int = Field(
         default=7, ge=1, le=35, description="Days of automated database backups (point-in-time recovery)."
     )

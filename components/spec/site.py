@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from .errors import described_pattern
-from .limits import customer_gateway_problem, datasync_schedule_problem, port_problem
+from .limits import customer_gateway_problem, datasync_schedule_problem, port_problem, refusing
 from .models import ABSOLUTE_PATH, Name, NodeRole, Port, SpecModel, parse_cidr, parse_ipv4
 from .slurm_burst import SlurmBurstSpec
 
@@ -529,19 +529,11 @@ class ObjectSync(SpecModel):
         pattern=DATASYNC_AGENT_ARN,
         description="The DataSync agent deployed on the site (it reaches the site's object store).",
     )
-    schedule: str = Field(
+    schedule: Annotated[str, AfterValidator(refusing(datasync_schedule_problem))] = Field(
         default="rate(1 hour)",
         description="DataSync schedule expression: rate(N hours|days) or an EventBridge cron(...) of six fields, "
         "at most hourly.",
     )
-
-    @field_validator("schedule")
-    @classmethod
-    def _schedule(cls, value: str) -> str:
-        problem = datasync_schedule_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
 
 
 class BurstSpec(SpecModel):
