@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .keys import certificate_chain_problem
+from .keys import CaCertificates
 from .limits import port_problem
 from .models import SpecModel
 
@@ -34,7 +34,7 @@ class LdapDirectory(SpecModel):
         pattern=DN,
         description="Base DN of users and groups (RFC 2307 posixAccount/posixGroup), e.g. dc=lab,dc=example.",
     )
-    ca_certificate: str | None = Field(
+    ca_certificate: CaCertificates | None = Field(
         default=None,
         description="The CA that signed the directory's certificate, in PEM (a site's private CA): the only CA "
         "SSSD trusts for it. Default: the node's system trust store (a directory certified by a public CA).",
@@ -51,11 +51,6 @@ class LdapDirectory(SpecModel):
         description="With bind_dn: the Ansible vault variable (the site's secret store, beside "
         "vault_slurm_munge_key) holding bind_dn's password; the sssd role reads it on the node, never logged.",
     )
-
-    @field_validator("ca_certificate")
-    @classmethod
-    def _only_certificates(cls, value: str | None) -> str | None:
-        return ca_chain(value)
 
     @field_validator("uri")
     @classmethod
@@ -80,16 +75,3 @@ class LdapDirectory(SpecModel):
         """ldap:// reaches the directory in clear text until StartTLS: SSSD must require it."""
         return self.uri.startswith("ldap://")
 
-
-def ca_chain(value: str | None) -> str | None:
-    """A CA field's value when it holds PEM certificates only, each of which parses (written world-readable
-    on nodes by the sssd role, and public by nature: a private key here would be neither)."""
-    if value is None:
-        return None
-    problem = certificate_chain_problem(value)
-    if problem:
-        raise ValueError(
-            f"{problem} (a private key never belongs in a stack file); give only the CA's PEM certificate chain "
-            "(-----BEGIN CERTIFICATE----- ...)"
-        )
-    return value

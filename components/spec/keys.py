@@ -13,10 +13,12 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from typing import Annotated
 
 from cryptography import x509
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.serialization import load_ssh_public_key
+from pydantic import AfterValidator
 
 from components.catalog.spec_limits import spec_limits
 
@@ -115,3 +117,18 @@ def _embedded_type(blob: bytes) -> str | None:
     if length > 64 or len(blob) < 4 + length:
         return None
     return blob[4 : 4 + length].decode("ascii", "replace")
+
+
+def _ca_chain(value: str) -> str:
+    problem = certificate_chain_problem(value)
+    if problem:
+        raise ValueError(
+            f"{problem} (a private key never belongs in a stack file); give only the CA's PEM certificate chain "
+            "(-----BEGIN CERTIFICATE----- ...)"
+        )
+    return value
+
+
+# A CA field: PEM certificates only, each parsed. Public by nature, and written world-readable on nodes
+# (the sssd role's directory CA): a private key here would be neither.
+CaCertificates = Annotated[str, AfterValidator(_ca_chain)]

@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from .errors import described_pattern
+from .keys import CaCertificates
 from .limits import customer_gateway_problem, datasync_schedule_problem, port_problem, refusing
 from .models import ABSOLUTE_PATH, Name, NodeRole, Port, SpecModel, parse_cidr, parse_ipv4
 from .slurm_burst import SlurmBurstSpec
@@ -352,20 +353,13 @@ class SiteObjectStore(SpecModel):
         host = self.endpoint.removeprefix("https://").rstrip("/")
         return int(host.rsplit(":", 1)[1]) if ":" in host else 443
 
-    ca_certificate: str | None = Field(
+    ca_certificate: CaCertificates | None = Field(
         default=None,
         description="PEM chain of the private CA that signed the store's certificate. Needed when the endpoint "
         "is an internal name or a private address, which no public CA certifies: DataSync trusts only the "
         "chain it is given.",
     )
 
-
-    @field_validator("ca_certificate")
-    @classmethod
-    def _only_certificates(cls, value: str | None) -> str | None:
-        from .directory import ca_chain
-
-        return ca_chain(value)
 
     @field_validator("endpoint")
     @classmethod

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
+from .keys import CaCertificates
 from .models import SpecModel
 
 
@@ -27,7 +28,7 @@ class SlurmBurstSpec(SpecModel):
         description="slurm: cloud node groups (orchestrator: slurm) are partitions of the site's Slurm controller; "
         "their nodes join it over the link (docs/onprem-hybrid.md)."
     )
-    scaler_ca_certificate: str = Field(
+    scaler_ca_certificate: CaCertificates = Field(
         description="PEM chain of the site CA that issues the Slurm controller hosts' certificates: the IAM Roles "
         "Anywhere trust anchor through which the site's scaler gets short-lived AWS credentials for the cloud "
         "Auto Scaling groups (a certificate, never a key: public data).",
@@ -39,9 +40,3 @@ class SlurmBurstSpec(SpecModel):
         description="How long one Roles Anywhere session of the scaler lasts, minutes (the signing helper renews).",
     )
 
-    @field_validator("scaler_ca_certificate")
-    @classmethod
-    def _pem(cls, value: str) -> str:
-        from .directory import ca_chain
-
-        return ca_chain(value) or value
