@@ -285,3 +285,48 @@ def test_one_duplicate_principal_is_one_problem(tmp_path: Path) -> None:
     entries["again"] = dict(entries["platform-admins"])
     found = _problems(_write(tmp_path, document))
     assert len(found) == 1 and "already has access_entries[platform-admins]" in found[0], found
+
+
+# One made-up value of every shape components/spec/secrets.py knows (a new shape without a sample fails).
+SAMPLES = {
+    "a Slack webhook URL": SLACK,
+    "a Slack token": "xoxb-" + "123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "a Discord webhook URL": "https://discord.com/api/webhooks/123456789012345678/AbCdEf-GhIjKlMnOpQrStUvWxYz0123",
+    "a Microsoft Teams webhook URL": "https://contoso.webhook.office.com/webhookb2/a1b2c3d4-0000/IncomingWebhook/xyz",
+    "a Google Chat webhook URL": "https://chat.googleapis.com/v1/spaces/AAAA1234/messages?key=AIzaSyDdI0hCZtE6vySjMm",
+    "a URL with a user and password": "https://alertbot:Sup3rS3cretPass@alerts.example.com/hook",
+    "a URL with a credential in its query": "https://alerts.example.com/hook?token=9f8e7d6c5b4a39281706",
+    "a GitHub token": "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
+    "a GitLab token": "glpat-" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn",
+    "an AWS access key id": "AKIA" + "IOSFODNN7EXAMPLE",
+    "a bearer token (JWT)": "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQifQ.c2lnbmF0dXJlLXZhbHVl",
+    "a bearer token": "Bearer " + "q1w2e3r4t5y6u7i8o9p0a1s2d3f4",
+    "a kubeconfig with credentials":
+        "apiVersion: v1\nkind: Config\nusers:\n- name: admin\n  user:\n    token: abcd1234efgh5678\n",
+    "a PagerDuty integration key": "e93facc04764012d7bfb002500d5d1a6",
+    "a PEM private key (PRIVATE KEY)": ca_private_key(),
+    "an OpenSSH private key": ssh_private_key(),
+}
+
+
+def test_every_secret_shape_has_a_sample() -> None:
+    from components.spec.secrets import SECRET_SHAPES
+
+    assert {kind for kind, _ in SECRET_SHAPES} <= set(SAMPLES)
+
+
+@pytest.mark.parametrize(("kind", "secret"), list(SAMPLES.items()), ids=list(SAMPLES))
+def test_each_secret_shape_is_refused_and_never_printed(tmp_path: Path, kind: str, secret: str) -> None:
+    document = _document("staging")
+    document["config"]["gpuforge:cluster"]["tags"]["note"] = secret  # a field whose name says nothing
+    document["config"]["gpuforge:someUrl"] = secret  # a config key whose name says nothing
+    stack_path = _write(tmp_path, document)
+    found = _problems(stack_path)
+    assert f"cluster.tags[note]: {kind} in clear text in the stack file" in [p.split("; fix")[0] for p in found]
+    assert any(p.startswith(f"config.gpuforge:someUrl: {kind} in clear text") for p in found), found
+    result = runner.invoke(app, ["validate", str(stack_path)], env={"COLUMNS": "250"})
+    assert result.exit_code == 2
+    for text in (result.output, "\n".join(found)):
+        for line in secret.splitlines():
+            for i in range(max(1, len(line) - 11)):
+                assert line[i : i + 12] not in text or len(line) < 12, f"the report quotes the secret: {line[i:i+12]}"
