@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from components.spec.secrets import CLUSTER_KEY, clear_text_secrets
+from components.spec.secrets import clear_text_secrets
+from gpuforge.plan.stacks import CLUSTER_KEY
 from tests.crypto_material import ca_certificate, ca_private_key, ssh_private_key
 
 ROOT = Path(__file__).resolve().parents[2]
