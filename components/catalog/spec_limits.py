@@ -65,7 +65,7 @@ class EksLimits(_Facts):
 class CapacityBlockLimits(_Facts):
     daily_steps_up_to_days: int
     weekly_steps_up_to_days: int
-    start_utc: str
+    end_utc: str
     source: str
 
 

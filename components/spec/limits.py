@@ -142,24 +142,22 @@ def eks_public_cidrs_problem(cidrs: list[str]) -> str | None:
 
 
 def capacity_block_problem(start: datetime, end: datetime) -> list[tuple[str, str]]:
+    """(field, problem) of a Capacity Block's window as EC2 sells blocks: every block ends at 11:30 UTC; its
+    length is the purchased duration (1-14 days, then 7-day steps up to 182), give or take the part of a
+    day by which a block starting at another hour falls short of it or exceeds it."""
     limits = spec_limits().aws.capacity_block
-    problems: list[tuple[str, str]] = []
-    hour, minute = (int(p) for p in limits.start_utc.split(":"))
-    for field, moment in (("start", start), ("end", end)):
-        utc = moment.astimezone(tz=None if moment.tzinfo is None else _UTC)
-        if (utc.hour, utc.minute, utc.second) != (hour, minute, 0):
-            problems.append((field, f"{utc:%Y-%m-%dT%H:%M:%SZ} is not {limits.start_utc} UTC, when Capacity Blocks "
-                                    f"start and end ({limits.source}); write the block's {field} as AWS shows it"))
-    if problems:
-        return problems
-    duration = end - start
-    days = duration / timedelta(days=1)
+    hour, minute = (int(p) for p in limits.end_utc.split(":"))
+    utc = end.astimezone(_UTC)
+    if (utc.hour, utc.minute, utc.second) != (hour, minute, 0):
+        return [("end", f"{utc:%Y-%m-%dT%H:%M:%SZ} is not {limits.end_utc} UTC, when every Capacity Block ends "
+                        f"({limits.source}); write the block's end as AWS shows it")]
+    days = (end - start) / timedelta(days=1)
     daily, weekly = limits.daily_steps_up_to_days, limits.weekly_steps_up_to_days
-    allowed = days == int(days) and (1 <= days <= daily or (daily < days <= weekly and days % 7 == 0))
-    if not allowed:
-        problems.append(("end", f"the block lasts {days:g} days; Capacity Blocks last 1-{daily} days, then 7-day steps "
-                                f"up to {weekly} ({limits.source}); write the end of the block as purchased"))
-    return problems
+    durations = [*range(1, daily + 1), *range(daily + 7, weekly + 1, 7)]
+    if not any(abs(days - d) < 1 for d in durations):
+        return [("end", f"the block lasts {days:g} days; Capacity Blocks are sold for 1-{daily} days, then 7-day "
+                        f"steps up to {weekly} ({limits.source}); write the block's window as purchased")]
+    return []
 
 
 _UTC = datetime.fromisoformat("2000-01-01T00:00:00+00:00").tzinfo

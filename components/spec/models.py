@@ -286,11 +286,12 @@ class CapacityBlock(SpecModel):
     # way the JSON Schema's `format: date-time` judges it.
     start: datetime = Field(
         strict=False,
-        description="When the block starts, with its zone (blocks start at 11:30 UTC), e.g. 2026-12-01T11:30:00Z.",
+        description="When the block starts, with its zone, e.g. 2026-12-01T11:30:00Z.",
     )
     end: datetime = Field(
         strict=False,
-        description="When the block ends, with its zone, e.g. 2026-12-15T11:30:00Z. Its instances are "
+        description="When the block ends, with its zone: 11:30 UTC, when every block ends, e.g. "
+        "2026-12-15T11:30:00Z. Its instances are "
         "terminated shortly before; the group scales to 0 ahead of that.",
     )
 
