@@ -1,5 +1,5 @@
 """Limits and reserved values of the services a stack configures (data/spec_limits.yaml), typed: what
-the spec's format checks (components/spec/limits.py) hold values against, each with its source."""
+the spec's format checks (gpuforge/spec/limits.py) hold values against, each with its source."""
 
 from __future__ import annotations
 

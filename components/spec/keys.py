@@ -20,7 +20,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.serialization import load_ssh_public_key
 from pydantic import AfterValidator
 
-from components.catalog.spec_limits import spec_limits
+from gpuforge.catalog.spec_limits import spec_limits
 
 PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.DOTALL)
 # PEM (PKCS#1, PKCS#8, SEC1, OpenSSH's own format) and PuTTY private keys.

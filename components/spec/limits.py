@@ -1,5 +1,5 @@
 """Format checks of the strings and numbers a stack hands to other services, against their limits as
-the catalog records them (components/catalog/data/spec_limits.yaml, each with its source).
+the catalog records them (gpuforge/catalog/data/spec_limits.yaml, each with its source).
 
 Each check returns None for a value the service takes, else "what is wrong (source); the fix", the
 form pydantic validators raise and errors.py splits into message and fix. No message quotes a value
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import partial
 
-from components.catalog.spec_limits import spec_limits
+from gpuforge.catalog.spec_limits import spec_limits
 
 
 def refusing(problem: Callable[[str], str | None]) -> Callable[[str], str]:

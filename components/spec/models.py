@@ -416,7 +416,7 @@ class NodeGroup(SpecModel):
     )
     capacity: Capacity = Field(default_factory=lambda: OnDemand(type="on_demand"), description="Capacity source.")
     root_volume: RootVolume = Field(default_factory=RootVolume, description="Encrypted root EBS volume.")
-    image: Image = Field(default_factory=Image, description="Machine image (baked by playbooks/bake-image.yml).")
+    image: Image = Field(default_factory=Image, description="Machine image (baked by gpuforge/assets/playbooks/bake-image.yml).")
     orchestrator: Orchestrator = Field(
         default="none",
         description="Who schedules work on these nodes: eks (an EKS managed node group; needs the cluster's "
@@ -634,7 +634,7 @@ class ObjectStore(SpecModel):
 
 # AWS tag limits (Tagging AWS resources, "Tag naming limits and requirements").
 TAG_KEY_MAX, TAG_VALUE_MAX, TAGS_MAX = 128, 256, 50
-GPUFORGE_TAGS = ("gpuforge:cluster", "gpuforge:environment")  # set on every resource (components/aws/placement.py)
+GPUFORGE_TAGS = ("gpuforge:cluster", "gpuforge:environment")  # set on every resource (gpuforge/infra/aws/placement.py)
 _TAG_CHARS = re.compile(r"^[\w .:/=+\-@]*$")
 
 
@@ -757,7 +757,7 @@ KubernetesVersion = Literal["1.31", "1.32", "1.33"]
 EksAccessPolicy = Literal[
     "AmazonEKSClusterAdminPolicy", "AmazonEKSAdminPolicy", "AmazonEKSEditPolicy", "AmazonEKSViewPolicy"
 ]
-# Namespaces the platform owns (components/k8s); a team namespace may not take one.
+# Namespaces the platform owns (gpuforge/infra/k8s); a team namespace may not take one.
 RESERVED_NAMESPACES = frozenset(
     {
         "default",
@@ -981,7 +981,7 @@ class ClusterSpec(SpecModel):
     )
     image_pipeline: ImagePipelineSpec | None = Field(
         default=None,
-        description="EC2 Image Builder pipeline that runs playbooks/bake-image.yml and publishes the AMI id to "
+        description="EC2 Image Builder pipeline that runs gpuforge/assets/playbooks/bake-image.yml and publishes the AMI id to "
         "an SSM parameter (aws placement); node groups use it with image: {pipeline: true}.",
     )
     monitoring: Monitoring | None = Field(

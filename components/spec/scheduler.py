@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
-from components.catalog.spec_limits import spec_limits
+from gpuforge.catalog.spec_limits import spec_limits
 
 from .directory import LdapDirectory
 from .keys import ssh_public_key_problem

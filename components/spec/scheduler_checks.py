@@ -14,7 +14,7 @@ import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from components.catalog import Catalog, CatalogError
+from gpuforge.catalog import Catalog, CatalogError
 
 from .errors import SpecIssue
 from .models import ClusterSpec

@@ -23,7 +23,7 @@ from .keys import private_key_kind
 NAMESPACE = "gpuforge"
 CLUSTER_KEY = f"{NAMESPACE}:cluster"
 POLICY_KEY = f"{NAMESPACE}:policy"
-# Credentials of the site's S3-compatible store, for DataSync (components/hybrid/object_sync.py).
+# Credentials of the site's S3-compatible store, for DataSync (gpuforge/infra/hybrid/object_sync.py).
 SITE_S3_ACCESS_KEY = "siteS3AccessKey"
 SITE_S3_SECRET_KEY = "siteS3SecretKey"
 SECRET_KEYS = (SITE_S3_ACCESS_KEY, SITE_S3_SECRET_KEY)

@@ -3,7 +3,7 @@
 `check_site` returns a `ResolvedSite`: each host with its catalog server, scalable unit and power,
 and each rack's load, so the on-prem components, the power rules and the inventory read one set
 of facts. Rack feeds are judged N+N: either side alone carries the whole rack at its continuous
-rating (components/power.py: 80 % of the rated kW), the same arithmetic the power policy runs.
+rating (gpuforge/spec/power.py: 80 % of the rated kW), the same arithmetic the power policy runs.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import ipaddress
 from collections import defaultdict
 from dataclasses import dataclass
 
-from components.catalog import Catalog, CatalogError, ServerModel
-from components.power import CONTINUOUS_DERATE, Feed, PsuLoad, RackLoad, feed_loss, psus_over_feeds
+from gpuforge.catalog import Catalog, CatalogError, ServerModel
+from gpuforge.spec.power import CONTINUOUS_DERATE, Feed, PsuLoad, RackLoad, feed_loss, psus_over_feeds
 
 from .errors import SpecIssue
 from .limits import customer_gateway_problem
@@ -543,7 +543,7 @@ def _check_burst(spec: ClusterSpec) -> list[SpecIssue]:
     site's Kueue dispatches to: the join
     needs the worker's API reachable from the site over the link (a private endpoint, whose public
     DNS name EKS advertises with private addresses), and quotas of whole cloud nodes per team."""
-    from components.catalog import load_catalog
+    from gpuforge.catalog import load_catalog
 
     hybrid = spec.hybrid
     burst = hybrid.burst if hybrid else None

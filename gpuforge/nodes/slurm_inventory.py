@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from components.spec import SpecError
+from gpuforge.spec import SpecError
 from gpuforge.plan.stacks import find_stack, load_stack
 from gpuforge.plan.validation import check_stack
 from gpuforge.render.slurm import slurm_config
 
-# Stack output hybrid.burst.scaler (components/hybrid/placement.py) -> the lifecycle configuration's keys.
+# Stack output hybrid.burst.scaler (gpuforge/infra/hybrid/placement.py) -> the lifecycle configuration's keys.
 SCALER_ARNS = {"trustAnchorArn": "trust_anchor_arn", "profileArn": "profile_arn", "roleArn": "role_arn"}
 
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date
 
-from components.spec import ResolvedSpec, SpecError, SpecIssue, resolve
-from components.spec.errors import with_lines
-from components.spec.secrets import withheld
-from components.spec.suggest import suggestion
+from gpuforge.spec import ResolvedSpec, SpecError, SpecIssue, resolve
+from gpuforge.spec.errors import with_lines
+from gpuforge.spec.secrets import withheld
+from gpuforge.spec.suggest import suggestion
 from gpuforge.plan.model import PlanResource
 from gpuforge.plan.stacks import CLUSTER_KEY, StackFile
-from policies.rules import REGISTRY
-from policies.settings import POLICY_KEY, Settings, resource_name, settings_from_config
+from gpuforge.policy.rules import REGISTRY
+from gpuforge.policy.settings import POLICY_KEY, Settings, resource_name, settings_from_config
 
 
 @dataclass(frozen=True)

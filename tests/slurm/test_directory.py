@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from components.spec import SpecError, resolve
+from gpuforge.spec import SpecError, resolve
 from gpuforge.nodes.bake import run_playbook
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.slurm import slurm_config
@@ -21,7 +21,7 @@ from tests.crypto_material import ssh_public_key
 from tests.support import skip_or_fail
 
 REPO = Path(__file__).resolve().parents[2]
-ROLE = REPO / "playbooks" / "roles" / "sssd"
+ROLE = REPO / "gpuforge" / "assets" / "playbooks" / "roles" / "sssd"
 
 
 def _lab() -> dict[str, Any]:

@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 import yaml
 
-from components.spec.secrets import clear_text_secrets
+from gpuforge.spec.secrets import clear_text_secrets
 from gpuforge.plan.stacks import CLUSTER_KEY
 from tests.crypto_material import ca_certificate, ca_private_key, ssh_private_key
 
 ROOT = Path(__file__).resolve().parents[2]
-ROLES = ROOT / "playbooks" / "roles"
+ROLES = ROOT / "gpuforge" / "assets" / "playbooks" / "roles"
 WRITERS = ("ansible.builtin.copy", "ansible.builtin.template")
 EXPRESSION = re.compile(r"\{\{(.*?)\}\}|\{%(.*?)%\}", re.DOTALL)
 CREDENTIAL = re.compile(r"password|passwd|secret|token|private_key|munge_key|credential", re.I)
@@ -31,7 +31,7 @@ CREDENTIAL = re.compile(r"password|passwd|secret|token|private_key|munge_key|cre
 # public. A new one fails test_every_world_readable_copy_of_a_value_is_accounted_for until it is listed.
 PUBLIC_CONTENT = {
     ("sssd", "Install the CA that signed the directory's certificate"):
-        "scheduler.directory.ca_certificate: PEM certificates only, each parsed (components/spec/keys.py), "
+        "scheduler.directory.ca_certificate: PEM certificates only, each parsed (gpuforge/spec/keys.py), "
         "and asserted by the role",
     ("kubelet_config", "Write the kubelet drop-in (taints at registration, reservations)"):
         "taints and reservations rendered from the site's hosts and the catalog (gpuforge/nodes/inventory.py)",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.spec import ClusterSpec, SpecError, resolve
+from gpuforge.spec import ClusterSpec, SpecError, resolve
 from gpuforge.plan import engine as plan_module
 
 SPECS = Path(__file__).parent.parent / "fixtures" / "specs"

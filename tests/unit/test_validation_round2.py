@@ -14,7 +14,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from components.spec import SpecError
+from gpuforge.spec import SpecError
 from gpuforge.cli import app
 from gpuforge.nodes.slurm_inventory import slurm_inventory
 from gpuforge.plan import engine
@@ -290,7 +290,7 @@ def test_one_duplicate_principal_is_one_problem(tmp_path: Path) -> None:
     assert len(found) == 1 and "already has access_entries[platform-admins]" in found[0], found
 
 
-# One made-up value of every shape components/spec/secrets.py knows (a new shape without a sample fails).
+# One made-up value of every shape gpuforge/spec/secrets.py knows (a new shape without a sample fails).
 SAMPLES = {
     "a Slack webhook URL": SLACK,
     "a Slack token": "xoxb-" + "123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
@@ -313,7 +313,7 @@ SAMPLES = {
 
 
 def test_every_secret_shape_has_a_sample() -> None:
-    from components.spec.secrets import SECRET_SHAPES
+    from gpuforge.spec.secrets import SECRET_SHAPES
 
     assert {kind for kind, _ in SECRET_SHAPES} <= set(SAMPLES)
 
