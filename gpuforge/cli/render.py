@@ -39,12 +39,12 @@ def monitoring(
     """The Prometheus configuration, rules (or PrometheusRule objects) and Alertmanager routes a stack gets.
     Receiver secrets show as the files Alertmanager reads and the Pulumi config keys that fill them."""
     from gpuforge.plan.stacks import load_stack
+    from gpuforge.plan.validation import check_stack
     from gpuforge.render.monitoring import render_monitoring
-    from gpuforge.spec import resolve
 
     try:
         stack_file = load_stack(stack)
-        resolved = resolve(stack_file.cluster, str(stack_file.path))
+        resolved = check_stack(stack_file).resolved
     except SpecError as error:
         raise _invalid(error) from None
     if resolved.spec.monitoring is None:
@@ -86,12 +86,12 @@ def slurm(
     """The Slurm configuration the cluster's nodes receive: slurm.conf, gres.conf, cgroup.conf,
     job_container.conf, topology.conf, and /etc/default/slurmd per node group (docs/slurm.md)."""
     from gpuforge.plan.stacks import load_stack
+    from gpuforge.plan.validation import check_stack
     from gpuforge.render.slurm import SlurmRenderError, render_slurm, slurm_config
-    from gpuforge.spec import resolve
 
     try:
         stack_file = load_stack(stack)
-        resolved = resolve(stack_file.cluster, str(stack_file.path))
+        resolved = check_stack(stack_file).resolved
         files = render_slurm(slurm_config(resolved, stand_in_gpus=stand_in_gpus))
     except SpecError as error:
         raise _invalid(error) from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .capacity import ELASTIC_ORCHESTRATORS
 from .errors import SpecIssue
+from .limits import capacity_block_problem
 from .models import KUBERNETES_ORCHESTRATORS, NodeGroup
 
 
@@ -68,6 +69,10 @@ def _capacity_block(path: str, group: NodeGroup) -> list[SpecIssue]:
                 "write the block's window as AWS shows it (describe-capacity-reservations StartDate, EndDate)",
             )
         )
+    else:
+        for field, problem in capacity_block_problem(block.start, block.end):
+            message, _, fix = problem.rpartition("; ")
+            issues.append(SpecIssue(f"{path}.capacity.{field}", message, fix))
     if block.instance_type != group.instance_type:
         issues.append(
             SpecIssue(

@@ -16,9 +16,17 @@ import ipaddress
 from typing import TYPE_CHECKING, Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from .errors import SpecIssue, described_pattern
+from .limits import (
+    email_problem,
+    kubernetes_label_problem,
+    port_problem,
+    refusing,
+    slack_channel_problem,
+    smarthost_problem,
+)
 from .models import Name, SpecModel
 
 if TYPE_CHECKING:
@@ -32,6 +40,7 @@ CONFIG_KEY = described_pattern(
     "alertPagerdutyKey",
 )
 ConfigKey = Annotated[str, Field(pattern=CONFIG_KEY)]
+Mailbox = Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+$"), AfterValidator(refusing(email_problem))]
 SECTION = "cluster.monitoring"
 
 
@@ -80,6 +89,17 @@ class KubernetesServer(SpecModel):
         "the labels your alertmanagerSpec.alertmanagerConfigSelector matches.",
     )
 
+    @field_validator("rule_labels", "alertmanager_config_labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        # They land on PrometheusRule, ServiceMonitor and AlertmanagerConfig objects, whose selectors the
+        # operator matches: a label the API server refuses would fail the deploy.
+        for key, text in value.items():
+            problem = kubernetes_label_problem(key, text)
+            if problem:
+                raise ValueError(problem)
+        return value
+
 
 MonitoringServer = Annotated[NodeGroupServer | SiteHostServer | KubernetesServer, Field(discriminator="kind")]
 
@@ -107,7 +127,14 @@ class WebhookReceiver(ReceiverBase):
     def _url(cls, value: str) -> str:
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"{value!r} is not an http(s) URL; write it like https://hooks.example.com/alerts")
+            raise ValueError("not an http(s) URL; write it like https://hooks.example.com/alerts")
+        try:
+            port = parts.port
+        except ValueError:
+            port = int(parts.netloc.rsplit(":", 1)[1]) if parts.netloc.rsplit(":", 1)[-1].isdigit() else 0
+        problem = port_problem(port, "webhook URL")
+        if problem:
+            raise ValueError(problem)
         if parts.username or parts.password or parts.query:
             raise ValueError(
                 f"{parts.scheme}://{parts.hostname}/...: credentials in the URL would be in the plan; "
@@ -118,19 +145,31 @@ class WebhookReceiver(ReceiverBase):
 
 class EmailReceiver(ReceiverBase):
     type: Literal["email"] = Field(description="Send alerts by email (Alertmanager email_config).")
-    to: str = Field(pattern=r"^[^@\s]+@[^@\s]+$", description="Recipient address, e.g. oncall@example.com.")
-    from_address: str = Field(pattern=r"^[^@\s]+@[^@\s]+$", description="Sender address.")
-    smarthost: str = Field(
+    to: Mailbox = Field(description="Recipient address, e.g. oncall@example.com.")
+    from_address: Mailbox = Field(description="Sender address.")
+    smarthost: Annotated[str, AfterValidator(refusing(smarthost_problem))] = Field(
         pattern=r"^[A-Za-z0-9.-]+:\d+$", description="SMTP relay host:port, e.g. smtp.example.com:587."
     )
     username: str | None = Field(default=None, description="SMTP user, when the relay needs authentication.")
-    password_secret: ConfigKey | None = Field(default=None, description="Pulumi config key of the SMTP password.")
+    password_secret: ConfigKey | None = Field(
+        default=None, description="Pulumi config key of the SMTP password; needs username."
+    )
+
+    @model_validator(mode="after")
+    def _password_needs_a_user(self) -> EmailReceiver:
+        # Alertmanager authenticates (auth_username/auth_password) only with a user; the password would be
+        # a secret delivered to the host and never used.
+        if self.password_secret is not None and not self.username:
+            raise ValueError("password_secret without username: the relay login needs both; add username")
+        return self
 
 
 class SlackReceiver(ReceiverBase):
     type: Literal["slack"] = Field(description="Post alerts to Slack (incoming webhook).")
     url_secret: ConfigKey = Field(description="Pulumi config key holding the Slack incoming-webhook URL.")
-    channel: str = Field(pattern=r"^[#@][A-Za-z0-9._-]+$", description="Channel, e.g. #gpu-oncall.")
+    channel: Annotated[str, AfterValidator(refusing(slack_channel_problem))] = Field(
+        pattern=r"^[#@][A-Za-z0-9._-]+$", description="Channel, e.g. #gpu-oncall."
+    )
 
 
 class PagerDutyReceiver(ReceiverBase):

@@ -11,6 +11,7 @@ a site, host pools whose hosts have `orchestrator: slurm` (static nodes, listed 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpuforge.catalog import Catalog, CatalogError
@@ -155,6 +156,7 @@ def check_scheduler(
                                 "add it to a partition's node_groups or to scheduler.login.node_groups"))
     issues += _bastion(spec, catalog)
 
+    issues += duplicate_uids({name: user.uid for name, user in sched.users.items()})
     for uname, user in sched.users.items():
         if user.account not in sched.accounts:
             issues.append(SpecIssue(f"{PATH}.users[{uname}].account", f"no account named {user.account!r}",
@@ -382,3 +384,28 @@ def _home(spec: ClusterSpec) -> tuple[str, list[SpecIssue]]:
     return "", [SpecIssue("cluster.site.storage.mounts", "a Slurm cluster on a site needs the shared /home",
                           "add the site's NFS export: mounts: {home: {kind: nfs, server: ..., export: ..., "
                           "mount_point: /home}}")]
+
+
+def duplicate_uids(uids: Mapping[str, object]) -> list[SpecIssue]:
+    """Users sharing a uid. A YAML merge key (<<: *alice) copies a uid as easily as a typo does. Judged on
+    the uids alone, so a spec with other problems in its users still hears of this one."""
+    first: dict[int, str] = {}
+    issues = []
+    for name, uid in uids.items():
+        if not isinstance(uid, int) or isinstance(uid, bool):
+            continue
+        if uid in first:
+            issues.append(SpecIssue(f"{PATH}.users[{name}].uid", f"{uid} is already users[{first[uid]}]'s: both "
+                                    "logins would be one Unix user, sharing files and jobs",
+                                    "give each user its own uid"))
+        first.setdefault(uid, name)
+    return issues
+
+
+def raw_duplicate_uids(cluster: object) -> list[SpecIssue]:
+    """duplicate_uids on a spec that did not parse (its users as the file gives them)."""
+    scheduler = cluster.get("scheduler") if isinstance(cluster, Mapping) else None
+    users = scheduler.get("users") if isinstance(scheduler, Mapping) else None
+    if not isinstance(users, Mapping):
+        return []
+    return duplicate_uids({str(n): u.get("uid") for n, u in users.items() if isinstance(u, Mapping)})
