@@ -174,6 +174,13 @@ class Monitoring(SpecModel):
     receivers: dict[Name, Receiver] = Field(
         min_length=1, description="Who is told, keyed by name: webhook, email, slack or pagerduty."
     )
+    dead_mans_switch: Name | None = Field(
+        default=None,
+        description="Key of a receiver in receivers that gets the always-firing Watchdog alert, and nothing else "
+        "(a webhook to a dead man's switch service, e.g. healthchecks.io or PagerDuty's): when it stops "
+        "arriving, Prometheus, Alertmanager or the path between them is down. Without one Watchdog goes to a "
+        "receiver that sends nothing.",
+    )
     power_budget_kw: float | None = Field(
         default=None,
         gt=0,
@@ -254,6 +261,14 @@ def check_monitoring(spec: ClusterSpec) -> list[SpecIssue]:
                 f"{where}.kind",
                 "kubernetes needs the Prometheus operator in the cluster",
                 "set kubernetes.platform.prometheus_operator: true, or run Prometheus on a node group",
+            )
+        )
+    if mon.dead_mans_switch is not None and mon.dead_mans_switch not in mon.receivers:
+        issues.append(
+            SpecIssue(
+                f"{SECTION}.dead_mans_switch",
+                f"{mon.dead_mans_switch} is not a receiver (receivers: {', '.join(mon.receivers)})",
+                "name a receiver declared under monitoring.receivers, e.g. a webhook to the dead man's switch service",
             )
         )
     return issues

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import yaml
 
-from gpuforge.render.dashboards import DATASOURCE, dashboards, panel_queries, provisioning
+from gpuforge.render.dashboards import (
+    PROVISIONED_DATASOURCE_UID,
+    DashboardView,
+    dashboards,
+    panel_queries,
+    provisioning,
+)
 from tests.support import skip_or_fail
 
 EXPECTED = {"cluster", "node", "gpu", "fabric", "storage", "jobs"}
@@ -28,7 +34,7 @@ def test_one_dashboard_per_view_each_well_formed() -> None:
             assert grid["x"] + grid["w"] <= 24, f"{name}/{panel['title']}: wider than the grid"
             assert (grid["x"], grid["y"]) not in cells, f"{name}/{panel['title']}: overlaps"
             cells.add((grid["x"], grid["y"]))
-            assert panel["datasource"] == DATASOURCE and panel["targets"]
+            assert panel["datasource"] == DashboardView().datasource and panel["targets"]
             assert len({t["refId"] for t in panel["targets"]}) == len(panel["targets"])
         used = {v for p in board["panels"] for t in p["targets"] for v in ("$node",) if v in t["expr"]}
         declared = {f"${v['name']}" for v in board["templating"]["list"]}
@@ -65,4 +71,4 @@ def test_provisioning_points_grafana_at_the_dashboards_and_prometheus() -> None:
     providers = yaml.safe_load(files["dashboards/gpuforge.yaml"])["providers"]
     assert providers[0]["options"]["path"] == "/var/lib/grafana/dashboards/gpuforge"
     source = yaml.safe_load(files["datasources/gpuforge.yaml"])["datasources"][0]
-    assert (source["uid"], source["url"]) == (DATASOURCE["uid"], "http://127.0.0.1:9090")
+    assert (source["uid"], source["url"]) == (PROVISIONED_DATASOURCE_UID, "http://127.0.0.1:9090")

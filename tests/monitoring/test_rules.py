@@ -20,6 +20,7 @@ import yaml
 
 from components.k8s.labels import NODE_LABEL_GROUP
 from components.spec import resolve
+from components.spec.errors import SpecError
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.monitoring import (
     GroupFacts,
@@ -83,14 +84,17 @@ def test_every_alert_has_a_firing_and_a_quiet_case() -> None:
         f"{alert}: no {kind} case"
         for alert in alert_names()
         for kind in ("fires", "quiet")
-        if not cases.get(alert, {}).get(kind)
+        if not cases.get(alert, {}).get(kind) and not (kind == "quiet" and alert in ALWAYS_FIRING)
     ]
     assert not missing, "a rule no test can fire is a defect:\n" + "\n".join(missing)
     assert not set(cases) - set(alert_names()), "tests for alerts that do not exist"
     assert {p.stem for p in CASES} == set(alert_names()), "one test file per alert, named after it"
 
 
-CLUSTER_WIDE = {"ClusterPowerOverBudget", "SlurmJobPendingTooLong"}  # about the cluster, not one node
+# The dead man's switch fires always: it has no quiet case.
+ALWAYS_FIRING = {"Watchdog"}
+# About the cluster, a node group or the monitoring itself, not one node.
+CLUSTER_WIDE = {"ClusterPowerOverBudget", "SlurmJobPendingTooLong", "Watchdog", "NodeGroupTargetsMissing"}
 
 
 def test_each_alert_names_its_runbook_section_and_the_node() -> None:
@@ -233,9 +237,46 @@ def test_alertmanager_routes_each_severity_to_the_receivers_that_asked() -> None
     text = render_monitoring(resolved).files["/etc/prometheus/alertmanager.yml"]
     routes = yaml.safe_load(with_placeholders_filled(text, resolved.spec.monitoring))["route"]["routes"]
     assert {r["receiver"]: r["matchers"] for r in routes} == {
+        "gpuforge-watchdog": ['alertname="Watchdog"'],
         "oncall": ['severity=~"critical"'],
         "platform-channel": ['severity=~"critical|warning"'],
     }
+    assert routes[0]["receiver"] == "gpuforge-watchdog" and "continue" not in routes[0], "Watchdog first, and final"
+
+
+def test_the_dead_mans_switch_hears_watchdog_alone_every_minute(tmp_path: Path) -> None:
+    """monitoring.dead_mans_switch names a receiver: Watchdog goes there every minute, and nothing else does;
+    amtool routes a Watchdog and a critical alert to prove it."""
+    data = load_stack("prod").cluster
+    data["monitoring"]["receivers"]["dms"] = {"type": "webhook", "url": "https://hc-ping.example.com/gpuforge"}
+    data["monitoring"]["dead_mans_switch"] = "dms"
+    resolved = resolve(data)
+    text = with_placeholders_filled(
+        render_monitoring(resolved).files["/etc/prometheus/alertmanager.yml"], resolved.spec.monitoring
+    )
+    config = yaml.safe_load(text)
+    first = config["route"]["routes"][0]
+    assert (first["receiver"], first["repeat_interval"]) == ("dms", "1m")
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(text)
+
+    def receivers(*labels: str) -> str:
+        run = subprocess.run(
+            [tool("amtool"), "config", "routes", "test", "--config.file", str(path), *labels],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        return run.stdout.strip()
+
+    assert receivers("alertname=Watchdog", "severity=none") == "dms"
+    assert "dms" not in receivers("alertname=NodeDown", "severity=critical").split(",")
+
+
+def test_a_dead_mans_switch_must_be_a_receiver() -> None:
+    data = load_stack("prod").cluster
+    data["monitoring"]["dead_mans_switch"] = "healthchecks"
+    with pytest.raises(SpecError) as error:
+        resolve(data)
+    assert "cluster.monitoring.dead_mans_switch: healthchecks is not a receiver" in error.value.report()
 
 
 def test_secrets_are_files_or_placeholders_never_values() -> None:
