@@ -116,7 +116,6 @@ def _variable(name: str, variable: Variable, view: DashboardView) -> dict[str, A
         "type": "query",
         "datasource": view.datasource,
         "query": {"query": query, "refId": name},
-        "definition": query,
         "includeAll": True,
         "multi": True,
         "allValue": ".*",
