@@ -87,10 +87,12 @@ def stack_sources(resolved: ResolvedSpec) -> Sources:
         absent["lustre"] = "the stack declares no Lustre file system"
     if spec.scheduler is None or spec.scheduler.kind != "slurm":
         absent["slurm_collector"] = "the stack has no Slurm scheduler"
-    else:
+    elif on_kubernetes or not spec.scheduler.controller.hosts:
+        # A site's controllers are file_sd targets (render.monitoring.file_sd_targets); the AWS ones are found by
+        # no ec2_sd job, and their security groups do not admit the monitoring group on 9100.
         absent["slurm_collector"] = (
-            "no playbook runs node_exporter with slurm-textfile-collector on the controller, and the controller is "
-            "not a scrape target (docs/monitoring.md, Known limits)"
+            "the Slurm controllers are not scrape targets of this stack's Prometheus (on AWS no ec2_sd job finds "
+            "them and their security group does not admit node_exporter's port; docs/monitoring.md, Known limits)"
         )
     return Sources(absent)
 

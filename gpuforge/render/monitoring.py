@@ -68,6 +68,8 @@ KUBE_PROMETHEUS_STACK_NODE_JOB = "node-exporter"
 # The GPU Operator's dcgm-exporter Service carries app: nvidia-dcgm-exporter; gpuforge's ServiceMonitor takes
 # the job from it (jobLabel: app).
 GPU_OPERATOR_DCGM_JOB = "nvidia-dcgm-exporter"
+# The node_group label of a site's Slurm controllers (file_sd).
+SLURM_CONTROLLER_GROUP = "slurm-controller"
 # The file each of node_textfile_collectors' scripts writes into the textfile directory, without .prom.
 TEXTFILE_COLLECTOR_FILES = ("efa", "lustre", "slurm")
 # Kubernetes service discovery's name for a node's gpuforge.dev/node-group label (label names sanitised:
@@ -233,6 +235,10 @@ def rule_params(resolved: ResolvedSpec, monitoring: Monitoring | None = None) ->
             tdp = _gpu_tdp(resolved, first.server.gpu_model) if first.gpus else 0.0
             groups[pool] = GroupFacts(first.gpus, first.node_power_kw * 1000 - tdp * first.gpus, len(hosts))
         planned += resolved.site.facility_kw
+        # Targets without GPUs or a power figure of their own, counted against the plan too (file_sd_targets).
+        scheduler = spec.scheduler
+        if scheduler is not None and scheduler.kind == "slurm" and scheduler.controller.hosts:
+            groups[SLURM_CONTROLLER_GROUP] = GroupFacts(0, 0.0, len(scheduler.controller.hosts))
     lustre = None
     if spec.storage.parallel_fs is not None:
         lustre = "/fsx"  # playbooks/roles/lustre_client's default mount point for FSx
@@ -459,6 +465,17 @@ def file_sd_targets(resolved: ResolvedSpec) -> dict[str, list[dict[str, Any]]]:
             out["node"].append({"targets": [f"{address}:{NODE_EXPORTER_PORT}"], "labels": dict(labels)})
             if host.gpus:
                 out["dcgm"].append({"targets": [f"{address}:{DCGM_EXPORTER_PORT}"], "labels": dict(labels)})
+    # The site's Slurm controllers: node_exporter with slurm-textfile-collector (playbooks/slurm.yml), the only
+    # source of the gpuforge_slurm_* series.
+    scheduler = resolved.spec.scheduler
+    if site is not None and scheduler is not None and scheduler.kind == "slurm":
+        for name, address in sorted(scheduler.controller.hosts.items()):
+            out["node"].append(
+                {
+                    "targets": [f"{address}:{NODE_EXPORTER_PORT}"],
+                    "labels": {"instance": name, "node_group": SLURM_CONTROLLER_GROUP},
+                }
+            )
     mon = resolved.spec.monitoring
     if mon is not None and isinstance(mon.server, SiteHostServer):
         out["node"].append(

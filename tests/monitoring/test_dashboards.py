@@ -110,6 +110,8 @@ def schema_problems(board: dict[str, object]) -> list[str]:
             allowed = tuple(a for a in allowed if a is not type(None))
             # Checked where the schema allows scalars only (a list, a mapping or a model is walked instead).
             scalars = allowed if all(a in (str, int, float, bool) for a in allowed) else ()
+            if float in scalars:
+                scalars = (*scalars, int)  # a JSON number
             if scalars and value is not None and not isinstance(value, (*scalars, enum.Enum)):
                 problems.append(f"{path}.{name}: {value!r} is not {' or '.join(a.__name__ for a in scalars)}")
             types_of(value, f"{path}.{name}")

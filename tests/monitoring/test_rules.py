@@ -215,7 +215,8 @@ def test_on_premises_targets_come_from_the_inventory() -> None:
     bundle = render_monitoring(resolved)
     node = yaml.safe_load(bundle.files["/etc/prometheus/file_sd/node.json"])
     names = {g["labels"]["instance"]: g["targets"] for g in node}
-    assert set(resolved.site.hosts) | {"mon-01"} == set(names) if resolved.site else False
+    assert set(resolved.site.hosts) | {"mon-01", "slurm-01"} == set(names) if resolved.site else False
+    assert names["slurm-01"] == ["10.64.1.6:9100"], "the controller: the Slurm collector's series"
     assert names["dgx-a01"] == ["10.64.1.11:9100"]
     dcgm = yaml.safe_load(bundle.files["/etc/prometheus/file_sd/dcgm.json"])
     assert {g["labels"]["instance"] for g in dcgm} == set(resolved.site.hosts) if resolved.site else False
