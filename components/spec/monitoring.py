@@ -93,6 +93,11 @@ class ReceiverBase(SpecModel):
         min_length=1,
         description="Severities routed to this receiver: critical, warning.",
     )
+    teams: list[Name] = Field(
+        default_factory=list,
+        description="Only alerts of these teams (keys of kubernetes.platform.teams): those on a GPU a team's pod "
+        "holds carry its team. Empty: every alert of the severities.",
+    )
 
 
 class WebhookReceiver(ReceiverBase):
@@ -263,6 +268,18 @@ def check_monitoring(spec: ClusterSpec) -> list[SpecIssue]:
                 "set kubernetes.platform.prometheus_operator: true, or run Prometheus on a node group",
             )
         )
+    declared = set(spec.kubernetes.platform.teams) if spec.kubernetes is not None else set()
+    for name, receiver in mon.receivers.items():
+        unknown = [t for t in receiver.teams if t not in declared]
+        if unknown:
+            issues.append(
+                SpecIssue(
+                    f"{SECTION}.receivers.{name}.teams",
+                    f"{', '.join(unknown)} is not a team "
+                    f"(kubernetes.platform.teams: {', '.join(sorted(declared)) or 'none'})",
+                    "name a declared team, or remove teams to route every alert of the severities",
+                )
+            )
     if mon.dead_mans_switch is not None and mon.dead_mans_switch not in mon.receivers:
         issues.append(
             SpecIssue(

@@ -29,6 +29,7 @@ SOURCES: dict[str, str] = {
     "lustre": "a Lustre file system on the training nodes, seen by node_exporter and the lustre-client collector",
     "slurm_collector": "slurm-textfile-collector on a Slurm controller that Prometheus scrapes",
     "textfile": "gpuforge's textfile collectors in the node_exporter role's textfile directory",
+    "pod_attribution": "dcgm-exporter's pod labels (Kubernetes mode) and the spec's team namespaces",
 }
 
 
@@ -85,6 +86,10 @@ def stack_sources(resolved: ResolvedSpec) -> Sources:
         )
     elif not lustre:
         absent["lustre"] = "the stack declares no Lustre file system"
+    if not on_kubernetes:
+        absent["pod_attribution"] = "no Kubernetes GPU Operator: dcgm-exporter runs on the hosts, outside pods"
+    elif spec.kubernetes is None or not spec.kubernetes.platform.teams:
+        absent["pod_attribution"] = "the stack declares no kubernetes.teams"
     if spec.scheduler is None or spec.scheduler.kind != "slurm":
         absent["slurm_collector"] = "the stack has no Slurm scheduler"
     elif on_kubernetes or not spec.scheduler.controller.hosts:

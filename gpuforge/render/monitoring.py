@@ -115,6 +115,7 @@ class AlertGroup(_Data):
 class RecordingRule(_Data):
     record: str
     expr: str
+    needs: tuple[str, ...] = ()  # series sources (exporters.SOURCES) without which the rule is left out
 
 
 class RecordingGroup(_Data):
@@ -200,6 +201,7 @@ class RuleParams:
             "node_job": self.node_job,
             "dcgm_job": self.dcgm_job,
             "pue": f"{self.pue:g}",
+            "evaluation_interval_s": str(self.evaluation_interval_s),
             "power_budget_kw": f"{budget:g}" if budget is not None else None,
             "power_alert_percent": f"{self.power_alert_fraction * 100:g}",
             "power_alert_kw": f"{budget * self.power_alert_fraction:g}" if budget is not None else None,
@@ -256,6 +258,7 @@ def rule_params(resolved: ResolvedSpec, monitoring: Monitoring | None = None) ->
         dcgm_job=GPU_OPERATOR_DCGM_JOB if on_k8s else "dcgm",
         group_targets_job=GPU_OPERATOR_DCGM_JOB if on_k8s else "node",
         sources=sources,
+
     )
     if mon is None:
         return params
@@ -320,7 +323,11 @@ def rule_groups(params: RuleParams) -> list[dict[str, Any]]:
             {
                 "name": rgroup.name,
                 "interval": interval,
-                "rules": [{"record": r.record, "expr": _fill(r.expr, values)} for r in rgroup.rules],
+                "rules": [
+                    {"record": r.record, "expr": _fill(r.expr, values)}
+                    for r in rgroup.rules
+                    if params.sources.missing(r.needs) is None
+                ],
             }
         )
     left_out = left_out_alerts(params)
@@ -526,6 +533,13 @@ def prometheus_config(resolved: ResolvedSpec, paths: Paths | None = None) -> dic
     }
 
 
+def namespace_teams(resolved: ResolvedSpec) -> dict[str, str]:
+    """Kubernetes namespace -> the team the spec gives it (kubernetes.platform.teams)."""
+    kubernetes = resolved.spec.kubernetes
+    teams = kubernetes.platform.teams if kubernetes is not None else {}
+    return {team.namespace_for(name): name for name, team in teams.items()}
+
+
 def kubernetes_monitors(resolved: ResolvedSpec, server: KubernetesServer) -> list[dict[str, Any]]:
     """Objects the operator needs beside the rules: the GPU Operator's dcgm-exporter, with the labels
     the operator selects (the platform's own ServiceMonitor carries no release label)."""
@@ -553,6 +567,18 @@ def kubernetes_monitors(resolved: ResolvedSpec, server: KubernetesServer) -> lis
                         "relabelings": [
                             {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "instance"},
                             {"sourceLabels": [NODE_GROUP_META_LABEL], "targetLabel": "node_group"},
+                        ],
+                        # A GPU a pod holds carries the pod's namespace (dcgm-exporter's Kubernetes mode; exported_
+                        # because the target's own namespace label is gpu-operator's): its team, from the spec,
+                        # on every series, so alerts carry it and route to the team's receiver.
+                        "metricRelabelings": [
+                            {
+                                "sourceLabels": ["exported_namespace"],
+                                "regex": re.escape(namespace),
+                                "targetLabel": "team",
+                                "replacement": team,
+                            }
+                            for namespace, team in sorted(namespace_teams(resolved).items())
                         ],
                     }
                 ],
@@ -680,7 +706,8 @@ def alertmanager_config(
     routes += [
         {
             "receiver": name,
-            "matchers": [f'severity=~"{"|".join(r.severities)}"'],
+            "matchers": [f'severity=~"{"|".join(r.severities)}"']
+            + ([f'team=~"{"|".join(r.teams)}"'] if r.teams else []),
             "continue": True,
         }
         for name, r in sorted(monitoring.receivers.items())
