@@ -22,7 +22,7 @@ from gpuforge.render.dashboards import (
 from gpuforge.render.monitoring import dashboard_view
 from tests.support import skip_or_fail
 
-EXPECTED = {"cluster", "node", "gpu", "fabric", "storage", "jobs"}
+EXPECTED = {"cluster", "node", "gpu", "fabric", "storage", "jobs", "teams"}
 
 
 def test_one_dashboard_per_view_each_well_formed() -> None:
