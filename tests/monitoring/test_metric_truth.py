@@ -16,7 +16,6 @@ and (b) exported as that stack configures the exporter. Nothing here is a hand-w
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 import shutil
@@ -50,6 +49,7 @@ from tests.monitoring.test_collectors import (
     sysfs_device,
 )
 from tests.monitoring.test_rules import monitored_stacks, tool
+from tests.standins.dcgm_exporter import counter_records
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "monitoring"
@@ -85,12 +85,12 @@ def dcgm_known(version: str) -> frozenset[str]:
 def parse_counters(text: str, version: str) -> set[str]:
     """A counters file as dcgm-exporter reads it (ReadCSVFile, ExtractCounters): every problem it would stop
     at fails here."""
-    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    try:
+        records = counter_records(text)
+    except ValueError as error:
+        raise AssertionError(str(error)) from None
     names = set()
-    for record in csv.reader(lines):
-        fields = [f.strip(" ") for f in record]
-        assert len(fields) == 3, f"dcgm-exporter stops at {record}: expected 3 fields"
-        name, kind, _ = fields
+    for name, kind, _ in records:
         assert name in dcgm_known(version), f"dcgm-exporter {version} stops at {name}: could not find DCGM field"
         assert kind in PROM_TYPES, f"{name}: dcgm-exporter knows no Prometheus type {kind!r}"
         names.add(name)
