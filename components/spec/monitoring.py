@@ -166,6 +166,17 @@ def receiver_secret_names(monitoring: Monitoring) -> dict[str, str]:
     return out
 
 
+# --- durability ------------------------------------------------------------------------------
+
+
+class RemoteWrite(SpecModel):
+    kind: Literal["amp"] = Field(
+        description="amp: an Amazon Managed Service for Prometheus workspace the program declares; Prometheus "
+        "writes every sample there, signed with SigV4 as its node's instance role (granted aps:RemoteWrite on "
+        "that workspace only), so a lost services node loses no history."
+    )
+
+
 # --- the section -----------------------------------------------------------------------------
 
 
@@ -178,6 +189,12 @@ class Monitoring(SpecModel):
     scrape_interval_s: int = Field(default=30, ge=5, le=300, description="Scrape and rule evaluation interval, s.")
     receivers: dict[Name, Receiver] = Field(
         min_length=1, description="Who is told, keyed by name: webhook, email, slack or pagerduty."
+    )
+    remote_write: RemoteWrite | None = Field(
+        default=None,
+        description="Write the samples beyond the monitoring node as well: {kind: amp} on the aws placement, "
+        "where Prometheus runs on a node group (server.kind node_group). Default: none, history lives on the "
+        "data volume only.",
     )
     dead_mans_switch: Name | None = Field(
         default=None,
@@ -266,6 +283,15 @@ def check_monitoring(spec: ClusterSpec) -> list[SpecIssue]:
                 f"{where}.kind",
                 "kubernetes needs the Prometheus operator in the cluster",
                 "set kubernetes.platform.prometheus_operator: true, or run Prometheus on a node group",
+            )
+        )
+    if mon.remote_write is not None and (kind != "aws" or not isinstance(server, NodeGroupServer)):
+        issues.append(
+            SpecIssue(
+                f"{SECTION}.remote_write",
+                f"kind {mon.remote_write.kind} needs Prometheus on a node group of an AWS placement (its instance "
+                f"role signs the writes); this stack has placement {kind} and server kind {server.kind}",
+                "set monitoring.server to {kind: node_group, node_group: <a services group>}, or remove remote_write",
             )
         )
     declared = set(spec.kubernetes.platform.teams) if spec.kubernetes is not None else set()

@@ -68,6 +68,9 @@ KUBE_PROMETHEUS_STACK_NODE_JOB = "node-exporter"
 # The GPU Operator's dcgm-exporter Service carries app: nvidia-dcgm-exporter; gpuforge's ServiceMonitor takes
 # the job from it (jobLabel: app).
 GPU_OPERATOR_DCGM_JOB = "nvidia-dcgm-exporter"
+# prometheus.yml's remote write URL where the stack writes to AMP: a placeholder the prometheus role fills from
+# prometheus_remote_write_url (the stack output monitoring.remoteWrite.url), with its [[ ]] delimiters.
+REMOTE_WRITE_URL_PLACEHOLDER = "[[ prometheus_remote_write_url ]]"
 # The node_group label of a site's Slurm controllers (file_sd).
 SLURM_CONTROLLER_GROUP = "slurm-controller"
 # The file each of node_textfile_collectors' scripts writes into the textfile directory, without .prom.
@@ -519,6 +522,15 @@ def prometheus_config(resolved: ResolvedSpec, paths: Paths | None = None) -> dic
                 scrape.append(sd)
             else:
                 existing["file_sd_configs"] = sd["file_sd_configs"]
+    remote: dict[str, Any] = {}
+    if mon is not None and mon.remote_write is not None and spec.region is not None:
+        # The workspace's URL exists once `pulumi up` made it (stack output monitoring.remoteWrite.url): the prometheus
+        # role fills it in (prometheus_remote_write_url); SigV4 signs as the node's instance role.
+        remote = {
+            "remote_write": [
+                {"url": REMOTE_WRITE_URL_PLACEHOLDER, "sigv4": {"region": spec.region}, "send_exemplars": False}
+            ]
+        }
     return {
         "global": {
             "scrape_interval": f"{interval}s",
@@ -530,6 +542,7 @@ def prometheus_config(resolved: ResolvedSpec, paths: Paths | None = None) -> dic
         "alerting": {"alertmanagers": [{"static_configs": [{"targets": [paths.alertmanager_address]}]}]},
         "rule_files": [paths.rules],
         "scrape_configs": scrape,
+        **remote,
     }
 
 
