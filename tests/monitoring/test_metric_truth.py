@@ -231,19 +231,25 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serving(command: list[str], port: int) -> Iterator[str]:
+def serving(command: list[str], port: int, ready: str) -> Iterator[str]:
+    """The /metrics text of *command* once it shows *ready* (Prometheus serves its rule groups' series only
+    after the rule manager has loaded them)."""
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while True:
+            text = ""
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
-                    yield response.read().decode()
-                    return
+                    text = response.read().decode()
             except OSError:
-                if time.monotonic() > deadline or process.poll() is not None:
+                if process.poll() is not None:
                     raise
-                time.sleep(0.3)
+            if ready in text:
+                yield text
+                return
+            assert time.monotonic() < deadline, f"{command[0]} never served {ready}"
+            time.sleep(0.3)
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -266,12 +272,12 @@ def self_metric_names(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
     port = _free_port()
     command = [prometheus, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
                f"--web.listen-address=127.0.0.1:{port}"]  # fmt: skip
-    with serving(command, port) as text:
+    with serving(command, port, ready="prometheus_rule_group_rules{") as text:
         names |= {line.split("{")[0].split()[0] for line in text.splitlines() if line and line[0] != "#"}
     port = _free_port()
     command = [alertmanager, f"--config.file={tmp / 'am.yml'}", f"--storage.path={tmp / 'am'}",
                f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="]  # fmt: skip
-    with serving(command, port) as text:
+    with serving(command, port, ready="alertmanager_notifications_failed_total{") as text:
         names |= {line.split("{")[0].split()[0] for line in text.splitlines() if line and line[0] != "#"}
     return names
 
