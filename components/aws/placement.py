@@ -10,12 +10,12 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.catalog.aws_wiring import load_aws_wiring
-from components.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsClass
-from components.k8s.alerting import declare_alert_routing, operator_monitoring
-from components.spec import ResolvedSpec
-from components.spec.models import Tier
-from components.spec.monitoring import NodeGroupServer, receiver_secret_names
+from gpuforge.catalog.aws_wiring import load_aws_wiring
+from gpuforge.infra.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsClass
+from gpuforge.infra.k8s.alerting import declare_alert_routing, operator_monitoring
+from gpuforge.spec import ResolvedSpec
+from gpuforge.spec.models import Tier
+from gpuforge.spec.monitoring import NodeGroupServer, receiver_secret_names
 
 from .alert_secrets import AlertSecrets, AlertSecretsArgs
 from .bastion import Bastion, BastionArgs
@@ -167,7 +167,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
     slurm_outputs: dict[str, Any] = {}
     slurm: SlurmControlPlane | None = None
     # An AWS control plane only for controllers on AWS: a hybrid Slurm burst keeps its controller on the
-    # site (components/hybrid/slurm_burst.py) and hands this function no scheduler.
+    # site (gpuforge/infra/hybrid/slurm_burst.py) and hands this function no scheduler.
     if sched is not None:
         slurm = SlurmControlPlane(
             f"{name}-slurm",

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from components.catalog.models import CatalogError
+from gpuforge.catalog.models import CatalogError
 
 CHARTS_FILE = Path(__file__).resolve().parent / "data" / "charts.yaml"
 

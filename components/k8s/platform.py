@@ -16,7 +16,7 @@ on-premises cluster's kubeconfig): the same code for every placement.
   on EKS with the team's IAM role), NetworkPolicies that keep training pods away from
   management services, and PriorityClasses.
 
-Chart versions come from the catalog (components/catalog/data/charts.yaml). Helm charts are
+Chart versions come from the catalog (gpuforge/catalog/data/charts.yaml). Helm charts are
 `helm.v3.Release` resources (one resource each, values as inputs); everything else is a typed
 pulumi_kubernetes object, so the plan shows it and tests validate it against the schemas.
 """
@@ -31,9 +31,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from components.catalog.charts import ChartPin, Charts, load_charts
-from components.catalog.kubelet import NodeKind, load_kubelet_reservation
-from components.spec.models import Fabric, Platform, PodsReady
+from gpuforge.catalog.charts import ChartPin, Charts, load_charts
+from gpuforge.catalog.kubelet import NodeKind, load_kubelet_reservation
+from gpuforge.spec.models import Fabric, Platform, PodsReady
 from gpuforge.render.exporters import dcgm_counters_csv
 
 from .labels import NODE_LABEL_GPU_MODEL, TEAM_LABEL
@@ -66,7 +66,7 @@ class GpuPool:
     cpus_per_node: int
     memory_mib_per_node: int
     fabric_devices_per_node: int = 0  # EFA interfaces, or RDMA shared devices exposed per node
-    node_kind: NodeKind = "eks"  # whose kubelet reservation applies (components/catalog/data/kubelet.yaml)
+    node_kind: NodeKind = "eks"  # whose kubelet reservation applies (gpuforge/catalog/data/kubelet.yaml)
     taints: tuple[Taint, ...] = ()  # what the nodes register with: every node agent and flavor tolerates them
 
     @property
@@ -114,7 +114,7 @@ class GpuPlatformArgs:
     private_https_endpoints: dict[str, int] = field(default_factory=dict)
     charts: Charts = field(default_factory=load_charts)
     # The platform's own dcgm-exporter ServiceMonitor under the Prometheus operator; off when the stack's
-    # monitoring section declares its labelled one (components/k8s/alerting.py), so GPUs are scraped once.
+    # monitoring section declares its labelled one (gpuforge/infra/k8s/alerting.py), so GPUs are scraped once.
     dcgm_service_monitor: bool = True
 
 

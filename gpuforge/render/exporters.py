@@ -14,11 +14,11 @@ from pathlib import Path
 
 import yaml
 
-from components.spec import ResolvedSpec
-from components.spec.monitoring import KubernetesServer
+from gpuforge.spec import ResolvedSpec
+from gpuforge.spec.monitoring import KubernetesServer
 
 ROOT = Path(__file__).resolve().parents[2]
-DCGM_EXPORTER_ROLE = ROOT / "playbooks" / "roles" / "dcgm_exporter"
+DCGM_EXPORTER_ROLE = ROOT / "gpuforge" / "assets" / "playbooks" / "roles" / "dcgm_exporter"
 
 # source -> what produces it (the reason names it when a stack lacks the source)
 SOURCES: dict[str, str] = {

@@ -25,11 +25,11 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from components.catalog.models import AlertmanagerFacts
-from components.k8s.labels import NODE_LABEL_GROUP
-from components.power import GroupLoad, facility_power_kw
-from components.spec import ResolvedSpec
-from components.spec.monitoring import (
+from gpuforge.catalog.models import AlertmanagerFacts
+from gpuforge.render.labels import NODE_LABEL_GROUP
+from gpuforge.spec.power import GroupLoad, facility_power_kw
+from gpuforge.spec import ResolvedSpec
+from gpuforge.spec.monitoring import (
     EmailReceiver,
     KubernetesServer,
     Monitoring,
@@ -46,8 +46,8 @@ from gpuforge.render.dashboards import PROVISIONED_DATASOURCE_UID, DashboardView
 from gpuforge.render.exporters import SOURCES, Sources, stack_sources
 
 ROOT = Path(__file__).resolve().parents[2]
-MONITORING_DIR = ROOT / "monitoring"
-XID_FILE = ROOT / "components" / "catalog" / "data" / "gpu_xids.yaml"
+MONITORING_DIR = ROOT / "gpuforge" / "assets" / "monitoring"
+XID_FILE = ROOT / "gpuforge" / "catalog" / "data" / "gpu_xids.yaml"
 RUNBOOK = "docs/monitoring.md"
 
 # Where the roles put things on the monitoring host (Debian's prometheus packages' layout); tests
@@ -868,7 +868,7 @@ def render_monitoring(
         objects = operator_objects(resolved, srv)
         for kind, file in (("PrometheusRule", "prometheusrule"), ("ServiceMonitor", "servicemonitors")):
             bundle.files[f"kubernetes/{file}.yaml"] = "---\n".join(dump(o) for o in objects if o["kind"] == kind)
-        # The routes and receivers as the program declares them (components/k8s/alerting.py), each secret a
+        # The routes and receivers as the program declares them (gpuforge/infra/k8s/alerting.py), each secret a
         # key of one Secret beside them.
         bundle.files["kubernetes/alertmanagerconfig.yaml"] = dump(
             alertmanager_config_object(mon, srv, resolved.spec.name, timing)
@@ -894,7 +894,7 @@ def render_monitoring(
 
 def operator_objects(resolved: ResolvedSpec, server: KubernetesServer) -> list[dict[str, Any]]:
     """What the Prometheus operator and Grafana read, as the program declares them
-    (components/k8s/alerting.py) and `gpuforge render monitoring` prints them: the rules, the
+    (gpuforge/infra/k8s/alerting.py) and `gpuforge render monitoring` prints them: the rules, the
     ServiceMonitors and the dashboards' ConfigMaps."""
     name = f"gpuforge-{resolved.spec.name}"
     rule = prometheus_rule(rule_params(resolved), name, server.namespace, server.rule_labels)

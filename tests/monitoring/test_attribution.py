@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.spec import resolve
-from components.spec.errors import SpecError
+from gpuforge.spec import resolve
+from gpuforge.spec.errors import SpecError
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.monitoring import alertmanager_yaml, render_monitoring
 from tests.monitoring.test_rules import crd_validator, tool, unit_dir  # noqa: F401 (the fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
-JOB_GPUS = ROOT / "playbooks" / "roles" / "slurm_compute" / "files" / "gpuforge-job-gpus"
-DCGM_ROLE = ROOT / "playbooks" / "roles" / "dcgm_exporter"
+JOB_GPUS = ROOT / "gpuforge" / "assets" / "playbooks" / "roles" / "slurm_compute" / "files" / "gpuforge-job-gpus"
+DCGM_ROLE = ROOT / "gpuforge" / "assets" / "playbooks" / "roles" / "dcgm_exporter"
 
 
 def run_job_gpus(mapping: Path, links: Path, job: str, gpus: str) -> subprocess.CompletedProcess[str]:
@@ -64,12 +64,12 @@ def test_dcgm_exporter_reads_the_directory_the_prolog_writes() -> None:
     assert f'MAPPING_DIR = "{directory}"' in JOB_GPUS.read_text()
     unit = (DCGM_ROLE / "templates" / "dcgm-exporter.service.j2").read_text()
     assert "--hpc-job-mapping-dir {{ dcgm_exporter_hpc_job_mapping_dir }}" in unit
-    tasks = (ROOT / "playbooks" / "roles" / "slurm_compute" / "tasks" / "main.yml").read_text()
+    tasks = (ROOT / "gpuforge" / "assets" / "playbooks" / "roles" / "slurm_compute" / "tasks" / "main.yml").read_text()
     assert "/etc/slurm/prolog.d/60-gpuforge-job-gpus" in tasks and "/etc/slurm/epilog.d/40-gpuforge-job-gpus" in tasks
 
 
 def test_promtool_attributes_gpus_and_gpu_hours(unit_dir: Path) -> None:  # noqa: F811
-    case = ROOT / "monitoring" / "tests" / "recording" / "attribution.yaml"
+    case = ROOT / "gpuforge" / "assets" / "monitoring" / "tests" / "recording" / "attribution.yaml"
     (unit_dir / case.name).write_text(case.read_text())
     run = subprocess.run(
         [tool("promtool"), "test", "rules", case.name], cwd=unit_dir, capture_output=True, text=True, timeout=60

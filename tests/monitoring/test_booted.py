@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from components.spec import ResolvedSpec, resolve
+from gpuforge.spec import ResolvedSpec, resolve
 from gpuforge.nodes.bake import run_playbook
 from gpuforge.render.exporters import dcgm_counters_csv
 from gpuforge.render.monitoring import Paths, RouteTiming, render_monitoring, role_vars
@@ -221,13 +221,13 @@ def configured(
 
     inventory = {"all": {"children": {"monitoring": hosts(mon1), "exporters": hosts(mon2)}}}
     results = {}
-    for playbook in (REPO / "playbooks" / "monitoring.yml", HERE / "playbooks" / "exporters.yml"):
+    for playbook in (REPO / "gpuforge" / "assets" / "playbooks" / "monitoring.yml", HERE / "playbooks" / "exporters.yml"):
         result = run_playbook(playbook, inventory, extravars=extravars)
         if not result.ok:
             journal = mon1.run("journalctl --no-pager -n 30 -u prometheus -u prometheus-alertmanager", root=True)
             pytest.fail(f"{[f'{f.host} {f.task}: {f.message}' for f in result.failures]}\n{journal.stdout}")
         results[playbook.name] = result
-    again = run_playbook(REPO / "playbooks" / "monitoring.yml", inventory, extravars=extravars)
+    again = run_playbook(REPO / "gpuforge" / "assets" / "playbooks" / "monitoring.yml", inventory, extravars=extravars)
     if not (again.ok and again.changed == 0):
         changed = [line for line in again.stdout.splitlines() if line.startswith(("changed:", "TASK", "failed:"))]
         journal = mon1.run("journalctl --no-pager -n 40 -u prometheus -u prometheus-alertmanager", root=True)

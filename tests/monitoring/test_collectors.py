@@ -13,7 +13,7 @@ import pytest
 from tests.support import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
-FILES = ROOT / "playbooks" / "roles" / "node_textfile_collectors" / "files"
+FILES = ROOT / "gpuforge" / "assets" / "playbooks" / "roles" / "node_textfile_collectors" / "files"
 SLURM = ROOT / "tests" / "fixtures" / "monitoring" / "slurm"
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.spec import resolve
+from gpuforge.spec import resolve
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.dashboards import (
     PROVISIONED_DATASOURCE_UID,

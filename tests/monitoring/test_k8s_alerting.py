@@ -14,9 +14,9 @@ import pytest
 import yaml
 from pulumi.runtime import rpc
 
-from components.k8s.alerting import declare_alert_routing
-from components.spec import resolve
-from components.spec.monitoring import receiver_secret_names
+from gpuforge.infra.k8s.alerting import declare_alert_routing
+from gpuforge.spec import resolve
+from gpuforge.spec.monitoring import receiver_secret_names
 from gpuforge.plan import engine
 from gpuforge.plan.engine import SECRET
 from gpuforge.plan.model import Plan, PlanResource

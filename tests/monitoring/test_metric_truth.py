@@ -34,9 +34,9 @@ import promql_parser
 import pytest
 import yaml
 
-from components.catalog.charts import load_charts
-from components.k8s.platform import gpu_operator_values
-from components.spec import ResolvedSpec, resolve
+from gpuforge.catalog.charts import load_charts
+from gpuforge.infra.k8s.platform import gpu_operator_values
+from gpuforge.spec import ResolvedSpec, resolve
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.dashboards import GRAFANA_DEFAULTS
 from gpuforge.render.exporters import DCGM_EXPORTER_ROLE, SOURCES
@@ -176,7 +176,7 @@ def enabled_collectors(args: list[str], textfile_dir: bool) -> set[str]:
 
 
 def host_node_collectors() -> set[str]:
-    role = ROOT / "playbooks" / "roles" / "node_exporter"
+    role = ROOT / "gpuforge" / "assets" / "playbooks" / "roles" / "node_exporter"
     defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text())
     args = jinja2.Template((role / "templates" / "defaults.j2").read_text()).render(defaults)
     flags = args.split('"')[1].split()
@@ -216,7 +216,7 @@ def textfile_names(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[st
 def test_the_stale_textfile_alert_watches_the_files_the_collectors_write() -> None:
     from gpuforge.render.monitoring import TEXTFILE_COLLECTOR_FILES
 
-    scripts = ROOT / "playbooks" / "roles" / "node_textfile_collectors" / "files"
+    scripts = ROOT / "gpuforge" / "assets" / "playbooks" / "roles" / "node_textfile_collectors" / "files"
     written = {m for p in scripts.iterdir() for m in re.findall(r'"(\w+)\.prom"', p.read_text())}
     assert written == set(TEXTFILE_COLLECTOR_FILES)
 

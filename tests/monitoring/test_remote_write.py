@@ -13,16 +13,16 @@ from typing import Any
 import pytest
 import yaml
 
-from components.aws.metrics_archive import remote_write_url
-from components.spec import resolve
-from components.spec.errors import SpecError
+from gpuforge.infra.aws.metrics_archive import remote_write_url
+from gpuforge.spec import resolve
+from gpuforge.spec.errors import SpecError
 from gpuforge.plan.engine import plan_stack
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.monitoring import REMOTE_WRITE_URL_PLACEHOLDER, Paths, render_monitoring
 from tests.monitoring.test_rules import tool
 
 ROOT = Path(__file__).resolve().parents[2]
-ROLE = ROOT / "playbooks" / "roles" / "prometheus"
+ROLE = ROOT / "gpuforge" / "assets" / "playbooks" / "roles" / "prometheus"
 WORKSPACE_URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123abcd-4567-89ef-0123-456789abcdef/"
 
 

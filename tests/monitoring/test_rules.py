@@ -18,9 +18,9 @@ import jsonschema
 import pytest
 import yaml
 
-from components.k8s.labels import NODE_LABEL_GROUP
-from components.spec import resolve
-from components.spec.errors import SpecError
+from gpuforge.render.labels import NODE_LABEL_GROUP
+from gpuforge.spec import resolve
+from gpuforge.spec.errors import SpecError
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.monitoring import (
     GroupFacts,
@@ -38,7 +38,7 @@ from tests.monitoring.test_alertmanager_versions import with_placeholders_filled
 from tests.support import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
-TESTS = ROOT / "monitoring" / "tests"
+TESTS = ROOT / "gpuforge" / "assets" / "monitoring" / "tests"
 CASES = sorted(p for p in TESTS.glob("*.yaml") if p.name != "params.yaml")
 CRDS = ROOT / "tests" / "fixtures" / "k8s" / "crds"  # verbatim upstream CRDs (tests/fixtures/k8s/SOURCES.md)
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
