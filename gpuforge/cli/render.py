@@ -37,7 +37,8 @@ def monitoring(
     ] = None,
 ) -> None:
     """The Prometheus configuration, rules (or PrometheusRule objects) and Alertmanager routes a stack gets.
-    Receiver secrets show as the files Alertmanager reads and the Pulumi config keys that fill them."""
+    Receiver secrets show as the files Alertmanager reads and the Pulumi config keys that fill them; alerts
+    whose series the stack's hardware, exporters or scheduler do not produce are listed as left out, with why."""
     from gpuforge.plan.stacks import load_stack
     from gpuforge.plan.validation import check_stack
     from gpuforge.render.monitoring import render_monitoring
@@ -51,12 +52,16 @@ def monitoring(
         err.print(f"[bold red]error[/]: {escape(stack)} declares no monitoring section (see docs/monitoring.md)")
         raise typer.Exit(2)
     bundle = render_monitoring(resolved)
+    left_out = "".join(f"# {alert}: {why}\n" for alert, why in bundle.left_out.items())
     if output is not None:
         for name, text in bundle.files.items():
             target = output / name.lstrip("/")
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)
             out.print(f"wrote {target}")
+        if left_out:
+            (output / "left-out.txt").write_text(left_out)
+            out.print(f"wrote {output / 'left-out.txt'} (alerts this stack does not get, and why)")
         return
     grafana = [name for name in bundle.files if "grafana" in name or name.endswith("dashboards.yaml")]
     for name, text in bundle.files.items():
@@ -64,6 +69,8 @@ def monitoring(
             sys.stdout.write(f"# --- {name}\n{text}")
     sys.stdout.write("# --- Grafana dashboards and provisioning (written with --output)\n")
     sys.stdout.writelines(f"# {name}\n" for name in grafana)
+    if left_out:
+        sys.stdout.write("# --- alerts left out: the series they read do not exist on this stack\n" + left_out)
     if bundle.secret_keys:
         sys.stdout.write("# --- secrets (the alertmanager role's files or a Kubernetes Secret's keys; never values)\n")
         for path, key in bundle.secret_keys.items():

@@ -113,6 +113,11 @@ class ReceiverBase(SpecModel):
         min_length=1,
         description="Severities routed to this receiver: critical, warning.",
     )
+    teams: list[Name] = Field(
+        default_factory=list,
+        description="Only alerts of these teams (keys of kubernetes.platform.teams): those on a GPU a team's pod "
+        "holds carry its team. Empty: every alert of the severities.",
+    )
 
 
 class WebhookReceiver(ReceiverBase):
@@ -200,6 +205,17 @@ def receiver_secret_names(monitoring: Monitoring) -> dict[str, str]:
     return out
 
 
+# --- durability ------------------------------------------------------------------------------
+
+
+class RemoteWrite(SpecModel):
+    kind: Literal["amp"] = Field(
+        description="amp: an Amazon Managed Service for Prometheus workspace the program declares; Prometheus "
+        "writes every sample there, signed with SigV4 as its node's instance role (granted aps:RemoteWrite on "
+        "that workspace only), so a lost services node loses no history."
+    )
+
+
 # --- the section -----------------------------------------------------------------------------
 
 
@@ -212,6 +228,19 @@ class Monitoring(SpecModel):
     scrape_interval_s: int = Field(default=30, ge=5, le=300, description="Scrape and rule evaluation interval, s.")
     receivers: dict[Name, Receiver] = Field(
         min_length=1, description="Who is told, keyed by name: webhook, email, slack or pagerduty."
+    )
+    remote_write: RemoteWrite | None = Field(
+        default=None,
+        description="Write the samples beyond the monitoring node as well: {kind: amp} on the aws placement, "
+        "where Prometheus runs on a node group (server.kind node_group). Default: none, history lives on the "
+        "data volume only.",
+    )
+    dead_mans_switch: Name | None = Field(
+        default=None,
+        description="Key of a receiver in receivers that gets the always-firing Watchdog alert, and nothing else "
+        "(a webhook to a dead man's switch service, e.g. healthchecks.io or PagerDuty's): when it stops "
+        "arriving, Prometheus, Alertmanager or the path between them is down. Without one Watchdog goes to a "
+        "receiver that sends nothing.",
     )
     power_budget_kw: float | None = Field(
         default=None,
@@ -293,6 +322,35 @@ def check_monitoring(spec: ClusterSpec) -> list[SpecIssue]:
                 f"{where}.kind",
                 "kubernetes needs the Prometheus operator in the cluster",
                 "set kubernetes.platform.prometheus_operator: true, or run Prometheus on a node group",
+            )
+        )
+    if mon.remote_write is not None and (kind != "aws" or not isinstance(server, NodeGroupServer)):
+        issues.append(
+            SpecIssue(
+                f"{SECTION}.remote_write",
+                f"kind {mon.remote_write.kind} needs Prometheus on a node group of an AWS placement (its instance "
+                f"role signs the writes); this stack has placement {kind} and server kind {server.kind}",
+                "set monitoring.server to {kind: node_group, node_group: <a services group>}, or remove remote_write",
+            )
+        )
+    declared = set(spec.kubernetes.platform.teams) if spec.kubernetes is not None else set()
+    for name, receiver in mon.receivers.items():
+        unknown = [t for t in receiver.teams if t not in declared]
+        if unknown:
+            issues.append(
+                SpecIssue(
+                    f"{SECTION}.receivers.{name}.teams",
+                    f"{', '.join(unknown)} is not a team "
+                    f"(kubernetes.platform.teams: {', '.join(sorted(declared)) or 'none'})",
+                    "name a declared team, or remove teams to route every alert of the severities",
+                )
+            )
+    if mon.dead_mans_switch is not None and mon.dead_mans_switch not in mon.receivers:
+        issues.append(
+            SpecIssue(
+                f"{SECTION}.dead_mans_switch",
+                f"{mon.dead_mans_switch} is not a receiver (receivers: {', '.join(mon.receivers)})",
+                "name a receiver declared under monitoring.receivers, e.g. a webhook to the dead man's switch service",
             )
         )
     return issues

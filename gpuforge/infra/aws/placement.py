@@ -23,6 +23,7 @@ from .eks import EksCluster, EksClusterArgs
 from .iam import fsx_key_grant_policy
 from .image_pipeline import ImagePipeline, ImagePipelineArgs
 from .irsa import ROLE_ARN_ANNOTATION, ServiceAccount, ServiceAccountRoles, ServiceAccountRolesArgs, controller_role
+from .metrics_archive import MetricsArchive, MetricsArchiveArgs
 from .network import SegmentedNetwork, SegmentedNetworkArgs
 from .node_group import CLUSTER_TAG, EksAttachment, GpuNodeGroup, GpuNodeGroupArgs, LustreMount, node_group_props
 from .session_manager import SessionManagerPreferences, SessionManagerPreferencesArgs
@@ -313,6 +314,18 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
             opts=child,
         )
         monitoring_outputs["monitoring"] = {"server": spec.monitoring.server.kind, "alertSecretArns": secrets.arns}
+        if spec.monitoring.remote_write is not None and reader is not None:
+            # Checked before anything is declared: remote_write needs a node group server (check_monitoring).
+            archive = MetricsArchive(
+                f"{name}-metrics-archive",
+                MetricsArchiveArgs(spec.name, reader.role_name, spec.protected),
+                opts=child,
+            )
+            # The prometheus role's prometheus_remote_write_url (gpuforge render monitoring leaves a placeholder).
+            monitoring_outputs["monitoring"]["remoteWrite"] = {
+                "workspaceArn": archive.workspace_arn,
+                "url": archive.url,
+            }
         if kube_provider is not None:
             declare_alert_routing(
                 f"{name}-alert-routing",
