@@ -11,6 +11,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.catalog.aws_wiring import load_aws_wiring
+from components.catalog.flows import load_flows
 from components.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsClass
 from components.k8s.alerting import declare_alert_routing, operator_monitoring
 from components.spec import ResolvedSpec
@@ -176,6 +177,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 subnet_ids=network.subnet_ids,
                 security_group_ids=network.security_group_ids,
                 kms_key_arn=key.arn,
+                vpc_id=network.vpc_id,
                 tags=tags,
             ),
             opts=child,
@@ -312,6 +314,8 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
             ),
             opts=child,
         )
+        if reader is not None and isinstance(server, NodeGroupServer):
+            _service_discovery_policy(f"{name}-{server.node_group}", reader.role_name, child)
         monitoring_outputs["monitoring"] = {"server": spec.monitoring.server.kind, "alertSecretArns": secrets.arns}
         if kube_provider is not None:
             declare_alert_routing(
@@ -358,6 +362,15 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
     return AwsCluster(
         outputs, network, eks, platform, kube_provider, {n: g.role_name for n, g in groups.items()}
     )
+
+
+def _service_discovery_policy(name: str, role_name: pulumi.Input[str], child: pulumi.ResourceOptions) -> None:
+    """What Prometheus on a node group calls to find its targets (ec2_sd_configs), from the flow model's
+    aws_calls (components/catalog/data/flows.yaml; checked by wiring-flows-iam). EC2's Describe calls take no
+    resource-level permissions, hence "*"."""
+    actions = load_flows().actions("monitoring")
+    policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}]}
+    aws.iam.RolePolicy(f"{name}-service-discovery", role=role_name, policy=json.dumps(policy), opts=child)
 
 
 def _image_pipeline(

@@ -62,6 +62,12 @@ class ResolvedScheduler:
         return marked[0] if marked else next(iter(self.spec.partitions))
 
 
+# The gpuforge:node-group tag value the AWS controllers carry, so Prometheus' ec2_sd selects them beside the node
+# groups (components/aws/slurm.py, gpuforge/render/monitoring.py). A node group's name cannot take it: names
+# have no underscore (models.NAME_PATTERN).
+CONTROLLER_NODE_GROUP = "slurm_controllers"
+
+
 def secret_names(cluster: str) -> dict[str, str]:
     """Secrets Manager names of the Slurm secrets: the AWS program creates them, nodes read them, the
     rendered configuration names them. Never the values."""

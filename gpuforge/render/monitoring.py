@@ -25,10 +25,12 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from components.catalog.flows import load_flows
 from components.catalog.models import AlertmanagerFacts
 from components.k8s.labels import NODE_LABEL_GROUP
 from components.power import GroupLoad, facility_power_kw
 from components.spec import ResolvedSpec
+from components.spec.scheduler_checks import CONTROLLER_NODE_GROUP
 from components.spec.monitoring import (
     EmailReceiver,
     KubernetesServer,
@@ -54,8 +56,9 @@ RUNBOOK = "docs/monitoring.md"
 PROMETHEUS_DIR = "/etc/prometheus"
 GRAFANA_DASHBOARDS_DIR = "/var/lib/grafana/dashboards/gpuforge"
 GRAFANA_PROVISIONING_DIR = "/etc/grafana/provisioning"
-NODE_EXPORTER_PORT = 9100  # playbooks/roles/node_exporter
-DCGM_EXPORTER_PORT = 9400  # playbooks/roles/dcgm_exporter
+# The exporters' ports, as the flow model opens them (components/catalog/data/flows.yaml, with their sources).
+NODE_EXPORTER_PORT = load_flows().ports["node_exporter"].ports[0]  # playbooks/roles/node_exporter
+DCGM_EXPORTER_PORT = load_flows().ports["dcgm_exporter"].ports[0]  # playbooks/roles/dcgm_exporter
 PROMETHEUS_PORT = 9090
 ALERTMANAGER_PORT = 9093
 # Kubernetes service discovery's name for a node's gpuforge.dev/node-group label (label names sanitised:
@@ -398,6 +401,17 @@ def file_sd_targets(resolved: ResolvedSpec) -> dict[str, list[dict[str, Any]]]:
             out["node"].append({"targets": [f"{address}:{NODE_EXPORTER_PORT}"], "labels": dict(labels)})
             if host.gpus:
                 out["dcgm"].append({"targets": [f"{address}:{DCGM_EXPORTER_PORT}"], "labels": dict(labels)})
+    sched = resolved.scheduler
+    if site is not None and sched is not None:
+        # A site's Slurm controllers and login hosts are service hosts outside the site's GPU hosts: their
+        # node_exporter (and, on the controller, the Slurm collector's textfile series) is scraped too.
+        service_hosts = {**{c.name: (c.address, CONTROLLER_NODE_GROUP) for c in sched.controllers},
+                         **{n: (a, "slurm_login") for n, a in sched.login_hosts.items()}}
+        for name, (address, group) in sorted(service_hosts.items()):
+            if name in site.hosts or not address:
+                continue
+            labels = {"instance": name, "node_group": group}
+            out["node"].append({"targets": [f"{address}:{NODE_EXPORTER_PORT}"], "labels": labels})
     mon = resolved.spec.monitoring
     if mon is not None and isinstance(mon.server, SiteHostServer):
         out["node"].append(
@@ -420,6 +434,10 @@ def prometheus_config(resolved: ResolvedSpec, paths: Paths | None = None) -> dic
         {"job_name": "alertmanager", "static_configs": [{"targets": [paths.alertmanager_address]}]},
     ]
     cloud = sorted(resolved.node_groups)
+    if cloud and spec.region is not None and spec.placement.kind == "aws" and resolved.scheduler is not None:
+        # The Slurm controllers carry their own gpuforge:node-group value (components/aws/slurm.py): node_exporter
+        # and the Slurm collector's textfile series on them are scraped with the nodes'.
+        cloud.append(CONTROLLER_NODE_GROUP)
     if cloud and spec.region is not None:
         gpu = sorted(n for n, g in resolved.node_groups.items() if g.gpus_per_node)
         scrape.append(_ec2_job("node", NODE_EXPORTER_PORT, spec.region, spec.name, cloud, interval))
