@@ -25,6 +25,7 @@ class _Frozen(BaseModel):
 class Role(_Frozen):
     what: str
     security_group: str  # the control plane's key: a network tier group, "controller" or "database"
+    exclusive: bool = False  # its groups are its own: no other role carries them
 
 
 class PortRange(_Frozen):

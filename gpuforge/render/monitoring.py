@@ -30,7 +30,6 @@ from components.catalog.models import AlertmanagerFacts
 from components.k8s.labels import NODE_LABEL_GROUP
 from components.power import GroupLoad, facility_power_kw
 from components.spec import ResolvedSpec
-from components.spec.scheduler_checks import CONTROLLER_NODE_GROUP
 from components.spec.monitoring import (
     EmailReceiver,
     KubernetesServer,
@@ -44,6 +43,7 @@ from components.spec.monitoring import (
     receiver_secret_names,
     secret_file_name,
 )
+from components.spec.scheduler_checks import CONTROLLER_NODE_GROUP
 from gpuforge.render.dashboards import dashboards, provisioning
 
 ROOT = Path(__file__).resolve().parents[2]
