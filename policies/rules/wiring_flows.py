@@ -135,7 +135,10 @@ class _Network:
 
     def whole_vpc(self, opening: Opening) -> bool:
         nets = [n for p in opening.peers if p.kind == "cidr" and (n := _network(p)) is not None and n.version == 4]
-        return bool(self.vpcs) and any(all(v.subnet_of(n) for v in self.vpcs) for n in nets)  # type: ignore[arg-type]
+        return any(
+            n.prefixlen == 0 or (bool(self.vpcs) and all(v.subnet_of(n) for v in self.vpcs))  # type: ignore[arg-type]
+            for n in nets
+        )
 
     def name(self, urn: str) -> str:
         return self.by_urn[urn].name if urn in self.by_urn else urn
@@ -240,9 +243,9 @@ def flows_security_groups(stack: Stack, ctx: RuleContext) -> Iterator[Violation]
                 if sharing:
                     yield Violation(
                         rule, member.resource.urn,
-                        f"{member.resource.name} ({role}): carries {net.name(group)}, which {', '.join(sharing)} "
-                        f"carry too, so whatever reaches one reaches the other; give the {role} a security group "
-                        f"of its own ({FIX_SOURCE})",
+                        f"{member.resource.name} ({role}): carries {net.name(group)}, also carried by "
+                        f"{', '.join(sharing)}, so whatever reaches one reaches the other; give the {role} a "
+                        f"security group of its own ({FIX_SOURCE})",
                     )
 
     # Unneeded: ingress on a role's group, from a role's group or an address range, that no flow asks for.
@@ -284,7 +287,7 @@ def flows_security_groups(stack: Stack, ctx: RuleContext) -> Iterator[Violation]
                     yield Violation(
                         rule, o.owner.urn,
                         f"{o.owner.name}: admits {o.ports} on {o.group.name} ({target}) from {net.name(source)}, "
-                        f"which {', '.join(strangers)} carry too, and no flow goes from "
+                        f"also carried by {', '.join(strangers)}, and no flow goes from "
                         f"{' or '.join(strangers)} to {target}; reference a group only the {target}'s clients "
                         f"carry ({FIX_SOURCE})",
                     )
