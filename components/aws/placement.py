@@ -28,7 +28,14 @@ from .network import SegmentedNetwork, SegmentedNetworkArgs
 from .node_group import CLUSTER_TAG, EksAttachment, GpuNodeGroup, GpuNodeGroupArgs, LustreMount, node_group_props
 from .session_manager import SessionManagerPreferences, SessionManagerPreferencesArgs
 from .slurm import SlurmControlPlane, SlurmControlPlaneArgs
-from .storage import ClusterKey, LustreFileSystem, LustreFileSystemArgs, ObjectStore, ObjectStoreArgs
+from .storage import (
+    ClusterKey,
+    LustreFileSystem,
+    LustreFileSystemArgs,
+    ObjectStore,
+    ObjectStoreArgs,
+    autoscaling_service_linked_role,
+)
 
 READ_PURPOSES = ("data",)
 WRITE_PURPOSES = ("checkpoints", "artifacts")
@@ -76,7 +83,11 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
     dra_to_kms_buckets = fs_spec is not None and any(
         spec.storage.object_stores[d.object_store].kms for d in fs_spec.data_repository_associations.values()
     )
-    key = ClusterKey(f"{name}-kms", region, spec.protected, fsx_data_repositories=dra_to_kms_buckets, opts=child)
+    placement = spec.placement
+    creates_role = getattr(placement, "autoscaling_service_linked_role", "create") == "create"
+    autoscaling_role = autoscaling_service_linked_role(name, child) if creates_role else None
+    key = ClusterKey(f"{name}-kms", region, spec.protected, fsx_data_repositories=dra_to_kms_buckets,
+                     autoscaling_role=autoscaling_role, opts=child)
     network = SegmentedNetwork(
         f"{name}-net", SegmentedNetworkArgs(spec.network, region, resolved.subnets, key.arn), opts=child
     )
@@ -90,7 +101,8 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
         replica_opts = pulumi.ResourceOptions(parent=parent, providers={"aws": replica_provider})
         replicas[replica_region] = (
             replica_provider,
-            ClusterKey(f"{name}-kms-{replica_region}", replica_region, spec.protected, opts=replica_opts),
+            ClusterKey(f"{name}-kms-{replica_region}", replica_region, spec.protected,
+                       autoscaling_role=autoscaling_role, opts=replica_opts),
         )
 
     stores: dict[str, ObjectStore] = {}
