@@ -1,9 +1,11 @@
 """The Slurm control plane on AWS: controller instance(s), accounting database, shared /home, secrets.
 
 - Controllers: EC2 instances at the fixed management-tier addresses the rendered slurm.conf names
-  (components/spec/scheduler_checks.py), so configless nodes always find them; IMDSv2, encrypted root.
+  (components/spec/scheduler_checks.py), so configless nodes always find them, named by their user data as
+  slurm.conf names them; IMDSv2, encrypted root; a security group of their own.
 - Accounting: Amazon RDS for MariaDB (encrypted with the cluster key, automated backups, Multi-AZ and
-  deletion protection in prod), reachable from the management tier only.
+  deletion protection in prod), in a security group open to the controllers only.
+- Security group rules: one per flow of components/catalog/data/flows.yaml between the roles the stack has.
 - /home: Amazon EFS (encrypted, AWS Backup policy on), mount targets in every AZ's storage subnet,
   NFS from the compute and management tiers, TLS in transit required by the file system's policy (nodes
   mount it with the EFS mount helper, `-o tls`). With a backup controller, a second EFS holds the
