@@ -89,7 +89,9 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
     key = ClusterKey(f"{name}-kms", region, spec.protected, fsx_data_repositories=dra_to_kms_buckets,
                      autoscaling_role=autoscaling_role, opts=child)
     network = SegmentedNetwork(
-        f"{name}-net", SegmentedNetworkArgs(spec.network, region, resolved.subnets, key.arn), opts=child
+        f"{name}-net",
+        SegmentedNetworkArgs(spec.network, region, resolved.subnets, key.arn, lustre=fs_spec is not None),
+        opts=child,
     )
 
     replica_regions = sorted(

@@ -206,3 +206,16 @@ def test_accounting_survives_the_primary_controller() -> None:
     assert f"AccountingStorageBackupHost={names[1]}" in conf
     dbd = (Path(SOURCE_ROOT) / "playbooks/roles/slurm_dbd/templates/slurmdbd.conf.j2").read_text()
     assert "DbdBackupHost={{ slurm_config.accounting.backup_host }}" in dbd
+
+
+def test_a_slurm_stack_without_lustre_opens_no_lnet_ports(tmp_path: Path) -> None:
+    """No flow needs LNet's ports without a Lustre file system: the network opens none, and the plan passes."""
+    from gpuforge.plan.engine import plan_stack
+
+    document = yaml.safe_load((SOURCE_ROOT / "stacks" / "Pulumi.dev.yaml").read_text())
+    del document["config"]["gpuforge:cluster"]["storage"]["parallel_fs"]
+    path = tmp_path / "Pulumi.dev-no-lustre.yaml"
+    path.write_text(yaml.safe_dump(document))
+    plan = plan_stack(str(path))
+    assert not [r for r in plan.resources if "-in-lustre" in r.name]
+    assert flow_violations(plan) == []
