@@ -219,6 +219,11 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 write_bucket_arns=bucket_arns(WRITE_PURPOSES),
                 lustre=LustreMount(lustre.dns_name, lustre.mount_name, efa=fs.efa) if lustre and fs else None,
                 home=slurm.home_file_system_id if slurm is not None and group_name in slurm_groups else None,
+                slurm_controllers=(
+                    {c.name: c.address for c in sched.controllers}
+                    if sched is not None and slurm is not None and group_name in slurm_groups
+                    else {}
+                ),
                 tags=tags,
                 eks=(
                     EksAttachment(eks.name, eks.cluster_security_group_id, kube.version, eks.network_addons)

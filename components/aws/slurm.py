@@ -89,10 +89,11 @@ class SlurmControlPlaneArgs:
     tags: dict[str, str] = field(default_factory=dict)
 
 
-def controller_user_data(hostname: str) -> str:
+def controller_user_data(hostname: str, controllers: dict[str, str]) -> str:
     """The controller's cloud-config (base64, as launch templates take it): the host name slurm.conf's
-    SlurmctldHost, DbdHost and AccountingStorageHost call it by."""
-    return base64.b64encode(render("cloud-init/controller.yaml.j2", hostname=hostname).encode()).decode()
+    SlurmctldHost, DbdHost and AccountingStorageHost call it by, and every controller's name in /etc/hosts."""
+    text = render("cloud-init/controller.yaml.j2", hostname=hostname, controllers=controllers)
+    return base64.b64encode(text.encode()).decode()
 
 
 def flow_roles(resolved: ResolvedSpec) -> set[str]:
@@ -189,7 +190,7 @@ class SlurmControlPlane(pulumi.ComponentResource):
                 subnet_id=args.subnet_ids["management"][controller.availability_zone],
                 private_ip=controller.address,
                 instance_type=sched.spec.controller.instance_type,
-                user_data=controller_user_data(controller.name),
+                user_data=controller_user_data(controller.name, {c.name: c.address for c in sched.controllers}),
                 vpc_security_group_ids=[sg["controller"]],
                 associate_public_ip_address=False,
                 disable_api_termination=spec.protected,

@@ -132,6 +132,19 @@ def test_controllers_are_named_as_slurm_conf_names_them(stack: str) -> None:
         assert user_data["preserve_hostname"] is False
         hostnames.add(user_data["hostname"])
     assert hostnames == named
+    # Every Slurm host resolves the controllers by those names (sacct reaches AccountingStorageHost; slurmctld
+    # its backup slurmdbd): VPC DNS knows only ip-a-b-c-d, so each one's user data lists them in /etc/hosts.
+    pairs = {f"{address} {name}" for name, address in re.findall(r"^SlurmctldHost=([\w-]+)\(([\d.]+)\)", conf, re.M)}
+    slurm_groups = {g.inputs["nodeGroup"] for g in plan.by_type("gpuforge:aws:GpuNodeGroup")
+                    if g.inputs.get("orchestrator") == "slurm"}
+    templates = [lt for lt in plan.by_type(LT)
+                 if "-slurm-" in lt.name or lt.name.removeprefix(f"{resolved.spec.name}-").removesuffix("-lt")
+                 in slurm_groups]
+    assert len(templates) >= 3
+    for template in templates:
+        document = yaml.safe_load(base64.b64decode(template.inputs["userData"]))
+        (hosts,) = [f for f in document["write_files"] if f["path"] == "/etc/hosts"]
+        assert set(hosts["content"].splitlines()) == pairs, template.name
 
 
 # --- defect 5: controllers launch from a pinned template version ----------------------------------------------
