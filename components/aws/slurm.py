@@ -276,10 +276,10 @@ class SlurmControlPlane(pulumi.ComponentResource):
     def _security_groups(
         self, name: str, args: SlurmControlPlaneArgs, child: pulumi.ResourceOptions
     ) -> dict[str, pulumi.Output[str]]:
-        """The network's tier groups, plus the two the control plane owns: the controllers' (login nodes share
-        the management tier, and must not reach what only a controller may: the database, slurmdbd's
-        administration) and the accounting database's (open to the controllers only, as ParallelCluster gives
-        the database a group of its own). The controllers leave through NAT for AWS APIs and packages; the
+        """The network's tier groups, plus the two the control plane owns: the controllers' (a rule can then
+        name the controllers alone, as a source or a target, apart from the login and monitoring nodes of the
+        management tier) and the accounting database's, open to the controllers only (wiring-flows-security-
+        groups holds both to the flow model). The controllers leave through NAT for AWS APIs and packages; the
         database needs no egress."""
         vpc_id = args.vpc_id
         controller = aws.ec2.SecurityGroup(
