@@ -12,7 +12,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.spec.models import UBUNTU_2204_SSM
+from gpuforge.spec.models import UBUNTU_2204_SSM
 
 
 def hardened_instance(

@@ -14,8 +14,8 @@ from ipaddress import IPv4Network
 import pulumi
 import pulumi_aws as aws
 
-from components.catalog.aws_wiring import load_aws_wiring
-from components.spec.models import TIERS, Network, Tier
+from gpuforge.catalog.aws_wiring import load_aws_wiring
+from gpuforge.spec.models import TIERS, Network, Tier
 
 from .iam import assume_role_policy
 

@@ -19,16 +19,16 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.catalog.aws_wiring import load_aws_wiring
-from components.k8s.labels import NODE_LABEL_GPU_MODEL, NODE_LABEL_GROUP
-from components.spec import ResolvedNodeGroup
-from components.spec.capacity import (
+from gpuforge.catalog.aws_wiring import load_aws_wiring
+from gpuforge.render.labels import NODE_LABEL_GPU_MODEL, NODE_LABEL_GROUP
+from gpuforge.spec import ResolvedNodeGroup
+from gpuforge.spec.capacity import (
     EKS_UPDATE_ON_DEMAND,
     EKS_UPDATE_RESERVED,
     MAINTENANCE_ON_DEMAND,
     MAINTENANCE_RESERVED,
 )
-from components.templates import render
+from gpuforge.render.templates import render
 
 from .efa import efa_layout
 from .iam import assume_role_policy, bucket_access_policy
@@ -47,7 +47,7 @@ NODE_GROUP_TAG = "gpuforge:node-group"
 CLUSTER_TAG = "gpuforge:cluster"  # set on every resource by the AWS provider's default tags (placement.py)
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
 # What an EKS node needs (EKS user guide, "Amazon EKS node IAM role"): join the cluster and pull
-# images. The VPC CNI's AmazonEKS_CNI_Policy is on the add-on's own IRSA role (components/aws/eks.py),
+# images. The VPC CNI's AmazonEKS_CNI_Policy is on the add-on's own IRSA role (gpuforge/infra/aws/eks.py),
 # not here, where every pod that reaches the node's credentials would hold it.
 EKS_NODE_POLICIES = {
     "worker": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
@@ -82,7 +82,7 @@ class GpuNodeGroupArgs:
     read_bucket_arns: list[pulumi.Input[str]] = field(default_factory=list)
     write_bucket_arns: list[pulumi.Input[str]] = field(default_factory=list)
     lustre: LustreMount | None = None
-    # A Slurm group's shared /home: the id of the cluster's EFS (components/aws/slurm.py), which the mount helper takes.
+    # A Slurm group's shared /home: the id of the cluster's EFS (gpuforge/infra/aws/slurm.py), which the mount helper takes.
     home: pulumi.Input[str] | None = None
     tags: dict[str, str] = field(default_factory=dict)
     eks: EksAttachment | None = None  # set for orchestrator eks: an EKS managed node group instead of an ASG

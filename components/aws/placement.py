@@ -10,13 +10,13 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.catalog.aws_wiring import load_aws_wiring
-from components.catalog.flows import load_flows
-from components.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsClass
-from components.k8s.alerting import declare_alert_routing, operator_monitoring
-from components.spec import ResolvedSpec
-from components.spec.models import Tier
-from components.spec.monitoring import NodeGroupServer, receiver_secret_names
+from gpuforge.catalog.aws_wiring import load_aws_wiring
+from gpuforge.catalog.flows import load_flows
+from gpuforge.infra.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsClass
+from gpuforge.infra.k8s.alerting import declare_alert_routing, operator_monitoring
+from gpuforge.spec import ResolvedSpec
+from gpuforge.spec.models import Tier
+from gpuforge.spec.monitoring import NodeGroupServer, receiver_secret_names
 
 from .alert_secrets import AlertSecrets, AlertSecretsArgs
 from .bastion import Bastion, BastionArgs
@@ -181,7 +181,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
     slurm_outputs: dict[str, Any] = {}
     slurm: SlurmControlPlane | None = None
     # An AWS control plane only for controllers on AWS: a hybrid Slurm burst keeps its controller on the
-    # site (components/hybrid/slurm_burst.py) and hands this function no scheduler.
+    # site (gpuforge/infra/hybrid/slurm_burst.py) and hands this function no scheduler.
     if sched is not None:
         slurm = SlurmControlPlane(
             f"{name}-slurm",
@@ -385,7 +385,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
 
 def _service_discovery_policy(name: str, role_name: pulumi.Input[str], child: pulumi.ResourceOptions) -> None:
     """What Prometheus on a node group calls to find its targets (ec2_sd_configs), from the flow model's
-    aws_calls (components/catalog/data/flows.yaml; checked by wiring-flows-iam). EC2's Describe calls take no
+    aws_calls (gpuforge/catalog/data/flows.yaml; checked by wiring-flows-iam). EC2's Describe calls take no
     resource-level permissions, hence "*"."""
     actions = load_flows().actions("monitoring")
     policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}]}

@@ -1,11 +1,11 @@
 """The Slurm control plane on AWS: controller instance(s), accounting database, shared /home, secrets.
 
 - Controllers: EC2 instances at the fixed management-tier addresses the rendered slurm.conf names
-  (components/spec/scheduler_checks.py), so configless nodes always find them, named by their user data as
+  (gpuforge/spec/scheduler_checks.py), so configless nodes always find them, named by their user data as
   slurm.conf names them; IMDSv2, encrypted root; a security group of their own.
 - Accounting: Amazon RDS for MariaDB (encrypted with the cluster key, automated backups, Multi-AZ and
   deletion protection in prod), in a security group open to the controllers only.
-- Security group rules: one per flow of components/catalog/data/flows.yaml between the roles the stack has.
+- Security group rules: one per flow of gpuforge/catalog/data/flows.yaml between the roles the stack has.
 - /home: Amazon EFS (encrypted, AWS Backup policy on), mount targets in every AZ's storage subnet,
   NFS from the compute and management tiers, TLS in transit required by the file system's policy (nodes
   mount it with the EFS mount helper, `-o tls`). With a backup controller, a second EFS holds the
@@ -26,13 +26,13 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_random as random
 
-from components.catalog.flows import load_flows
-from components.catalog.models import SlurmPorts
-from components.spec import ResolvedSpec
-from components.spec.models import UBUNTU_2404_SSM, Tier
-from components.spec.monitoring import NodeGroupServer
-from components.spec.scheduler_checks import CONTROLLER_NODE_GROUP, ResolvedScheduler, secret_names
-from components.templates import render
+from gpuforge.catalog.flows import load_flows
+from gpuforge.catalog.models import SlurmPorts
+from gpuforge.spec import ResolvedSpec
+from gpuforge.spec.models import UBUNTU_2404_SSM, Tier
+from gpuforge.spec.monitoring import NodeGroupServer
+from gpuforge.spec.scheduler_checks import CONTROLLER_NODE_GROUP, ResolvedScheduler, secret_names
+from gpuforge.render.templates import render
 
 from .iam import assume_role_policy, lifecycle_policy, secret_read_policy
 from .instance import hardened_instance
@@ -97,7 +97,7 @@ def controller_user_data(hostname: str, controllers: dict[str, str]) -> str:
 
 
 def flow_roles(resolved: ResolvedSpec) -> set[str]:
-    """The roles of components/catalog/data/flows.yaml this Slurm cluster on AWS has."""
+    """The roles of gpuforge/catalog/data/flows.yaml this Slurm cluster on AWS has."""
     sched = resolved.scheduler
     assert sched is not None
     roles = {"controller", "home", "database" if sched.database == "managed" else "", "compute" if sched.groups else "",
@@ -301,7 +301,7 @@ class SlurmControlPlane(pulumi.ComponentResource):
         name: str, sg: dict[str, pulumi.Output[str]], ports: SlurmPorts, roles: set[str], child: pulumi.ResourceOptions
     ) -> None:
         """The ingress rules of every flow between the cluster's roles that the control plane declares
-        (components/catalog/data/flows.yaml; the network declares the rest): on the target role's group, from the
+        (gpuforge/catalog/data/flows.yaml; the network declares the rest): on the target role's group, from the
         source role's, on the flow's ports (Slurm's from the stack's catalog, as slurm.conf names them). Flows
         whose two roles share groups share one rule; a role the stack lacks (no monitoring node group) opens
         nothing. wiring-flows-security-groups checks the plan against the same data."""

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from components.catalog.aws_wiring import load_aws_wiring
-from components.spec.models import FsxLustre
-from components.spec.models import ObjectStore as ObjectStoreSpec
-from components.spec.sizing import LustreSizing
+from gpuforge.catalog.aws_wiring import load_aws_wiring
+from gpuforge.spec.models import FsxLustre
+from gpuforge.spec.models import ObjectStore as ObjectStoreSpec
+from gpuforge.spec.sizing import LustreSizing
 
 from .iam import assume_role_policy, cluster_key_policy, tls_only_bucket_policy
 

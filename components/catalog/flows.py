@@ -1,6 +1,6 @@
 """The flow model (data/flows.yaml), typed: which role's daemons reach which role on what ports, and the AWS
-calls each role makes. components/aws/slurm.py declares security-group rules and IAM from it and
-policies/rules/wiring_flows.py checks plans against it, so the two cannot drift.
+calls each role makes. gpuforge/infra/aws/slurm.py declares security-group rules and IAM from it and
+gpuforge/policy/rules/wiring_flows.py checks plans against it, so the two cannot drift.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from components.catalog.models import CatalogError, SlurmPorts
+from gpuforge.catalog.models import CatalogError, SlurmPorts
 
 FLOWS_FILE = Path(__file__).resolve().parent / "data" / "flows.yaml"
 SLURM_PORTS = ("slurmctld", "slurmd", "slurmdbd", "srun")

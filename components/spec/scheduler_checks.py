@@ -13,7 +13,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
-from components.catalog import Catalog, CatalogError
+from gpuforge.catalog import Catalog, CatalogError
 
 from .errors import SpecIssue
 from .models import ClusterSpec
@@ -63,7 +63,7 @@ class ResolvedScheduler:
 
 
 # The gpuforge:node-group tag value the AWS controllers carry, so Prometheus' ec2_sd selects them beside the node
-# groups (components/aws/slurm.py, gpuforge/render/monitoring.py). A node group's name cannot take it: names
+# groups (gpuforge/infra/aws/slurm.py, gpuforge/render/monitoring.py). A node group's name cannot take it: names
 # have no underscore (models.NAME_PATTERN).
 CONTROLLER_NODE_GROUP = "slurm_controllers"
 

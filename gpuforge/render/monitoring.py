@@ -25,12 +25,12 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from components.catalog.flows import load_flows
-from components.catalog.models import AlertmanagerFacts
-from components.k8s.labels import NODE_LABEL_GROUP
-from components.power import GroupLoad, facility_power_kw
-from components.spec import ResolvedSpec
-from components.spec.monitoring import (
+from gpuforge.catalog.flows import load_flows
+from gpuforge.catalog.models import AlertmanagerFacts
+from gpuforge.render.labels import NODE_LABEL_GROUP
+from gpuforge.spec.power import GroupLoad, facility_power_kw
+from gpuforge.spec import ResolvedSpec
+from gpuforge.spec.monitoring import (
     EmailReceiver,
     KubernetesServer,
     Monitoring,
@@ -43,12 +43,12 @@ from components.spec.monitoring import (
     receiver_secret_names,
     secret_file_name,
 )
-from components.spec.scheduler_checks import CONTROLLER_NODE_GROUP
+from gpuforge.spec.scheduler_checks import CONTROLLER_NODE_GROUP
 from gpuforge.render.dashboards import dashboards, provisioning
 
 ROOT = Path(__file__).resolve().parents[2]
-MONITORING_DIR = ROOT / "monitoring"
-XID_FILE = ROOT / "components" / "catalog" / "data" / "gpu_xids.yaml"
+MONITORING_DIR = ROOT / "gpuforge" / "assets" / "monitoring"
+XID_FILE = ROOT / "gpuforge" / "catalog" / "data" / "gpu_xids.yaml"
 RUNBOOK = "docs/monitoring.md"
 
 # Where the roles put things on the monitoring host (Debian's prometheus packages' layout); tests
@@ -56,7 +56,7 @@ RUNBOOK = "docs/monitoring.md"
 PROMETHEUS_DIR = "/etc/prometheus"
 GRAFANA_DASHBOARDS_DIR = "/var/lib/grafana/dashboards/gpuforge"
 GRAFANA_PROVISIONING_DIR = "/etc/grafana/provisioning"
-# The exporters' ports, as the flow model opens them (components/catalog/data/flows.yaml, with their sources).
+# The exporters' ports, as the flow model opens them (gpuforge/catalog/data/flows.yaml, with their sources).
 NODE_EXPORTER_PORT = load_flows().ports["node_exporter"].ports[0]  # playbooks/roles/node_exporter
 DCGM_EXPORTER_PORT = load_flows().ports["dcgm_exporter"].ports[0]  # playbooks/roles/dcgm_exporter
 PROMETHEUS_PORT = 9090
@@ -435,7 +435,7 @@ def prometheus_config(resolved: ResolvedSpec, paths: Paths | None = None) -> dic
     ]
     cloud = sorted(resolved.node_groups)
     if cloud and spec.region is not None and spec.placement.kind == "aws" and resolved.scheduler is not None:
-        # The Slurm controllers carry their own gpuforge:node-group value (components/aws/slurm.py): node_exporter
+        # The Slurm controllers carry their own gpuforge:node-group value (gpuforge/infra/aws/slurm.py): node_exporter
         # and the Slurm collector's textfile series on them are scraped with the nodes'.
         cloud.append(CONTROLLER_NODE_GROUP)
     if cloud and spec.region is not None:
@@ -745,7 +745,7 @@ def render_monitoring(
         objects = operator_objects(resolved, srv)
         for kind, file in (("PrometheusRule", "prometheusrule"), ("ServiceMonitor", "servicemonitors")):
             bundle.files[f"kubernetes/{file}.yaml"] = "---\n".join(dump(o) for o in objects if o["kind"] == kind)
-        # The routes and receivers as the program declares them (components/k8s/alerting.py), each secret a
+        # The routes and receivers as the program declares them (gpuforge/infra/k8s/alerting.py), each secret a
         # key of one Secret beside them.
         bundle.files["kubernetes/alertmanagerconfig.yaml"] = dump(
             alertmanager_config_object(mon, srv, resolved.spec.name, timing)
@@ -771,7 +771,7 @@ def render_monitoring(
 
 def operator_objects(resolved: ResolvedSpec, server: KubernetesServer) -> list[dict[str, Any]]:
     """What the Prometheus operator and Grafana read, as the program declares them
-    (components/k8s/alerting.py) and `gpuforge render monitoring` prints them: the rules, the
+    (gpuforge/infra/k8s/alerting.py) and `gpuforge render monitoring` prints them: the rules, the
     ServiceMonitors and the dashboards' ConfigMaps."""
     name = f"gpuforge-{resolved.spec.name}"
     rule = prometheus_rule(rule_params(resolved), name, server.namespace, server.rule_labels)

@@ -1,10 +1,10 @@
-"""Wiring pack, the flow model (components/catalog/data/flows.yaml) against a Slurm cluster's plan on AWS.
+"""Wiring pack, the flow model (gpuforge/catalog/data/flows.yaml) against a Slurm cluster's plan on AWS.
 
 Each role of the cluster (controllers, login nodes, compute nodes, the monitoring node group, the accounting
 database, /home's mount targets, the Lustre file system) declares the flows its daemons need and the AWS calls
 they make. These rules find each role's members in the plan, by what carries them:
 
-- controller: EC2 instances tagged gpuforge:slurm-role=controller (components/aws/slurm.py);
+- controller: EC2 instances tagged gpuforge:slurm-role=controller (gpuforge/infra/aws/slurm.py);
 - login, compute: node groups (gpuforge:aws:GpuNodeGroup) of role login, and of role training run by Slurm;
 - monitoring: the node group Prometheus runs on (gpuforge:aws:AlertSecrets readerNodeGroup);
 - database: RDS instances; home: EFS mount targets; lustre: FSx for Lustre file systems;
@@ -26,7 +26,7 @@ import ipaddress
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from components.catalog.flows import Flow, FlowModel, load_flows
+from gpuforge.catalog.flows import Flow, FlowModel, load_flows
 
 from .base import NODE_GROUP, Resource, RuleContext, Stack, Violation, as_list, is_unknown, stack_rule
 from .security import INSTANCE, LAUNCH_TEMPLATE, LUSTRE, SECURITY_GROUP
@@ -40,7 +40,7 @@ MOUNT_TARGET = "aws:efs/mountTarget:MountTarget"
 INSTANCE_PROFILE = "aws:iam/instanceProfile:InstanceProfile"
 VPC = "aws:ec2/vpc:Vpc"
 SLURM_ROLE_TAG = "gpuforge:slurm-role"
-FIX_SOURCE = "components/aws/slurm.py declares the control plane's rules from components/catalog/data/flows.yaml"
+FIX_SOURCE = "gpuforge/infra/aws/slurm.py declares the control plane's rules from gpuforge/catalog/data/flows.yaml"
 
 
 @dataclass(frozen=True)
@@ -181,10 +181,10 @@ def _context(stack: Stack) -> tuple[Resource, FlowModel, dict[str, list[Member]]
     "slurmctld and sacct to slurmdbd on 6819, slurmdbd to the database on 3306, NFS to /home, Prometheus to the "
     "exporters); a security group without one hangs or fails exactly that path (an srun that had to queue never "
     "starts), and a rule no flow needs opens a daemon to hosts that have no business there (the accounting "
-    "database to every login node). Flows: components/catalog/data/flows.yaml, from the Slurm Network "
+    "database to every login node). Flows: gpuforge/catalog/data/flows.yaml, from the Slurm Network "
     "Configuration Guide (slurm.schedmd.com/network.html) and the exporters' and AWS services' documentation.",
     fix="add the named SecurityGroupIngressRule (and egress) between the roles' groups on the flow's ports, and "
-    "remove rules no flow needs (components/aws/slurm.py declares the control plane's from flows.yaml; a flow "
+    "remove rules no flow needs (gpuforge/infra/aws/slurm.py declares the control plane's from flows.yaml; a flow "
     "the cluster really needs belongs in flows.yaml with its source)",
 )
 def flows_security_groups(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
@@ -273,7 +273,7 @@ def flows_security_groups(stack: Stack, ctx: RuleContext) -> Iterator[Violation]
                     f"{o.owner.name}: admits {o.ports} on {o.group.name} from {net.name(source)}, which no flow of "
                     f"the model needs (flows from the roles carrying {net.name(source)} to those carrying "
                     f"{o.group.name}: {wanted}); narrow or remove the rule, or add the flow to "
-                    "components/catalog/data/flows.yaml with its source",
+                    "gpuforge/catalog/data/flows.yaml with its source",
                 )
                 continue
             # An exclusive role is reached only by roles that have a flow to it: a tier group shared with a role
@@ -307,10 +307,10 @@ def _flow_text(model: FlowModel, flow: Flow, ports: object) -> str:
     "database password, gpuforge-lifecycle scales and replaces the groups, the topology timer reads EC2 "
     "instance topology, Prometheus' ec2_sd_configs lists the instances it scrapes (ec2:DescribeInstances); "
     "without the permission the call is refused and that part of the cluster silently stops (Prometheus sees "
-    "no target, so no alert ever fires). Calls: components/catalog/data/flows.yaml aws_calls, with their "
+    "no target, so no alert ever fires). Calls: gpuforge/catalog/data/flows.yaml aws_calls, with their "
     "sources.",
-    fix="grant the named actions in a RolePolicy on the role's instance role (components/aws/slurm.py for the "
-    "controllers and the munge key, components/aws/placement.py for Prometheus' service discovery)",
+    fix="grant the named actions in a RolePolicy on the role's instance role (gpuforge/infra/aws/slurm.py for the "
+    "controllers and the munge key, gpuforge/infra/aws/placement.py for Prometheus' service discovery)",
 )
 def flows_iam(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
     rule = "wiring-flows-iam"

@@ -18,8 +18,8 @@ import jsonschema
 import pytest
 import yaml
 
-from components.k8s.labels import NODE_LABEL_GROUP
-from components.spec import resolve
+from gpuforge.render.labels import NODE_LABEL_GROUP
+from gpuforge.spec import resolve
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.monitoring import (
     GroupFacts,
@@ -37,7 +37,7 @@ from tests.monitoring.test_alertmanager_versions import with_placeholders_filled
 from tests.support import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
-TESTS = ROOT / "monitoring" / "tests"
+TESTS = ROOT / "gpuforge" / "assets" / "monitoring" / "tests"
 CASES = sorted(p for p in TESTS.glob("*.yaml") if p.name != "params.yaml")
 CRDS = ROOT / "tests" / "fixtures" / "k8s" / "crds"  # verbatim upstream CRDs (tests/fixtures/k8s/SOURCES.md)
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
@@ -228,7 +228,7 @@ def test_aws_targets_are_found_by_the_stable_node_group_tag() -> None:
     assert filters["tag:gpuforge:node-group"] == ["train"]
     assert filters["tag:gpuforge:cluster"] == ["forge-prod"]
     node_filters = {f["name"]: f["values"] for f in jobs["node"]["ec2_sd_configs"][0]["filters"]}
-    # The Slurm controllers carry their own value of the tag (components/aws/slurm.py; issue 23).
+    # The Slurm controllers carry their own value of the tag (gpuforge/infra/aws/slurm.py; issue 23).
     assert node_filters["tag:gpuforge:node-group"] == ["login", "services", "train", "slurm_controllers"]
 
 

@@ -1,4 +1,4 @@
-"""The flow model (components/catalog/data/flows.yaml) against the shipped stacks' plans, and the defects of
+"""The flow model (gpuforge/catalog/data/flows.yaml) against the shipped stacks' plans, and the defects of
 issue 23 each kept caught: every shipped stack passes wiring-flows-*, the same plan with one rule or permission
 removed fails with the fix, controllers are named as slurm.conf names them and launch from a pinned template
 version, Prometheus finds the controllers, and the accounting database is declared only where RDS can hold it."""
@@ -13,17 +13,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.assets import SOURCE_ROOT
-from components.catalog.flows import load_flows
-from components.catalog.models import load_catalog
-from components.spec import SpecError, resolve
-from components.spec.scheduler_checks import CONTROLLER_NODE_GROUP
+from gpuforge.assets import SOURCE_ROOT
+from gpuforge.catalog.flows import load_flows
+from gpuforge.catalog.models import load_catalog
+from gpuforge.spec import SpecError, resolve
+from gpuforge.spec.scheduler_checks import CONTROLLER_NODE_GROUP
 from gpuforge.plan.model import Plan
 from gpuforge.plan.policy_check import to_rule_resources
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.monitoring import file_sd_targets, prometheus_config
 from gpuforge.render.slurm import render_slurm, slurm_config
-from policies.rules import REGISTRY, RuleContext, Violation
+from gpuforge.policy.rules import REGISTRY, RuleContext, Violation
 from tests.support import planned
 
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (SOURCE_ROOT / "stacks").glob("*.yaml"))

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import yaml
 
-from components.assets import SOURCE_ROOT as PROJECT_ROOT
-from components.spec.loader import parse_yaml
-from components.spec.schema import render_schema
+from gpuforge.assets import SOURCE_ROOT as PROJECT_ROOT
+from gpuforge.spec.loader import parse_yaml
+from gpuforge.plan.schema import render_schema
 from gpuforge.plan.model import Plan
 from tests.support import planned
 
