@@ -9,7 +9,10 @@ With the deployer's AWS credentials, for every node group of the stack:
   data/aws_wiring.yaml on_demand_quotas) against the vCPUs the plan launches plus those running
   outside the stack's node groups (after a deploy the plan's own instances run: counted once, as planned);
 - its image: a fixed AMI id or the AMI an SSM parameter names exists in the region (EC2
-  DescribeImages, SSM GetParameter).
+  DescribeImages, SSM GetParameter);
+
+and, for the account, EC2 Auto Scaling's service-linked role, which the cluster key's policy names: present when
+`placement.autoscaling_service_linked_role` is `existing`, absent (or this stack's) when it is `create` (IAM GetRole).
 
 Every finding names the spec's field path and the fix. An API the credentials may not call, or a
 stand-in does not implement, is reported as unchecked, never as passed.
@@ -93,6 +96,7 @@ class AwsClients:
     ec2: Any
     service_quotas: Any
     ssm: Any
+    iam: Any = None  # global: the account's service-linked roles
 
     @classmethod
     def for_region(cls, region: str, session: Any = None) -> AwsClients:
@@ -103,6 +107,7 @@ class AwsClients:
             session.client("ec2", region_name=region),
             session.client("service-quotas", region_name=region),
             session.client("ssm", region_name=region),
+            session.client("iam", region_name=region),
         )
 
 
@@ -118,7 +123,44 @@ def preflight(
         report.findings += check_reservation(name, group, clients.ec2, now, report.checked)
         report.findings += check_image(name, group, clients, report.checked)
     report.findings += check_quotas(groups, clients, report.checked, resolved.spec.name)
+    if clients.iam is not None:
+        report.findings += check_autoscaling_role(resolved, clients.iam, report.checked)
     return report
+
+
+# --- the key policy's principals ---------------------------------------------------------------------------
+
+
+def check_autoscaling_role(resolved: ResolvedSpec, iam: Any, checked: list[str]) -> list[Finding]:
+    """The cluster key's policy names EC2 Auto Scaling's service-linked role, which KMS requires to exist
+    (MalformedPolicyDocumentException otherwise): with `existing` it must be there; with `create` it must not be
+    there already, unless this stack made it (its gpuforge:cluster tag), or CreateServiceLinkedRole fails."""
+    path = "cluster.placement.autoscaling_service_linked_role"
+    mode = getattr(resolved.spec.placement, "autoscaling_service_linked_role", "create")
+    role_path = load_aws_wiring().service_linked_roles["autoscaling"].path
+    role_name = role_path.rsplit("/", 1)[-1]
+    answer, failure = call_aws(lambda: iam.get_role(RoleName=role_name))
+    if failure is not None and not failure.startswith("NoSuchEntity"):
+        return [Finding(path, f"could not read the role {role_name}: {failure}",
+                        "allow iam:GetRole to the deployer, or check the role in the IAM console", "unchecked")]
+    checked.append(f"IAM role {role_name}")
+    exists = answer is not None
+    if mode == "existing" and not exists:
+        return [Finding(path, f"existing: this account has no {role_name}, which the cluster key's policy names "
+                        "(KMS refuses the key: MalformedPolicyDocumentException)",
+                        "set autoscaling_service_linked_role: create, or run `aws iam create-service-linked-role "
+                        "--aws-service-name autoscaling.amazonaws.com` once for the account")]
+    if mode == "create" and exists:
+        tags = {t["Key"]: t["Value"] for t in (answer.get("Role", {}).get("Tags") or [])}
+        if tags.get(CLUSTER_TAG) != resolved.spec.name:
+            owner = tags.get(CLUSTER_TAG)
+            return [Finding(path, f"create: {role_name} exists already in this account"
+                            + (f" (created by the stack of cluster {owner})" if owner else "")
+                            + "; CreateServiceLinkedRole would fail",
+                            "set autoscaling_service_linked_role: existing (the key's policy names the role as it "
+                            "is), or adopt it with `pulumi import aws:iam/serviceLinkedRole:ServiceLinkedRole "
+                            f"<cluster>-autoscaling-role arn:aws:iam::<account>:role/{role_path}`")]
+    return []
 
 
 # --- reservations and blocks -------------------------------------------------------------------------------

@@ -21,8 +21,9 @@ def preflight(
     ] = False,
 ) -> None:
     """Check the stack against AWS with your credentials: reservations and Capacity Blocks (type, AZ,
-    size, state, window), the On-Demand vCPU quota per instance family, and each group's AMI in the
-    region. Exit 0 when nothing would fail, 1 on a finding, 2 for a spec error."""
+    size, state, window), the On-Demand vCPU quota per instance family, each group's AMI in the
+    region, and the account's Auto Scaling service-linked role the cluster key names. Exit 0 when nothing
+    would fail, 1 on a finding, 2 for a spec error."""
     from gpuforge.preflight import preflight_stack
 
     try:

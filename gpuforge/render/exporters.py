@@ -91,12 +91,12 @@ def stack_sources(resolved: ResolvedSpec) -> Sources:
         absent["pod_attribution"] = "the stack declares no kubernetes.teams"
     if spec.scheduler is None or spec.scheduler.kind != "slurm":
         absent["slurm_collector"] = "the stack has no Slurm scheduler"
-    elif on_kubernetes or not spec.scheduler.controller.hosts:
-        # A site's controllers are file_sd targets (render.monitoring.file_sd_targets); the AWS ones are found by
-        # no ec2_sd job, and their security groups do not admit the monitoring group on 9100.
+    elif on_kubernetes or (spec.placement.kind != "aws" and not spec.scheduler.controller.hosts):
+        # A site's controllers are file_sd targets (render.monitoring.file_sd_targets), AWS controllers ec2_sd
+        # targets by their gpuforge:node-group tag (infra/aws/slurm.py, admitted on 9100 by the flow model).
         absent["slurm_collector"] = (
-            "the Slurm controllers are not scrape targets of this stack's Prometheus (on AWS no ec2_sd job finds "
-            "them and their security group does not admit node_exporter's port; docs/monitoring.md, Known limits)"
+            "the Slurm controllers are not scrape targets of this stack's Prometheus (it runs on Kubernetes, or "
+            "the site declares no controller hosts; docs/monitoring.md, Known limits)"
         )
     return Sources(absent)
 

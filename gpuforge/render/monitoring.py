@@ -26,6 +26,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gpuforge.assets import MONITORING_DIR
+from gpuforge.catalog.flows import load_flows
 from gpuforge.catalog.models import DATA_DIR, AlertmanagerFacts
 from gpuforge.render.dashboards import PROVISIONED_DATASOURCE_UID, DashboardView, dashboards, provisioning
 from gpuforge.render.exporters import SOURCES, Sources, stack_sources
@@ -45,6 +46,7 @@ from gpuforge.spec.monitoring import (
     secret_file_name,
 )
 from gpuforge.spec.power import GroupLoad, facility_power_kw
+from gpuforge.spec.scheduler_checks import CONTROLLER_NODE_GROUP
 
 XID_FILE = DATA_DIR / "gpu_xids.yaml"
 RUNBOOK = "docs/monitoring.md"
@@ -54,8 +56,9 @@ RUNBOOK = "docs/monitoring.md"
 PROMETHEUS_DIR = "/etc/prometheus"
 GRAFANA_DASHBOARDS_DIR = "/var/lib/grafana/dashboards/gpuforge"
 GRAFANA_PROVISIONING_DIR = "/etc/grafana/provisioning"
-NODE_EXPORTER_PORT = 9100  # gpuforge/assets/playbooks/roles/node_exporter
-DCGM_EXPORTER_PORT = 9400  # gpuforge/assets/playbooks/roles/dcgm_exporter
+# The exporters' ports, as the flow model opens them (gpuforge/catalog/data/flows.yaml, with their sources).
+NODE_EXPORTER_PORT = load_flows().ports["node_exporter"].ports[0]  # playbooks/roles/node_exporter
+DCGM_EXPORTER_PORT = load_flows().ports["dcgm_exporter"].ports[0]  # playbooks/roles/dcgm_exporter
 PROMETHEUS_PORT = 9090
 ALERTMANAGER_PORT = 9093
 # What kube-prometheus-stack creates (charts/kube-prometheus-stack/values.yaml, kube-prometheus-stack-88.5.3,
@@ -71,7 +74,7 @@ GPU_OPERATOR_DCGM_JOB = "nvidia-dcgm-exporter"
 # prometheus_remote_write_url (the stack output monitoring.remoteWrite.url), with its [[ ]] delimiters.
 REMOTE_WRITE_URL_PLACEHOLDER = "[[ prometheus_remote_write_url ]]"
 # The node_group label of a site's Slurm controllers (file_sd).
-SLURM_CONTROLLER_GROUP = "slurm-controller"
+SLURM_CONTROLLER_GROUP = CONTROLLER_NODE_GROUP  # the site file_sd label and the AWS controllers' tag
 # The file each of node_textfile_collectors' scripts writes into the textfile directory, without .prom.
 TEXTFILE_COLLECTOR_FILES = ("efa", "lustre", "slurm")
 # Kubernetes service discovery's name for a node's gpuforge.dev/node-group label (label names sanitised:
@@ -507,6 +510,10 @@ def prometheus_config(resolved: ResolvedSpec, paths: Paths | None = None) -> dic
         {"job_name": "alertmanager", "static_configs": [{"targets": [paths.alertmanager_address]}]},
     ]
     cloud = sorted(resolved.node_groups)
+    if cloud and spec.region is not None and spec.placement.kind == "aws" and resolved.scheduler is not None:
+        # The Slurm controllers carry their own gpuforge:node-group value (gpuforge/infra/aws/slurm.py): node_exporter
+        # and the Slurm collector's textfile series on them are scraped with the nodes'.
+        cloud.append(CONTROLLER_NODE_GROUP)
     if cloud and spec.region is not None:
         gpu = sorted(n for n, g in resolved.node_groups.items() if g.gpus_per_node)
         scrape.append(_ec2_job("node", NODE_EXPORTER_PORT, spec.region, spec.name, cloud, interval))

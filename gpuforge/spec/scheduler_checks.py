@@ -63,6 +63,12 @@ class ResolvedScheduler:
         return marked[0] if marked else next(iter(self.spec.partitions))
 
 
+# The gpuforge:node-group tag value the AWS controllers carry, so Prometheus' ec2_sd selects them beside the node
+# groups (gpuforge/infra/aws/slurm.py, gpuforge/render/monitoring.py). A node group's name cannot take it: names
+# have no underscore (models.NAME_PATTERN).
+CONTROLLER_NODE_GROUP = "slurm_controllers"
+
+
 def secret_names(cluster: str) -> dict[str, str]:
     """Secrets Manager names of the Slurm secrets: the AWS program creates them, nodes read them, the
     rendered configuration names them. Never the values."""
@@ -367,7 +373,24 @@ def _database(spec: ClusterSpec) -> tuple[str, list[SpecIssue]]:
     assert spec.scheduler is not None
     wanted = spec.scheduler.accounting.database
     if spec.placement.kind == "aws":
-        return wanted or "managed", []
+        issues = []
+        if wanted == "controller":
+            # Never both: the AWS control plane declares RDS for accounting, and a MariaDB on the controller
+            # would share the instance's fate with no backup of its own (docs/slurm.md, "Accounting database").
+            issues.append(SpecIssue(f"{PATH}.accounting.database", "controller: MariaDB on the controller is for a "
+                                    "site; on AWS accounting runs on Amazon RDS, which outlives a controller's "
+                                    "replacement", "remove database (managed is AWS's default) or set database: "
+                                    "managed"))
+        azs = spec.network.availability_zones if spec.network is not None else []
+        if len(set(azs)) < 2:
+            # An RDS DB subnet group must cover at least two AZs, Multi-AZ or not (RDS User Guide, "Working with
+            # a DB instance in a VPC": "Each DB subnet group must have subnets in at least two Availability Zones").
+            issues.append(SpecIssue("cluster.network.availability_zones", f"{len(set(azs))} availability zone: "
+                                    "the Slurm accounting database (RDS) needs a DB subnet group with subnets in at "
+                                    "least two availability zones", "list a second AZ of the region in "
+                                    "network.availability_zones (node groups may stay pinned to one with "
+                                    "availability_zone)"))
+        return "managed", issues
     if wanted == "managed":
         return "managed", [SpecIssue(f"{PATH}.accounting.database", "a managed (RDS) database is for AWS placement; "
                                      "this cluster's controller runs on the site", "use database: controller")]

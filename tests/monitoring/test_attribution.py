@@ -87,7 +87,9 @@ def test_slurm_attribution_is_rendered_where_the_collector_is_scraped_only() -> 
         return {r["record"] for g in groups for r in g["rules"] if "record" in r}
 
     assert "slurm_account_partition_user:gpu_hours:1h" in records("onprem-lab")
-    assert "slurm_account_partition_user:gpu_hours:1h" not in records("prod")  # AWS controllers: not scraped
+    # AWS controllers are ec2_sd targets by their gpuforge:node-group tag, admitted on 9100 by the flow model.
+    assert "slurm_account_partition_user:gpu_hours:1h" in records("prod")
+    assert "slurm_account_partition_user:gpu_hours:1h" not in records("staging")  # Kubernetes, no Slurm
     assert {"team:gpu_hours:1h", "team:gpus:count"} <= records("staging")
     assert "team:gpus:count" not in records("onprem-lab")
 

@@ -218,6 +218,7 @@ def test_on_premises_targets_come_from_the_inventory() -> None:
     assert set(resolved.site.hosts) | {"mon-01", "slurm-01"} == set(names) if resolved.site else False
     assert names["slurm-01"] == ["10.64.1.6:9100"], "the controller: the Slurm collector's series"
     assert names["dgx-a01"] == ["10.64.1.11:9100"]
+    assert names["slurm-01"] == ["10.64.1.6:9100"]
     dcgm = yaml.safe_load(bundle.files["/etc/prometheus/file_sd/dcgm.json"])
     assert {g["labels"]["instance"] for g in dcgm} == set(resolved.site.hosts) if resolved.site else False
 
@@ -230,7 +231,8 @@ def test_aws_targets_are_found_by_the_stable_node_group_tag() -> None:
     assert filters["tag:gpuforge:node-group"] == ["train"]
     assert filters["tag:gpuforge:cluster"] == ["forge-prod"]
     node_filters = {f["name"]: f["values"] for f in jobs["node"]["ec2_sd_configs"][0]["filters"]}
-    assert node_filters["tag:gpuforge:node-group"] == ["login", "services", "train"]
+    # The Slurm controllers carry their own value of the tag (gpuforge/infra/aws/slurm.py; issue 23).
+    assert node_filters["tag:gpuforge:node-group"] == ["login", "services", "train", "slurm_controllers"]
 
 
 def test_alertmanager_routes_each_severity_to_the_receivers_that_asked() -> None:

@@ -272,3 +272,42 @@ def test_cli_refuses_a_bad_spec_with_exit_2(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["preflight", str(stack)])
     assert result.exit_code == 2
     assert "cluster.node_groups[train].count" in result.output and "Traceback" not in result.output
+
+
+# --- EC2 Auto Scaling's service-linked role, which the cluster key's policy names ---------------------------
+
+
+def autoscaling_findings(aws: AwsClients, mode: str) -> list[str]:
+    data = cluster("dev")
+    data["placement"]["autoscaling_service_linked_role"] = mode
+    report = preflight(resolve(data), aws, now=NOW)
+    return [str(f) for f in report.findings if f.path == "cluster.placement.autoscaling_service_linked_role"]
+
+
+def test_existing_in_an_account_that_never_used_auto_scaling_is_a_finding(aws: AwsClients) -> None:
+    (finding,) = autoscaling_findings(aws, "existing")
+    assert "no AWSServiceRoleForAutoScaling" in finding and "create-service-linked-role" in finding
+    assert autoscaling_findings(aws, "create") == []
+
+
+def test_create_where_another_stack_made_the_role_is_a_finding(aws: AwsClients) -> None:
+    aws.iam.create_service_linked_role(AWSServiceName="autoscaling.amazonaws.com")
+    (finding,) = autoscaling_findings(aws, "create")
+    assert "exists already" in finding and "autoscaling_service_linked_role: existing" in finding
+    assert autoscaling_findings(aws, "existing") == []
+
+
+def test_create_after_this_stacks_own_deploy_passes(aws: AwsClients) -> None:
+    name = aws.iam.create_service_linked_role(AWSServiceName="autoscaling.amazonaws.com")["Role"]["RoleName"]
+    aws.iam.tag_role(RoleName=name, Tags=[{"Key": "gpuforge:cluster", "Value": "forge-dev"}])
+    assert autoscaling_findings(aws, "create") == []
+
+
+def test_the_plan_creates_the_role_before_the_key() -> None:
+    from tests.support import planned
+
+    plan = planned("dev")
+    (role,) = plan.by_type("aws:iam/serviceLinkedRole:ServiceLinkedRole")
+    assert role.inputs["awsServiceName"] == "autoscaling.amazonaws.com"
+    (key,) = plan.by_type("aws:kms/key:Key")
+    assert role.urn in key.depends_on
