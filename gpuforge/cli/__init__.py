@@ -15,7 +15,7 @@ from typing import Annotated, NoReturn
 import typer
 from rich.markup import escape
 
-from components.spec import SpecError
+from gpuforge.spec import SpecError
 from gpuforge.cli import nodes, preflight, render, review
 from gpuforge.console import err, out
 
@@ -153,7 +153,7 @@ def schema(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
 ) -> None:
     """Print the JSON Schema of a stack file (what schemas/cluster.schema.json holds)."""
-    from components.spec.schema import render_schema
+    from gpuforge.plan.schema import render_schema
 
     text = render_schema()
     if output is None:
