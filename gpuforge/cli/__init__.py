@@ -65,8 +65,9 @@ def validate(
         bool, typer.Option("--json", help="Print {valid, stack, problems: [{path, message, fix, line}]} on stdout.")
     ] = False,
 ) -> None:
-    """Validate a stack: the cluster spec (models and catalog), its gpuforge:policy settings, and its
-    waivers (expired, or matching no resource of the offline plan). Exit 0 valid, 2 not."""
+    """Validate a stack: the cluster spec (models and catalog), its gpuforge:policy settings, no secret
+    in clear text anywhere in the file (by key or by shape), and its waivers (expired, or matching no
+    resource of the offline plan). Every problem at once, no secret quoted. Exit 0 valid, 2 not."""
     from datetime import date
 
     from gpuforge.plan.stacks import load_stack

@@ -333,3 +333,34 @@ def test_each_secret_shape_is_refused_and_never_printed(tmp_path: Path, kind: st
         for line in secret.splitlines():
             for i in range(max(1, len(line) - 11)):
                 assert line[i : i + 12] not in text or len(line) < 12, f"the report quotes the secret: {line[i:i+12]}"
+
+
+# Valid but unusual: each must still pass (the checks above refuse mistakes, not rare forms).
+CONTROLS: list[tuple[str, str, Mutation]] = [
+    ("cron-nth-weekday-and-ranges", "staging", _set("image_pipeline", "schedule", value="cron(0 8 ? JAN-JUN 3#1 *)")),
+    ("cron-last-day-of-month", "staging", _set("image_pipeline", "schedule", value="cron(30 2 L * ? 2026-2030)")),
+    ("datasync-every-2-hours-by-cron", "hybrid",
+     _set("hybrid", "object_sync", "schedule", value="cron(0 */2 * * ? *)")),
+    ("datasync-daily", "hybrid", _set("hybrid", "object_sync", "schedule", value="rate(1 day)")),
+    ("capacity-block-starting-mid-morning", "staging",
+     _both(_set(*BLOCK, "start", value="2026-12-01T04:55:00Z"), _set(*BLOCK, "end", value="2026-12-15T11:30:00Z"))),
+    ("capacity-block-of-28-days", "staging", _set(*BLOCK, "end", value="2026-12-29T11:30:00Z")),
+    ("two-certificates-in-a-chain", "onprem-lab",
+     _set(*SCHED, "directory", "ca_certificate", value=ca_certificate() + ca_certificate())),
+    ("slack-direct-message", "prod", _set(*MON, "platform-channel", "channel", value="@ml-oncall")),
+    ("email-with-plus-and-subdomain", "onprem-lab", _set(*MON, "lab-oncall", "to", value="gpu+alerts@ops.example.com")),
+    ("prefixed-kubernetes-label", "staging",
+     _set("monitoring", "server", "rule_labels", value={"example.com/team": "ml-platform", "release": "kps"})),
+    ("ssh-key-with-spaces-in-comment", "dev",
+     _set(*SCHED, "users", "alice", "ssh_public_keys", value=[ssh_public_key("alice on her laptop")])),
+    ("monitoring-on-the-controller-host", "onprem-lab",
+     _both(_set("monitoring", "server", "host", value="slurm-01"),
+           _set("monitoring", "server", "address", value="10.64.1.6"))),
+]
+
+
+@pytest.mark.parametrize(("stack", "mutate"), [c[1:] for c in CONTROLS], ids=[c[0] for c in CONTROLS])
+def test_valid_but_unusual_values_pass(tmp_path: Path, stack: str, mutate: Mutation) -> None:
+    document = _document(stack)
+    _cluster(mutate)(document)
+    check_stack(load_stack(_write(tmp_path, document)))
