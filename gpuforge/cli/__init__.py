@@ -10,13 +10,14 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 from rich.markup import escape
 
 from components.spec import SpecError
 from gpuforge.cli import nodes, preflight, render, review
+from gpuforge.cli.common import cannot_write, fail, write_output
 from gpuforge.console import err, out
 
 app = typer.Typer(
@@ -48,11 +49,6 @@ def main(
     ] = False,
 ) -> None:
     """Infrastructure as code for AI training clusters."""
-
-
-def fail(error: SpecError) -> NoReturn:
-    err.print("[bold red]invalid spec[/]: " + escape(error.report()), highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
 
 
 @app.command()
@@ -123,11 +119,9 @@ def plan(
         raise typer.Exit(1 if result.policy is not None and result.policy.blocking else 0)
     out.print(console_plan(result, tree=tree))
     if json_file is not None:
-        json_file.write_text(json.dumps(result.to_json(), indent=2) + "\n")
-        out.print(f"wrote {json_file}")
+        write_output(json_file, json.dumps(result.to_json(), indent=2) + "\n")
     if markdown is not None:
-        markdown.write_text(markdown_plan(result))
-        out.print(f"wrote {markdown}")
+        write_output(markdown, markdown_plan(result))
     if result.policy is not None and result.policy.blocking:
         rules = ", ".join(sorted(result.policy.rule_ids("mandatory")))
         err.print(f"[bold red]blocked[/]: mandatory policy violations ({escape(rules)})", highlight=False)
@@ -158,7 +152,7 @@ def schema(
     if output is None:
         sys.stdout.write(text)
     else:
-        output.write_text(text)
+        write_output(output, text, announce=False)
 
 
 DEPLOY_ORDER = {"dev": 0, "staging": 1, "prod": 2}
@@ -198,7 +192,10 @@ def init(
     policy packs and the review/deploy workflows. Existing files are kept."""
     from gpuforge.scaffold import scaffold
 
-    done = scaffold(directory, name)
+    try:
+        done = scaffold(directory, name)
+    except OSError as exc:
+        cannot_write(directory, exc)
     for relative in done.written:
         out.print(f"[green]wrote[/] {escape(str(directory / relative))}", highlight=False)
     for relative in done.kept:

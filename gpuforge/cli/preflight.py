@@ -11,6 +11,7 @@ import typer
 from rich.markup import escape
 
 from components.spec import SpecError
+from gpuforge.cli.common import fail
 from gpuforge.console import err, out
 
 
@@ -28,8 +29,7 @@ def preflight(
     try:
         report = preflight_stack(stack)
     except SpecError as error:
-        err.print(escape(error.report()))
-        raise typer.Exit(2) from None
+        fail(error)
     if json_out:
         sys.stdout.write(json.dumps(report.to_json()) + "\n")
     else:
@@ -58,8 +58,7 @@ def pin_images(
     try:
         pins = pin_stack(stack, dry_run=dry_run)
     except SpecError as error:
-        err.print(escape(error.report()))
-        raise typer.Exit(2) from None
+        fail(error)
     except PinError as error:
         err.print(f"[red]nothing pinned[/]\n{escape(str(error))}", highlight=False)
         raise typer.Exit(1) from None

@@ -13,6 +13,7 @@ import typer
 from rich.markup import escape
 
 from components.spec import SpecError
+from gpuforge.cli.common import fail, write_output
 from gpuforge.console import err, out
 
 app = typer.Typer(
@@ -22,11 +23,6 @@ app = typer.Typer(
 StackArg = Annotated[
     str, typer.Argument(help="A stack name in stacks/ (dev, prod, ...) or a stack file.", show_default=False)
 ]
-
-
-def _invalid(error: SpecError) -> typer.Exit:
-    err.print("[bold red]invalid spec[/]: " + escape(error.report()), highlight=False, soft_wrap=True)
-    return typer.Exit(2)
 
 
 @app.command()
@@ -46,17 +42,14 @@ def monitoring(
         stack_file = load_stack(stack)
         resolved = resolve(stack_file.cluster, str(stack_file.path))
     except SpecError as error:
-        raise _invalid(error) from None
+        fail(error)
     if resolved.spec.monitoring is None:
         err.print(f"[bold red]error[/]: {escape(stack)} declares no monitoring section (see docs/monitoring.md)")
         raise typer.Exit(2)
     bundle = render_monitoring(resolved)
     if output is not None:
         for name, text in bundle.files.items():
-            target = output / name.lstrip("/")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
-            out.print(f"wrote {target}")
+            write_output(output / name.lstrip("/"), text)
         return
     grafana = [name for name in bundle.files if "grafana" in name or name.endswith("dashboards.yaml")]
     for name, text in bundle.files.items():
@@ -94,7 +87,7 @@ def slurm(
         resolved = resolve(stack_file.cluster, str(stack_file.path))
         files = render_slurm(slurm_config(resolved, stand_in_gpus=stand_in_gpus))
     except SpecError as error:
-        raise _invalid(error) from None
+        fail(error)
     except SlurmRenderError as error:
         err.print(f"[bold red]error[/]: {escape(str(error))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
@@ -104,9 +97,8 @@ def slurm(
         raise typer.Exit(2)
     chosen = {name: text for name, text in files.items() if not file or name in file}
     if output is not None:
-        output.mkdir(parents=True, exist_ok=True)
         for name, text in chosen.items():
-            (output / name).write_text(text)
+            write_output(output / name, text, announce=False)
         out.print(f"wrote {len(chosen)} files to {output}")
         return
     for name, text in chosen.items():

@@ -12,6 +12,7 @@ import typer
 from rich.markdown import Markdown
 from rich.markup import escape
 
+from gpuforge.cli.common import write_output
 from gpuforge.console import err, out
 
 StackArg = Annotated[str, typer.Argument(help="A stack name in stacks/ (dev, prod, ...).", show_default=False)]
@@ -48,12 +49,9 @@ def diff(
     else:
         out.print(Markdown(text))
         if json_file is not None:
-            json_file.write_text(json.dumps(result.to_json(), indent=2) + "\n")
-            out.print(f"wrote {json_file}")
+            write_output(json_file, json.dumps(result.to_json(), indent=2) + "\n")
     if markdown is not None:
-        markdown.write_text(text)
-        if json_file is None or str(json_file) != "-":
-            out.print(f"wrote {markdown}")
+        write_output(markdown, text, announce=json_file is None or str(json_file) != "-")
     if fail_on_data_loss and result.risks:
         raise typer.Exit(1)
 
