@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from components.catalog import Catalog, CatalogError, InstanceType, load_catalog
 
-from .capacity_checks import check_group_capacity
+from .capacity_checks import check_group_capacity, check_shared_reservations
 from .errors import SpecError, SpecIssue, issues_from_validation_error
 from .models import KUBERNETES_ORCHESTRATORS, ClusterSpec, FsxLustre, NodeGroup
 from .monitoring import check_monitoring
@@ -255,6 +255,7 @@ def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
     issues += check_monitoring(spec)
     issues += check_software(spec, catalog)
     issues += check_slurm_os(spec, catalog)
+    issues += check_shared_reservations(spec)
 
     if issues:
         raise SpecError(issues, source)

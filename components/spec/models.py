@@ -261,6 +261,12 @@ class OnDemand(SpecModel):
 class CapacityReservation(SpecModel):
     type: Literal["capacity_reservation"] = Field(description="Launch into an On-Demand Capacity Reservation.")
     reservation_id: str = Field(pattern=RESERVATION_ID, description="The reservation id, cr-...")
+    instance_count: int | None = Field(
+        default=None,
+        ge=1,
+        description="The reservation's size as bought (optional). When set, validate and plan check that the "
+        "count + spares of every group launching into it fit; preflight checks it against AWS either way.",
+    )
     placement_group: str | None = Field(
         default=None,
         description="The cluster placement group the reservation was created in, if any: instances launch into "
