@@ -10,7 +10,7 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -19,6 +19,9 @@ from components.spec import SpecError
 from gpuforge.cli import nodes, preflight, render, review
 from gpuforge.cli.common import cannot_write, fail, write_output
 from gpuforge.console import err, out
+
+if TYPE_CHECKING:
+    from gpuforge.plan.policy_check import PolicyReport
 
 app = typer.Typer(
     help="Infrastructure as code for AI training clusters.\n\n"
@@ -55,20 +58,34 @@ def main(
 def validate(
     stack: StackArg,
     json_out: Annotated[
-        bool, typer.Option("--json", help="Print {valid, stack, problems: [{path, message, fix, line}]} on stdout.")
+        bool,
+        typer.Option(
+            "--json",
+            help="Print {valid, deploys, stack, problems: [{path, message, fix, line}], policies: [...]} on stdout.",
+        ),
+    ] = False,
+    spec_only: Annotated[
+        bool,
+        typer.Option(
+            "--spec-only", help="Check the file and spec only, without evaluating the program or the policy packs."
+        ),
     ] = False,
 ) -> None:
-    """Validate a stack: the cluster spec (models and catalog), its gpuforge:policy settings, and its
-    waivers (expired, or matching no resource of the offline plan). Exit 0 valid, 2 not."""
+    """Will this stack deploy? Checks the stack file, the cluster spec (models and catalog), its
+    gpuforge:policy settings and waivers, then evaluates the program offline and runs the policy packs,
+    as `pulumi preview --policy-pack` would. Exit 0 when it deploys, 1 when a mandatory policy blocks it,
+    2 when the spec is invalid. `gpuforge plan STACK` runs the same checks and prints the whole plan."""
     from datetime import date
 
+    from gpuforge.plan.policy_check import check_plan
     from gpuforge.plan.stacks import load_stack
     from gpuforge.plan.validation import check_stack, waiver_issues
 
+    report: PolicyReport | None = None
     try:
         stack_file = load_stack(stack)
         checked = check_stack(stack_file)
-        if checked.settings.policy.waivers:
+        if not spec_only:
             from gpuforge.plan.engine import run_program
             from gpuforge.plan.stacks import project_of
 
@@ -76,27 +93,61 @@ def validate(
             issues = waiver_issues(checked.settings, resources, date.today())
             if issues:
                 raise SpecError(issues, str(stack_file.path))
+            report = check_plan(resources, stack_file.config, str(stack_file.path))
     except SpecError as error:
         if json_out:
-            sys.stdout.write(json.dumps(_validation_json(str(stack), error)) + "\n")
+            sys.stdout.write(json.dumps(_validation_json(str(stack), error, None)) + "\n")
             raise typer.Exit(2) from None
         fail(error)
+    blocked = report is not None and report.blocking
     if json_out:
-        sys.stdout.write(json.dumps(_validation_json(str(stack_file.path), None)) + "\n")
-        return
+        sys.stdout.write(json.dumps(_validation_json(str(stack_file.path), None, report)) + "\n")
+        raise typer.Exit(1 if blocked else 0)
     resolved = checked.resolved
     groups = ", ".join(
         f"{n} ({g.spec.nodes_text if g.spec.is_elastic else g.spec.count}x {g.spec.instance_type})"
         for n, g in resolved.node_groups.items()
     )
     hosts = f"{len(resolved.site.hosts)} site hosts" if resolved.site is not None else ""
-    out.print(f"[green]valid[/]: {escape(str(stack_file.path))} — {escape(', '.join(p for p in (groups, hosts) if p))}")
+    out.print(
+        f"[green]spec valid[/]: {escape(str(stack_file.path))} — {escape(', '.join(p for p in (groups, hosts) if p))}"
+    )
+    if report is None:
+        out.print(
+            f"policy packs not run (--spec-only): `gpuforge validate {escape(stack)}` without it says whether it "
+            "deploys",
+            highlight=False,
+        )
+        return
+    _print_policy_verdict(report, stack)
+    if blocked:
+        raise typer.Exit(1)
 
 
-def _validation_json(stack: str, error: SpecError | None) -> dict[str, object]:
+def _print_policy_verdict(report: PolicyReport, stack: str) -> None:
+    counts = ", ".join(f"{len(report.by_level(level))} {level}" for level in ("mandatory", "advisory", "waived"))
+    out.print(f"policies ({escape(report.environment)}): {report.rules_run} rules, {counts}", highlight=False)
+    for finding in report.by_level("mandatory"):
+        out.print(f"  [red]{escape(finding.rule)}[/] {escape(finding.message)}", highlight=False, soft_wrap=True)
+    if report.blocking:
+        rules = ", ".join(sorted(report.rule_ids("mandatory")))
+        err.print(f"[bold red]blocked[/]: mandatory policy violations ({escape(rules)})", highlight=False)
+    else:
+        advisory = len(report.by_level("advisory"))
+        listed = f" ({advisory} advisory: `gpuforge plan {escape(stack)}` lists them)" if advisory else ""
+        out.print(f"[green]deploys[/]: no mandatory policy blocks it{listed}", highlight=False)
+
+
+def _validation_json(stack: str, error: SpecError | None, report: PolicyReport | None) -> dict[str, object]:
     problems = [asdict(issue) for issue in error.issues] if error is not None else []
-    return {"valid": error is None, "stack": error.source if error is not None and error.source else stack,
-            "problems": problems}
+    return {
+        "valid": error is None,
+        # None: not known (--spec-only); false: an invalid spec or a mandatory policy blocks it
+        "deploys": False if error is not None else (None if report is None else not report.blocking),
+        "stack": error.source if error is not None and error.source else stack,
+        "problems": problems,
+        "policies": [finding.to_json() for finding in report.findings] if report is not None else None,
+    }
 
 
 @app.command()

@@ -77,3 +77,32 @@ def test_schema_and_render_outputs_into_missing_folders(tmp_path: Path) -> None:
     result = runner.invoke(app, ["render", "slurm", "dev", "-o", str(rendered)])
     assert result.exit_code == 0, result.output
     assert (rendered / "slurm.conf").is_file()
+
+
+# --- one command answers "will this deploy" ---------------------------------------------------------------
+
+BROKEN = Path(__file__).parents[1] / "fixtures" / "stacks" / "Pulumi.prod-broken.yaml"
+
+
+def test_validate_runs_the_policy_packs_and_blocks_like_plan() -> None:
+    validated = runner.invoke(app, ["validate", str(BROKEN)])
+    planned = runner.invoke(app, ["plan", str(BROKEN), "--no-tree"])
+    assert validated.exit_code == planned.exit_code == 1
+    blocked = [line for line in planned.output.splitlines() if line.startswith("blocked")]
+    assert blocked and blocked[0] in validated.output
+    assert "redundancy-nodegroup-spares" in validated.output and "set node_groups[train].spares: 2" in validated.output
+
+
+def test_validate_json_says_whether_it_deploys() -> None:
+    broken = json.loads(runner.invoke(app, ["validate", str(BROKEN), "--json"]).stdout)
+    assert broken["valid"] is True and broken["deploys"] is False
+    assert {p["rule"] for p in broken["policies"] if p["level"] == "mandatory"} >= {"security-securitygroup-open-ingress"}
+    dev = runner.invoke(app, ["validate", "dev", "--json"])
+    assert dev.exit_code == 0 and json.loads(dev.stdout)["deploys"] is True
+
+
+def test_validate_spec_only_says_the_packs_did_not_run() -> None:
+    result = runner.invoke(app, ["validate", str(BROKEN), "--spec-only"])
+    assert result.exit_code == 0
+    assert "policy packs not run (--spec-only)" in result.output
+    assert json.loads(runner.invoke(app, ["validate", str(BROKEN), "--spec-only", "--json"]).stdout)["deploys"] is None
