@@ -78,6 +78,7 @@ def validate(
     from datetime import date
 
     from gpuforge.plan.policy_check import check_plan
+    from gpuforge.plan.secrets import stack_secrets
     from gpuforge.plan.stacks import load_stack
     from gpuforge.plan.validation import check_stack, waiver_issues
 
@@ -94,6 +95,7 @@ def validate(
             if issues:
                 raise SpecError(issues, str(stack_file.path))
             report = check_plan(resources, stack_file.config, str(stack_file.path))
+        unset = [s for s in stack_secrets(checked.resolved, stack_file.config) if s.state != "set"]
     except SpecError as error:
         if json_out:
             sys.stdout.write(json.dumps(_validation_json(str(stack), error, None)) + "\n")
@@ -112,6 +114,13 @@ def validate(
     out.print(
         f"[green]spec valid[/]: {escape(str(stack_file.path))} — {escape(', '.join(p for p in (groups, hosts) if p))}"
     )
+    for secret in unset:  # `pulumi up` fails without them; the offline checks read a placeholder
+        out.print(
+            f"[yellow]before up[/]: {escape(secret.config_key)} is {secret.state} in the stack file "
+            f"({escape(secret.used_by)}): {escape(secret.command(stack_file.name))}",
+            highlight=False,
+            soft_wrap=True,
+        )
     if report is None:
         out.print(
             f"policy packs not run (--spec-only): `gpuforge validate {escape(stack)}` without it says whether it "
@@ -119,12 +128,12 @@ def validate(
             highlight=False,
         )
         return
-    _print_policy_verdict(report, stack)
+    _print_policy_verdict(report, stack, secrets_unset=len(unset))
     if blocked:
         raise typer.Exit(1)
 
 
-def _print_policy_verdict(report: PolicyReport, stack: str) -> None:
+def _print_policy_verdict(report: PolicyReport, stack: str, secrets_unset: int) -> None:
     counts = ", ".join(f"{len(report.by_level(level))} {level}" for level in ("mandatory", "advisory", "waived"))
     out.print(f"policies ({escape(report.environment)}): {report.rules_run} rules, {counts}", highlight=False)
     for finding in report.by_level("mandatory"):
@@ -135,7 +144,8 @@ def _print_policy_verdict(report: PolicyReport, stack: str) -> None:
     else:
         advisory = len(report.by_level("advisory"))
         listed = f" ({advisory} advisory: `gpuforge plan {escape(stack)}` lists them)" if advisory else ""
-        out.print(f"[green]deploys[/]: no mandatory policy blocks it{listed}", highlight=False)
+        then = f", once the {secrets_unset} secret(s) above are set" if secrets_unset else ""
+        out.print(f"[green]deploys[/]: no mandatory policy blocks it{then}{listed}", highlight=False)
 
 
 def _validation_json(stack: str, error: SpecError | None, report: PolicyReport | None) -> dict[str, object]:

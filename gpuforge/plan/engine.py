@@ -29,6 +29,7 @@ from components.spec.monitoring import declared_secrets
 from components.spec.secrets import NAMESPACE, SECRET_KEYS
 from gpuforge.plan.model import COMPUTED, SECRET, Plan, PlanResource
 from gpuforge.plan.policy_check import check_plan
+from gpuforge.plan.secrets import stack_secrets
 from gpuforge.plan.stacks import Project, StackFile, load_stack, project_of
 from gpuforge.plan.summary import summarize
 from gpuforge.review.cost import estimate_cost
@@ -245,4 +246,5 @@ def plan_stack(stack: str | Path, project: Project | None = None) -> Plan:
         resolved=resolved,
         cost=cost,
         policy=check_plan(resources, stack_file.config, str(stack_file.path)),
+        secrets=stack_secrets(resolved, stack_file.config),
     )

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from components.spec import ResolvedSpec
     from gpuforge.plan.policy_check import PolicyReport
+    from gpuforge.plan.secrets import StackSecret
     from gpuforge.plan.summary import Summary
     from gpuforge.review.cost import CostEstimate
 
@@ -44,6 +45,7 @@ class Plan:
     resolved: ResolvedSpec
     cost: CostEstimate | None = None
     policy: PolicyReport | None = None  # gpuforge.policy_check: the packs run on this plan
+    secrets: list[StackSecret] = field(default_factory=list)  # what `pulumi up` reads; never values
 
     def by_type(self, type_: str) -> list[PlanResource]:
         return [r for r in self.resources if r.type == type_]
@@ -64,6 +66,7 @@ class Plan:
             "summary": asdict(self.summary),
             "outputs": self.outputs,
             "cost": self.cost.to_json() if self.cost else None,
+            "secrets": [secret.to_json(self.stack) for secret in self.secrets],
             **(self.policy.to_json() if self.policy else {}),
             "rendered": self.rendered(),
             "resources": [

@@ -188,12 +188,34 @@ def node_group_table(plan: Plan) -> Table:
     return table
 
 
+NODES_LEGEND = "nodes: 64+2 = 64 active + 2 hot spares, always running; 0-4 = elastic, 0 to 4 following the queue"
+
+
+SECRET_STATE = {"set": "[green]set (secure)[/]", "missing": "[red]missing[/]", "clear text": "[red]clear text[/]"}
+
+
+def secrets_lines(plan: Plan) -> Text:
+    """Each secret `pulumi up` reads: its key, whether the stack file holds it, and the command (no value)."""
+    lines = ["[bold]secrets[/] `pulumi up` reads (values never shown):"]
+    for secret in plan.secrets:
+        lines.append(
+            f"  {escape(secret.config_key)}  {SECRET_STATE[secret.state]}  {escape(secret.purpose)} "
+            f"({escape(secret.used_by)})"
+        )
+        if secret.state != "set":
+            lines.append(f"    {escape(secret.command(plan.stack))}")
+    return Text.from_markup("\n".join(lines))
+
+
 def console_plan(plan: Plan, tree: bool = True) -> Group:
     parts: list[Table | Tree | Group | Text] = [summary_table(plan)]
     if plan.resolved.node_groups or plan.resolved.site is None:
         parts.append(node_group_table(plan))
+        parts.append(Text(NODES_LEGEND, style="dim"))
     if plan.resolved.site is not None:
         parts.append(site_table(plan))
+    if plan.secrets:
+        parts.append(secrets_lines(plan))
     if tree:
         parts.insert(0, resource_tree(plan))
     if cost_caveats(plan):
@@ -221,6 +243,15 @@ def markdown_plan(plan: Plan) -> str:
             f"| {name} | {g.spec.role} | {g.spec.instance_type} | {g.spec.nodes_text} | "
             f"{g.spec.active_nodes * g.gpus_per_node} | {fabric} | {', '.join(g.azs)} |"
         )
+    lines += ["", NODES_LEGEND]
+    if plan.secrets:
+        lines += ["", "### Secrets `pulumi up` reads", "", "| config key | used by | in the stack file | set it with |",
+                  "|---|---|---|---|"]
+        lines += [
+            f"| `{s.config_key}` | `{s.used_by}` | {'set (secure)' if s.state == 'set' else s.state} | "
+            f"`{s.command(plan.stack)}` |"
+            for s in plan.secrets
+        ]
     counts = Counter(r.type for r in plan.resources if r.custom)
     lines += ["", "### Resources by type", "", "| type | count |", "|---|---|"]
     lines += [f"| `{t}` | {n} |" for t, n in sorted(counts.items())]
