@@ -29,9 +29,18 @@ def diff(
     fail_on_data_loss: Annotated[
         bool, typer.Option(help="Exit 1 when the change deletes or replaces a bucket, file system or key.")
     ] = False,
+    fail_on_compute_loss: Annotated[
+        bool,
+        typer.Option(
+            help="Exit 1 when the change terminates nodes outright (a node group deleted or replaced, an instance "
+            "type changed), not when nodes roll through their group's update strategy."
+        ),
+    ] = False,
 ) -> None:
     """GPU-aware diff of two plans: resources created/updated/replaced/deleted, GPUs and nodes, nodes
-    that roll, power and cost deltas, storage, policy results, and data-loss warnings."""
+    that roll or are terminated, power and cost deltas, storage, policy results, and data-loss warnings.
+    Exit 0, or 1 with --fail-on-data-loss / --fail-on-compute-loss when the change does that; 2 when a
+    side cannot be read."""
     from gpuforge.review.diff import DiffError, diff_plans, load_side, render_markdown
 
     try:
@@ -53,6 +62,12 @@ def diff(
     if markdown is not None:
         write_output(markdown, text, announce=json_file is None or str(json_file) != "-")
     if fail_on_data_loss and result.risks:
+        raise typer.Exit(1)
+    if fail_on_compute_loss and result.nodes_terminated:
+        err.print(
+            f"[bold red]compute loss[/]: {result.nodes_terminated} nodes ({result.gpus_terminated} GPUs) terminated",
+            highlight=False,
+        )
         raise typer.Exit(1)
 
 

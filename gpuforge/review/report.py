@@ -53,7 +53,7 @@ def summary_rows(plan: Plan) -> list[tuple[str, str]]:
     budget = f" of {s.power_budget_kw:,.1f} kW budget" if s.power_budget_kw else ""
     return [
         ("resources", f"{s.resources} ({plural(s.node_groups, 'node group')})"),
-        ("nodes", f"{s.nodes} active + {s.spare_nodes} spare"),
+        ("nodes", _nodes(plan)),
         ("GPUs", f"{s.gpus}"),
         ("EFA interfaces", f"{s.efa_interfaces}"),
         ("parallel file system", _parallel_fs(plan)),
@@ -63,6 +63,17 @@ def summary_rows(plan: Plan) -> list[tuple[str, str]]:
         *[("Capacity Block", w.text()) for w in block_windows(r.inputs for r in plan.by_type(NODE_GROUP))],
         *[("unpinned image", line) for line in pin_warnings(plan)],
     ]
+
+
+def _nodes(plan: Plan) -> str:
+    """Fixed nodes as active + spare; elastic groups apart as min-max, never counted active at their max."""
+    s = plan.summary
+    elastic = [g.spec.scaling for g in plan.resolved.node_groups.values() if g.spec.scaling is not None]
+    most = sum(scaling.max for scaling in elastic)
+    text = f"{s.nodes - most} active + {s.spare_nodes} spare"
+    if elastic:
+        text += f" + elastic {sum(scaling.min for scaling in elastic)}-{most} (following the queue)"
+    return text
 
 
 def _parallel_fs(plan: Plan) -> str:
@@ -79,17 +90,25 @@ def _cost(plan: Plan) -> str:
     total = plan.summary.monthly_cost_usd
     if total is None or plan.cost is None:
         return "not priced"
-    text = f"${total:,.0f}"
+    floor = plan.cost.total_min
+    # An elastic group runs its min around the clock and its max only while jobs wait: a range, not a max.
+    text = f"${floor:,.0f}..${total:,.0f} (elastic groups min..max)" if floor != total else f"${total:,.0f}"
     if plan.cost.unpriced:  # never a total that silently drops a group
         text += f" + not priced: {', '.join(plan.cost.unpriced)}"
-    if plan.cost.caveats:
-        text += f" ({plural(len(plan.cost.caveats), 'caveat')} below)"
+    if plan.cost.size_unknown:
+        text += f" + size unknown: {', '.join(plan.cost.size_unknown)}"
+    notes = len(plan.cost.caveats) + (1 if plan.cost.not_priced_resources else 0)
+    if notes:
+        text += f" ({plural(notes, 'caveat')} below)"
     # Site hardware is owned, not rented: only the cloud side has a price list.
     return text + (" (cloud resources only; site hosts not priced)" if plan.placement != "aws" else "")
 
 
 def cost_caveats(plan: Plan) -> list[str]:
-    return plan.cost.caveats if plan.cost is not None else []
+    if plan.cost is None:
+        return []
+    billed = plan.cost.not_priced_resources
+    return [*plan.cost.caveats, *([f"billed by AWS, not priced here: {'; '.join(billed)}"] if billed else [])]
 
 
 def placement_rows(plan: Plan) -> list[tuple[str, str]]:
@@ -188,7 +207,10 @@ def node_group_table(plan: Plan) -> Table:
     return table
 
 
-NODES_LEGEND = "nodes: 64+2 = 64 active + 2 hot spares, always running; 0-4 = elastic, 0 to 4 following the queue"
+NODES_LEGEND = (
+    "nodes: 64+2 = 64 active + 2 hot spares, always running; 0-4 = elastic, 0 to 4 following the queue "
+    "(its GPUs and power at 4)"
+)
 
 
 SECRET_STATE = {"set": "[green]set (secure)[/]", "missing": "[red]missing[/]", "clear text": "[red]clear text[/]"}

@@ -45,9 +45,8 @@ def test_plan_lists_each_secret_with_its_command_and_state(tmp_path: Path) -> No
     assert pager["used_by"] == "cluster.monitoring.receivers[oncall].routing_key_secret"
     assert slack["command"] == "pulumi config set --stack prod --secret gpuforge:alertSlackUrl '<value>'"
     text = markdown.read_text()
-    assert "| `gpuforge:alertPagerdutyKey` | `cluster.monitoring.receivers[oncall].routing_key_secret` | set (secure)" in (
-        text
-    )
+    row = "| `gpuforge:alertPagerdutyKey` | `cluster.monitoring.receivers[oncall].routing_key_secret` | set (secure)"
+    assert row in text
     assert "pulumi config set --stack prod --secret gpuforge:alertSlackUrl '<value>'" in result.output
     for output in (result.output, text, json_file.read_text()):
         assert CIPHERTEXT not in output and CLEAR not in output

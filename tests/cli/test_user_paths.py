@@ -96,7 +96,8 @@ def test_validate_runs_the_policy_packs_and_blocks_like_plan() -> None:
 def test_validate_json_says_whether_it_deploys() -> None:
     broken = json.loads(runner.invoke(app, ["validate", str(BROKEN), "--json"]).stdout)
     assert broken["valid"] is True and broken["deploys"] is False
-    assert {p["rule"] for p in broken["policies"] if p["level"] == "mandatory"} >= {"security-securitygroup-open-ingress"}
+    mandatory = {p["rule"] for p in broken["policies"] if p["level"] == "mandatory"}
+    assert "security-securitygroup-open-ingress" in mandatory
     dev = runner.invoke(app, ["validate", "dev", "--json"])
     assert dev.exit_code == 0 and json.loads(dev.stdout)["deploys"] is True
 
