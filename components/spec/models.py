@@ -420,7 +420,10 @@ class NodeGroup(SpecModel):
     renamed_from: str | None = Field(
         default=None,
         description="The group's previous key, when it was renamed: its Pulumi resources keep their identity "
-        "(aliases), so the rename terminates no node. Remove it once the rename is deployed everywhere.",
+        "(aliases), so no resource is deleted and no node is terminated outright. The nodes carry the group's key "
+        "(launch template user data and tags, Slurm node names), so each one is still replaced through the "
+        "group's update_strategy (drain: its jobs finish first), as `gpuforge diff` shows under nodes that roll. "
+        "Remove it once the rename is deployed everywhere.",
     )
 
     @model_validator(mode="after")

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from components.spec.models import NodeGroup as NodeGroupSpec
 from gpuforge.plan.model import Plan, PlanResource
 from gpuforge.plan.policy_check import console_policies, markdown_policies
 from gpuforge.plan.summary import NODE_GROUP
@@ -61,8 +62,31 @@ def summary_rows(plan: Plan) -> list[tuple[str, str]]:
         ("monthly cost (on-demand)", _cost(plan)),
         *placement_rows(plan),
         *[("Capacity Block", w.text()) for w in block_windows(r.inputs for r in plan.by_type(NODE_GROUP))],
+        *reservation_rows(plan),
         *[("unpinned image", line) for line in pin_warnings(plan)],
     ]
+
+
+def reservation_rows(plan: Plan) -> list[tuple[str, str]]:
+    """Per reservation or Capacity Block: the groups launching into it and their nodes against its size.
+    Spares stay per group (a spare is an instance of one group's launch template and partition), so teams
+    sharing a reservation each keep their own; one group with a partition per team shares them."""
+    sharing: dict[str, list[tuple[str, NodeGroupSpec]]] = {}
+    for name, group in plan.resolved.node_groups.items():
+        rid = getattr(group.spec.capacity, "reservation_id", None)
+        if rid is not None:
+            sharing.setdefault(rid, []).append((name, group.spec))
+    rows = []
+    for rid, groups in sharing.items():
+        parts = " + ".join(f"{name} {spec.nodes_text}" for name, spec in groups)
+        size = next((c for _, spec in groups if (c := getattr(spec.capacity, "instance_count", None))), None)
+        total = sum(spec.total_nodes for _, spec in groups)
+        of = f" of {size}" if size else " (size not in the spec: capacity.instance_count; preflight asks AWS)"
+        text = f"{parts} = {total}{of}"
+        if len(groups) > 1:
+            text += "; spares are per group, not shared across the reservation"
+        rows.append((f"reservation {rid}", text))
+    return rows
 
 
 def _nodes(plan: Plan) -> str:

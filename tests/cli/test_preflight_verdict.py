@@ -124,3 +124,22 @@ def test_validate_refuses_teams_that_overfill_a_block_together(tmp_path: Path) -
     size = problems["cluster.node_groups[team-b].count"]
     assert "add up to 10 (train 4+1 + team-b 4+1), past its 9 instances" in size["message"]
     assert "to share spares, make the teams one group" in size["fix"] and size["line"]
+
+
+def test_the_plan_shows_teams_sharing_a_reservation_and_their_spares(tmp_path: Path) -> None:
+    document = parse_yaml((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())
+    config = json.loads(json.dumps(document["config"]))
+    cluster = config["gpuforge:cluster"]
+    train = cluster["node_groups"]["train"]
+    train.update(count=32, spares=1)
+    train["capacity"]["instance_count"] = 66
+    cluster["node_groups"]["team-b"] = json.loads(json.dumps(train))
+    cluster["scheduler"]["partitions"]["train"]["node_groups"].append("team-b")
+    stack = tmp_path / "Pulumi.shared.yaml"
+    stack.write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    result = runner.invoke(app, ["plan", str(stack), "--no-tree"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert (
+        "reservation cr-0a1b2c3d4e5f67890 │ train 32+1 + team-b 32+1 = 66 of 66; spares are per group, not shared"
+        in result.output
+    )
