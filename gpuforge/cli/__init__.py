@@ -223,7 +223,7 @@ DEPLOY_ORDER = {"dev": 0, "staging": 1, "prod": 2}
 def stacks(
     json_out: Annotated[bool, typer.Option("--json", help="One JSON object per stack (a CI matrix).")] = False,
 ) -> None:
-    """List the project's stacks (Pulumi.<stack>.yaml in its stackConfigDir) in deploy order (dev,
+    """List the project's stacks (`Pulumi.<stack>.yaml` in its stackConfigDir) in deploy order (dev,
     staging, prod): placement, region and environment, read from each stack file without planning it."""
     from gpuforge.plan.stacks import find_project, stack_summary
 
