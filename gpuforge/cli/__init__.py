@@ -16,7 +16,7 @@ import typer
 from rich.markup import escape
 
 from components.spec import SpecError
-from gpuforge.cli import nodes, preflight, render, review
+from gpuforge.cli import day_two, nodes, preflight, render, review
 from gpuforge.cli.common import cannot_write, fail, write_output
 from gpuforge.console import err, out
 
@@ -271,5 +271,6 @@ def init(
 review.register(app)  # diff, preview, up, destroy, outputs
 nodes.register(app)  # inventory, bake, check
 preflight.register(app)  # preflight
+day_two.register(app)  # status, ssh
 app.add_typer(render.app, name="render")  # render slurm, render monitoring
 
