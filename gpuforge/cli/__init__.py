@@ -103,7 +103,9 @@ def validate(
         fail(error)
     blocked = report is not None and report.blocking
     if json_out:
-        sys.stdout.write(json.dumps(_validation_json(str(stack_file.path), None, report)) + "\n")
+        document = _validation_json(str(stack_file.path), None, report)
+        document["secrets_unset"] = [secret.to_json(stack_file.name) for secret in unset]
+        sys.stdout.write(json.dumps(document) + "\n")
         raise typer.Exit(1 if blocked else 0)
     resolved = checked.resolved
     groups = ", ".join(

@@ -66,3 +66,11 @@ def test_a_kubeconfig_secret_is_set_from_its_file() -> None:
     assert [s["command"] for s in secrets if s["key"] == "gpuforge:siteKubeconfig"] == [
         "pulumi config set --stack onprem-k8s --secret gpuforge:siteKubeconfig < kubeconfig"
     ]
+
+
+def test_validate_json_names_the_unset_secrets_without_values() -> None:
+    result = runner.invoke(app, ["validate", "prod", "--json"])
+    assert result.exit_code == 0, result.output
+    unset = json.loads(result.stdout)["secrets_unset"]
+    assert [s["key"] for s in unset] == ["gpuforge:alertPagerdutyKey", "gpuforge:alertSlackUrl"]
+    assert all(s["state"] == "missing" and s["command"].startswith("pulumi config set --stack prod") for s in unset)
