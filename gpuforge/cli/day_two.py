@@ -34,22 +34,28 @@ def _resolved(stack: str) -> ResolvedSpec:
         fail(error)
 
 
-def _ec2(region: str) -> Any:
+def _client(service: str, region: str) -> Any:
     import boto3  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
-    return boto3.session.Session().client("ec2", region_name=region)
+    return boto3.session.Session().client(service, region_name=region)
 
 
 def status(
     stack: StackArg,
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
+    slurm: Annotated[
+        bool,
+        typer.Option(
+            help="Ask the running controller for Slurm's node states (sinfo) and pending jobs (squeue) through "
+            "Systems Manager Run Command (needs ssm:SendCommand)."
+        ),
+    ] = True,
 ) -> None:
     """The deployed cluster as AWS has it: per node group, nodes by EC2 state against count + spares (or an
-    elastic group's min-max), spares in hand, the image each node booted against the pinned one; the
-    controllers; each reservation's use. Needs AWS credentials (on premises: the spec's hosts and their
-    addresses). Slurm's own node states are the controller's: `gpuforge ssh STACK controller`, then
-    `sinfo -N`. Exit 0 when everything is as planned, 1 on a finding or what AWS did not answer, 2 for a
-    spec error."""
+    elastic group's min-max) and by Slurm state, spares in hand, the image each node booted against the
+    pinned one; the controllers and the pending jobs; each reservation's use. Needs AWS credentials (on
+    premises: the spec's hosts and their addresses). Exit 0 when everything is as planned, 1 on a finding
+    or what AWS did not answer, 2 for a spec error."""
     from gpuforge.nodes.status import cluster_status
 
     resolved = _resolved(stack)
@@ -57,7 +63,8 @@ def status(
     if region is None:
         _site_status(resolved, json_out)
         return
-    report = cluster_status(resolved, _ec2(region), stack)
+    ssm = _client("ssm", region) if slurm else None
+    report = cluster_status(resolved, _client("ec2", region), stack, ssm)
     if json_out:
         sys.stdout.write(json.dumps(report.to_json()) + "\n")
     else:
@@ -72,7 +79,9 @@ def _print_status(report: StatusReport) -> None:
         states = ", ".join(f"{n} {state}" for state, n in sorted(g.by_state.items())) or "no instances"
         images = ", ".join(f"{image} x{n}" for image, n in sorted(g.images.items())) or "-"
         pinned = f" (pinned {g.pinned_image})" if g.pinned_image else " (not pinned)"
-        out.print(f"  {escape(g.name):<12} planned {g.planned:<7} {escape(states)}; images: {escape(images)}{pinned}",
+        slurm = ", ".join(f"{n} {state}" for state, n in sorted(g.slurm_states.items()))
+        out.print(f"  {escape(g.name):<12} planned {g.planned:<7} {escape(states)}"
+                  + (f"; Slurm: {escape(slurm)}" if slurm else "") + f"; images: {escape(images)}{pinned}",
                   highlight=False)
         for finding in g.findings:
             out.print(f"    [yellow]{escape(finding)}[/]", highlight=False)
@@ -90,10 +99,8 @@ def _print_status(report: StatusReport) -> None:
                       highlight=False)
     for line in report.unchecked:
         out.print(f"  [yellow]unchecked[/] {escape(line)}", highlight=False, soft_wrap=True)
-    out.print(
-        f"  Slurm node states: on the controller (`gpuforge ssh {escape(report.stack)} controller`, then `sinfo -N`)",
-        highlight=False,
-    )
+    if report.pending_jobs is not None:
+        out.print(f"  queue        {report.pending_jobs} pending job(s)", highlight=False)
 
 
 def _site_status(resolved: ResolvedSpec, json_out: bool) -> None:
@@ -137,7 +144,7 @@ def ssh(
             command = ["ssh", f"{user}@{address}" if user else address]
         else:
             assert region is not None
-            nodes, failure = cluster_instances(_ec2(region), resolved.spec.name)
+            nodes, failure = cluster_instances(_client("ec2", region), resolved.spec.name)
             if failure is not None:
                 err.print(f"[bold red]ssh[/]: could not list the stack's instances: {escape(failure)}", highlight=False)
                 raise typer.Exit(2)

@@ -14,6 +14,7 @@ the spec gives the login host (or a site host).
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -46,6 +47,7 @@ class GroupStatus:
     most: int
     spares: int
     by_state: dict[str, int] = field(default_factory=dict)
+    slurm_states: dict[str, int] = field(default_factory=dict)  # sinfo's node states on the controller
     images: dict[str, int] = field(default_factory=dict)
     pinned_image: str | None = None  # the spec's image.ami_id, when pinned
     findings: list[str] = field(default_factory=list)
@@ -74,6 +76,7 @@ class StatusReport:
     reservations: list[ReservationUse] = field(default_factory=list)
     nodes: list[Node] = field(default_factory=list)
     unchecked: list[str] = field(default_factory=list)
+    pending_jobs: int | None = None  # squeue on the controller; None: not asked or not answered
 
     @property
     def healthy(self) -> bool:
@@ -88,6 +91,7 @@ class StatusReport:
             "controllers": [asdict(n) for n in self.controllers],
             "reservations": [asdict(r) for r in self.reservations],
             "nodes": [asdict(n) for n in self.nodes],
+            "pending_jobs": self.pending_jobs,
             "unchecked": self.unchecked,
         }
 
@@ -125,7 +129,7 @@ def _node(instance: dict[str, Any]) -> Node:
     )
 
 
-def cluster_status(resolved: ResolvedSpec, ec2: Any, stack: str = "") -> StatusReport:
+def cluster_status(resolved: ResolvedSpec, ec2: Any, stack: str = "", ssm: Any = None) -> StatusReport:
     spec = resolved.spec
     report = StatusReport(stack, spec.region or "")
     nodes, failure = cluster_instances(ec2, spec.name)
@@ -137,6 +141,8 @@ def cluster_status(resolved: ResolvedSpec, ec2: Any, stack: str = "") -> StatusR
     for name, group in resolved.node_groups.items():
         report.groups.append(_group_status(name, group.spec, [n for n in nodes if n.group == name]))
     report.reservations = _reservations(resolved, ec2, report.unchecked)
+    if ssm is not None and resolved.scheduler is not None:
+        _ask_slurm(report, ssm)
     strays = [n for n in nodes if n.group not in resolved.node_groups and n.group != "controller"]
     for stray in strays:
         report.unchecked.append(f"{stray.instance_id} ({stray.name}) carries the cluster's tag but no known group")
@@ -188,6 +194,69 @@ def _reservations(resolved: ResolvedSpec, ec2: Any, unchecked: list[str]) -> lis
             use.state = str(found[0].get("State") or "")
         uses.append(use)
     return uses
+
+
+# --- Slurm, asked on the controller --------------------------------------------------------------------
+
+# One line per node and partition ("train-i-0abc idle"); then the number of pending jobs.
+SLURM_QUERY = (
+    "sinfo --noheader --Node --format='%N %T'; echo '--- pending'; "
+    "squeue --noheader --states=PENDING --format=%i | wc -l"
+)
+RUN_SHELL = "AWS-RunShellScript"  # Systems Manager's own document: the controller's SSM agent runs it as root
+WAITING = {"Pending", "InProgress", "Delayed"}
+
+
+def _ask_slurm(report: StatusReport, ssm: Any, polls: int = 30, wait: Any = time.sleep) -> None:
+    """Node states and the pending queue from the running controller, through Systems Manager Run
+    Command (the controller's role has AmazonSSMManagedInstanceCore; the caller needs ssm:SendCommand)."""
+    controller = next((n for n in report.controllers if n.state == "running"), None)
+    if controller is None:
+        report.unchecked.append("Slurm states: no controller is running")
+        return
+    sent, failure = call_aws(
+        partial(ssm.send_command, InstanceIds=[controller.instance_id], DocumentName=RUN_SHELL,
+                Parameters={"commands": [SLURM_QUERY]})
+    )
+    if failure is not None:
+        report.unchecked.append(f"Slurm states: could not run sinfo on {controller.name} ({failure})")
+        return
+    command_id = sent["Command"]["CommandId"]
+    for _ in range(polls):
+        answer, failure = call_aws(
+            partial(ssm.get_command_invocation, CommandId=command_id, InstanceId=controller.instance_id)
+        )
+        if failure is None and answer.get("Status") not in WAITING:
+            break
+        wait(1)
+    if failure is not None or answer.get("Status") != "Success":
+        why = failure or f"{answer.get('Status')}: {str(answer.get('StandardErrorContent', '')).strip()[:200]}"
+        report.unchecked.append(f"Slurm states: sinfo on {controller.name} did not answer ({why})")
+        return
+    parsed = parse_slurm_answer(str(answer.get("StandardOutputContent", "")))
+    if parsed is None:  # an agent that ran nothing (a stand-in) is no answer, never an empty cluster
+        report.unchecked.append(f"Slurm states: the answer from {controller.name} carries no sinfo output")
+        return
+    states, pending = parsed
+    report.pending_jobs = pending
+    for group in report.groups:
+        mine = [state for node, state in states.items() if node.startswith(f"{group.name}-")]
+        group.slurm_states = dict(Counter(mine))
+
+
+def parse_slurm_answer(text: str) -> tuple[dict[str, str], int | None] | None:
+    """sinfo's node -> state (a node in several partitions listed once), and the pending job count; None
+    when the text is not SLURM_QUERY's output."""
+    nodes_part, marker, pending_part = text.partition("--- pending")
+    if not marker:
+        return None
+    states: dict[str, str] = {}
+    for line in nodes_part.splitlines():
+        fields = line.split()
+        if len(fields) == 2:
+            states[fields[0]] = fields[1]
+    count = pending_part.strip()
+    return states, int(count) if count.isdigit() else None
 
 
 # --- ssh -----------------------------------------------------------------------------------------------

@@ -11,15 +11,19 @@ from typing import Any
 import boto3
 import pytest
 import yaml
+from botocore.stub import Stubber
 from moto import mock_aws
 from typer.testing import CliRunner
 
 from components.spec.loader import parse_yaml
-from gpuforge.cli import app
+from gpuforge.cli import app, day_two
+from gpuforge.nodes import status as status_module
 from gpuforge.nodes.inventory import CLUSTER_TAG, NODE_GROUP_TAG
 
 ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
+# The tags components/aws/slurm.py gives a controller instance.
+CONTROLLER = {CLUSTER_TAG: "forge-dev", "Name": "forge-dev-ctl-0", "gpuforge:slurm-role": "controller"}
 runner = CliRunner()
 
 
@@ -60,7 +64,7 @@ def test_status_reads_nodes_images_and_controllers(ec2: Any, tmp_path: Path) -> 
     launch(ec2, 1, pinned, {**cluster, NODE_GROUP_TAG: "login"})
     launch(ec2, 1, other, {**cluster, NODE_GROUP_TAG: "login"})  # one more login node, on another image
     launch(ec2, 2, other, {**cluster, NODE_GROUP_TAG: "train"}, "g5.12xlarge")
-    launch(ec2, 1, other, {**cluster, "Name": "forge-dev-ctl-0", "gpuforge:slurm-role": "controller"})
+    launch(ec2, 1, other, CONTROLLER)
     launch(ec2, 3, other, {CLUSTER_TAG: "someone-else", NODE_GROUP_TAG: "train"})  # not this cluster
     result = runner.invoke(app, ["status", str(dev_pinned(tmp_path, pinned)), "--json"])
     assert result.exit_code == 1, result.output  # the login group runs more than planned, on two images
@@ -84,7 +88,45 @@ def test_status_says_spares_short_and_what_aws_did_not_answer(ec2: Any) -> None:
     assert "63 running of 66: 3 short (spares in hand: 0 of 2)" in result.output
     # moto has no DescribeCapacityReservations: said, never shown as fine
     assert "reservation  cr-0a1b2c3d4e5f67890 (train): unchecked not implemented" in result.output
-    assert "Slurm node states: on the controller (`gpuforge ssh prod controller`, then `sinfo -N`)" in result.output
+    assert "unchecked Slurm states: no controller is running" in result.output
+
+
+def test_status_never_reads_an_empty_run_command_answer_as_an_idle_cluster(ec2: Any) -> None:
+    """moto's Run Command succeeds without running anything: no sinfo output is no answer."""
+    (image, _) = images(ec2)
+    launch(ec2, 1, image, CONTROLLER)
+    launch(ec2, 1, image, {CLUSTER_TAG: "forge-dev", NODE_GROUP_TAG: "login"})
+    result = runner.invoke(app, ["status", "dev", "--json"])
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert "Slurm states: the answer from forge-dev-ctl-0 carries no sinfo output" in report["unchecked"]
+    assert report["pending_jobs"] is None
+
+
+def test_status_counts_slurm_states_and_the_queue_from_the_controller(
+    ec2: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The controller answers through Run Command (botocore's Stubber: the SSM API model checks both the
+    request and the answer); sinfo lists a node once per partition, so train-…-b (gpu and debug) counts once."""
+    (image, _) = images(ec2)
+    (ctl,) = launch(ec2, 1, image, CONTROLLER)
+    launch(ec2, 1, image, {CLUSTER_TAG: "forge-dev", NODE_GROUP_TAG: "login"})
+    a, b = launch(ec2, 2, image, {CLUSTER_TAG: "forge-dev", NODE_GROUP_TAG: "train"}, "g5.12xlarge")
+    ssm = boto3.client("ssm", region_name=REGION)
+    stub = Stubber(ssm)
+    stub.add_response("send_command", {"Command": {"CommandId": "0f7c5e5a-1111-2222-3333-444455556666"}})
+    stub.add_response("get_command_invocation", {"Status": "InProgress"})
+    sinfo = f"train-{a} idle\ntrain-{b} allocated\ntrain-{b} allocated\n--- pending\n7\n"
+    stub.add_response("get_command_invocation", {"Status": "Success", "StandardOutputContent": sinfo})
+    stub.activate()
+    monkeypatch.setattr(day_two, "_client", lambda service, region: ssm if service == "ssm" else ec2)
+    monkeypatch.setattr(status_module.time, "sleep", lambda seconds: None)
+    result = runner.invoke(app, ["status", "dev"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert "2 running; Slurm: 1 allocated, 1 idle;" in result.output
+    assert "queue        7 pending job(s)" in result.output
+    stub.assert_no_pending_responses()
+    assert ctl in result.output
 
 
 def test_ssh_opens_session_manager_to_a_login_node_by_default(ec2: Any) -> None:
