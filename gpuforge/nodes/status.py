@@ -141,8 +141,8 @@ def cluster_status(resolved: ResolvedSpec, ec2: Any, stack: str = "", ssm: Any =
     for name, group in resolved.node_groups.items():
         report.groups.append(_group_status(name, group.spec, [n for n in nodes if n.group == name]))
     report.reservations = _reservations(resolved, ec2, report.unchecked)
-    if ssm is not None and resolved.scheduler is not None:
-        _ask_slurm(report, ssm)
+    if ssm is not None and resolved.scheduler is not None and spec.placement.kind == "aws":
+        _ask_slurm(report, ssm)  # a hybrid cluster's controller is on the site, out of Run Command's reach
     strays = [n for n in nodes if n.group not in resolved.node_groups and n.group != "controller"]
     for stray in strays:
         report.unchecked.append(f"{stray.instance_id} ({stray.name}) carries the cluster's tag but no known group")
