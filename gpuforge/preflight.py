@@ -33,8 +33,8 @@ from botocore.exceptions import (  # type: ignore[import-not-found,import-untype
     ClientError,
 )
 
-from components.catalog.aws_wiring import load_aws_wiring
-from components.spec import ResolvedNodeGroup, ResolvedSpec
+from gpuforge.catalog.aws_wiring import load_aws_wiring
+from gpuforge.spec import ResolvedNodeGroup, ResolvedSpec
 from gpuforge.nodes.inventory import CLUSTER_TAG, NODE_GROUP_TAG
 
 Kind = Literal["problem", "unchecked"]

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat
 
-PRICES_FILE = "components/catalog/data/prices.yaml"
+PRICES_FILE = "gpuforge/catalog/data/prices.yaml"
 _PATH = Path(__file__).resolve().parent / "data" / "prices.yaml"
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from components.catalog import Catalog, CatalogError, InstanceType, load_catalog
+from gpuforge.catalog import Catalog, CatalogError, InstanceType, load_catalog
 
 from .capacity_checks import check_group_capacity, check_shared_reservations
 from .errors import SpecError, SpecIssue, issues_from_validation_error
@@ -209,7 +209,7 @@ def catalog_issues(exc: CatalogError) -> list[SpecIssue]:
     """Invalid catalog overrides, each at its path under cluster.catalog."""
     if exc.validation is None:
         return [SpecIssue("cluster.catalog", str(exc), "correct the override")]
-    from components.catalog.models import CatalogData
+    from gpuforge.catalog.models import CatalogData
 
     error, document = exc.validation
     return issues_from_validation_error(error, document, root="cluster.catalog", model=CatalogData)
@@ -483,7 +483,7 @@ def _instance_type(catalog: Catalog, name: str, path: str) -> tuple[InstanceType
         SpecIssue(
             path,
             f"unknown instance type {name!r}" + unusual_characters(name),
-            hint or "use an EC2 instance type from the catalog (components/catalog/data/aws_instance_types.json), "
+            hint or "use an EC2 instance type from the catalog (gpuforge/catalog/data/aws_instance_types.json), "
             "or add its row under catalog.instance_types",
         )
     ]
@@ -496,7 +496,7 @@ AUTONAME_SUFFIX = 8
 
 
 def _check_bucket_names(spec: ClusterSpec) -> list[SpecIssue]:
-    """Logical names of the buckets components/aws declares, against S3's limit once Pulumi adds its suffix."""
+    """Logical names of the buckets gpuforge/infra/aws declares, against S3's limit once Pulumi adds its suffix."""
     names = {
         f"cluster.storage.object_stores[{key}]": [f"{spec.name}-{key}-bucket"] for key in spec.storage.object_stores
     }

@@ -15,7 +15,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from components.assets import PLAYBOOKS_DIR
+from gpuforge.assets import PLAYBOOKS_DIR
 
 from .errors import SpecIssue
 from .models import DLAMI_2404_SSM, UBUNTU_2404_SSM, ClusterSpec

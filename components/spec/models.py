@@ -631,7 +631,7 @@ class ObjectStore(SpecModel):
 
 # AWS tag limits (Tagging AWS resources, "Tag naming limits and requirements").
 TAG_KEY_MAX, TAG_VALUE_MAX, TAGS_MAX = 128, 256, 50
-GPUFORGE_TAGS = ("gpuforge:cluster", "gpuforge:environment")  # set on every resource (components/aws/placement.py)
+GPUFORGE_TAGS = ("gpuforge:cluster", "gpuforge:environment")  # set on every resource (gpuforge/infra/aws/placement.py)
 _TAG_CHARS = re.compile(r"^[\w .:/=+\-@]*$")
 
 
@@ -756,7 +756,7 @@ KubernetesVersion = Literal["1.31", "1.32", "1.33"]
 EksAccessPolicy = Literal[
     "AmazonEKSClusterAdminPolicy", "AmazonEKSAdminPolicy", "AmazonEKSEditPolicy", "AmazonEKSViewPolicy"
 ]
-# Namespaces the platform owns (components/k8s); a team namespace may not take one.
+# Namespaces the platform owns (gpuforge/infra/k8s); a team namespace may not take one.
 RESERVED_NAMESPACES = frozenset(
     {
         "default",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from components.spec import SpecError
+from gpuforge.spec import SpecError
 from gpuforge.cli import day_two, nodes, preflight, render, review
 from gpuforge.cli.common import cannot_write, fail, write_output
 from gpuforge.console import err, out
@@ -209,7 +209,7 @@ def schema(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")] = None,
 ) -> None:
     """Print the JSON Schema of a stack file (what schemas/cluster.schema.json holds)."""
-    from components.spec.schema import render_schema
+    from gpuforge.plan.schema import render_schema
 
     text = render_schema()
     if output is None:

@@ -9,7 +9,7 @@ from typing import NoReturn
 import typer
 from rich.markup import escape
 
-from components.spec import SpecError
+from gpuforge.spec import SpecError
 from gpuforge.console import err, out
 from gpuforge.plan.stacks import ProjectNotFound
 

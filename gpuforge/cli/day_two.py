@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from components.spec import SpecError
+from gpuforge.spec import SpecError
 from gpuforge.cli.common import fail
 from gpuforge.console import err, out
 
 if TYPE_CHECKING:
-    from components.spec import ResolvedSpec
+    from gpuforge.spec import ResolvedSpec
     from gpuforge.nodes.status import StatusReport
 
 StackArg = Annotated[str, typer.Argument(help="A stack name in stacks/ or a path to a stack file.", show_default=False)]

@@ -16,7 +16,7 @@ import yaml
 from rich.markup import escape
 from rich.table import Table
 
-from components.spec import SpecError
+from gpuforge.spec import SpecError
 from gpuforge.console import err, out
 from gpuforge.nodes.bake import EventHandler, PlaybookResult
 from gpuforge.nodes.check import ALL_CHECKS, DrainMethod

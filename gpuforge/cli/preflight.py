@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from components.spec import SpecError
+from gpuforge.spec import SpecError
 from gpuforge.cli.common import fail
 from gpuforge.console import err, out
 

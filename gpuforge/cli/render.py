@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from components.spec import SpecError
+from gpuforge.spec import SpecError
 from gpuforge.cli.common import fail, write_output
 from gpuforge.console import err, out
 
@@ -34,7 +34,7 @@ def monitoring(
 ) -> None:
     """The Prometheus configuration, rules (or PrometheusRule objects) and Alertmanager routes a stack gets.
     Receiver secrets show as the files Alertmanager reads and the Pulumi config keys that fill them."""
-    from components.spec import resolve
+    from gpuforge.spec import resolve
     from gpuforge.plan.stacks import load_stack
     from gpuforge.render.monitoring import render_monitoring
 
@@ -78,7 +78,7 @@ def slurm(
 ) -> None:
     """The Slurm configuration the cluster's nodes receive: slurm.conf, gres.conf, cgroup.conf,
     job_container.conf, topology.conf, and /etc/default/slurmd per node group (docs/slurm.md)."""
-    from components.spec import resolve
+    from gpuforge.spec import resolve
     from gpuforge.plan.stacks import load_stack
     from gpuforge.render.slurm import SlurmRenderError, render_slurm, slurm_config
 

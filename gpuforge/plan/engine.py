@@ -23,16 +23,16 @@ from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from components.assets import BUNDLED, SOURCE_ROOT
-from components.spec.errors import SpecError
-from components.spec.monitoring import declared_secrets
-from components.spec.secrets import NAMESPACE, SECRET_KEYS
+from gpuforge.assets import BUNDLED, SOURCE_ROOT
+from gpuforge.spec.errors import SpecError
+from gpuforge.spec.monitoring import declared_secrets
+from gpuforge.spec.secrets import NAMESPACE, SECRET_KEYS
 from gpuforge.plan.model import COMPUTED, SECRET, Plan, PlanResource
 from gpuforge.plan.policy_check import check_plan
 from gpuforge.plan.secrets import stack_secrets
 from gpuforge.plan.stacks import Project, StackFile, load_stack, project_of
 from gpuforge.plan.summary import summarize
-from gpuforge.review.cost import estimate_cost
+from gpuforge.plan.cost import estimate_cost
 
 PROJECT = "gpuforge"
 MOCK_ACCOUNT = "123456789012"
@@ -217,7 +217,7 @@ def run_program(stack_file: StackFile, program: Path) -> tuple[list[PlanResource
     try:
         _sync_await(run_pulumi_func(evaluate))
     except pulumi.RunError as error:
-        # The program reports a spec problem only the deploy reveals (components/program.py) as a
+        # The program reports a spec problem only the deploy reveals (gpuforge/infra/program.py) as a
         # RunError for the Pulumi CLI; offline, hand back the SpecError it came from (every issue, exit 2).
         if isinstance(error.__context__, SpecError):
             raise error.__context__ from None

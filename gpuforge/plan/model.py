@@ -7,11 +7,11 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from components.spec import ResolvedSpec
+    from gpuforge.spec import ResolvedSpec
     from gpuforge.plan.policy_check import PolicyReport
     from gpuforge.plan.secrets import StackSecret
     from gpuforge.plan.summary import Summary
-    from gpuforge.review.cost import CostEstimate
+    from gpuforge.plan.cost import CostEstimate
 
 COMPUTED = "<computed>"  # a value only the real engine knows
 SECRET = "[secret]"  # a secret's value, which no plan output carries

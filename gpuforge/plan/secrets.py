@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from components.spec import ResolvedSpec
-from components.spec.monitoring import SECRET_FILES
-from components.spec.secrets import NAMESPACE, SITE_S3_ACCESS_KEY, SITE_S3_SECRET_KEY
+from gpuforge.spec import ResolvedSpec
+from gpuforge.spec.monitoring import SECRET_FILES
+from gpuforge.spec.secrets import NAMESPACE, SITE_S3_ACCESS_KEY, SITE_S3_SECRET_KEY
 
 State = Literal["set", "missing", "clear text"]
 

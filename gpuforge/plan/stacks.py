@@ -14,10 +14,10 @@ from typing import Any
 
 import yaml
 
-from components.spec import SpecError, SpecIssue
-from components.spec.loader import parse_yaml, read_stack_text
-from components.spec.secrets import clear_text_secrets
-from components.spec.suggest import did_you_mean, suggestion
+from gpuforge.spec import SpecError, SpecIssue
+from gpuforge.spec.loader import parse_yaml, read_stack_text
+from gpuforge.spec.secrets import clear_text_secrets
+from gpuforge.spec.suggest import did_you_mean, suggestion
 
 CLUSTER_KEY = "gpuforge:cluster"
 MANIFEST = "Pulumi.yaml"
@@ -107,7 +107,7 @@ def find_stack(stack: str | Path, project: Project | None = None) -> Path:
 
 
 def load_stack(stack: str | Path, project: Project | None = None) -> StackFile:
-    """Read a stack file through the one YAML reader (components/spec/loader.py); a SpecError names
+    """Read a stack file through the one YAML reader (gpuforge/spec/loader.py); a SpecError names
     the file for anything wrong with it (encoding, syntax, duplicate keys, shape)."""
     path = find_stack(stack, project)
     return stack_from_text(read_stack_text(path), path)

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from components.catalog import PriceTable
+from gpuforge.catalog import PriceTable
 
 NODE_GROUP = "gpuforge:aws:GpuNodeGroup"
 LUSTRE = "gpuforge:aws:LustreFileSystem"

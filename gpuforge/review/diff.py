@@ -23,9 +23,9 @@ from typing import Any
 
 import yaml
 
-from components.spec.capacity import MAINTENANCE_ON_DEMAND, MAINTENANCE_RESERVED
+from gpuforge.spec.capacity import MAINTENANCE_ON_DEMAND, MAINTENANCE_RESERVED
 from gpuforge.plan.stacks import find_project
-from gpuforge.review.cost import LUSTRE, NODE_GROUP, OBJECT_STORE, SIZE_UNKNOWN, estimate_cost
+from gpuforge.plan.cost import LUSTRE, NODE_GROUP, OBJECT_STORE, SIZE_UNKNOWN, estimate_cost
 from gpuforge.review.windows import block_windows
 
 TRIGGERS_FILE = Path(__file__).resolve().parent / "replace_triggers.yaml"
@@ -362,7 +362,7 @@ def _classify(old: dict[str, Any], new: dict[str, Any]) -> ResourceChange | None
 def _cost_of(plan: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
     if plan.get("cost"):
         return dict(plan["cost"]), "the plan's own price table"
-    from components.catalog import load_catalog
+    from gpuforge.catalog import load_catalog
 
     prices = load_catalog().prices
     if prices is None:
@@ -695,7 +695,7 @@ def _cost_lines(base: Mapping[str, Any] | None, head: Mapping[str, Any] | None) 
 
 _PLAN_AT_REVISION = (
     "import json, sys\n"
-    "from components.spec import SpecError\n"
+    "from gpuforge.spec import SpecError\n"
     "try:\n"
     "    from gpuforge.plan.engine import plan_stack\n"
     "except ImportError:  # a revision from before gpuforge/ was regrouped by the user's day\n"
@@ -971,7 +971,7 @@ def _cost_markdown(d: PlanDiff) -> list[str]:
         "",
         f"Prices: {head['price_region']} {head['currency']} list prices"
         + (f", {head['discount_fraction']:.0%} discount" if head.get("discount_fraction") else "")
-        + " (components/catalog/data/prices.yaml; rows marked unverified there need checking).",
+        + " (gpuforge/catalog/data/prices.yaml; rows marked unverified there need checking).",
         "",
     ]
     out += ["Not counted: " + "; ".join(head.get("not_counted", [])) + "."]

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from components.spec.models import NodeGroup as NodeGroupSpec
+from gpuforge.spec.models import NodeGroup as NodeGroupSpec
 from gpuforge.plan.model import Plan, PlanResource
 from gpuforge.plan.policy_check import console_policies, markdown_policies
 from gpuforge.plan.summary import NODE_GROUP

@@ -15,14 +15,14 @@ from botocore.stub import Stubber
 from moto import mock_aws
 from typer.testing import CliRunner
 
-from components.spec.loader import parse_yaml
+from gpuforge.spec.loader import parse_yaml
 from gpuforge.cli import app, day_two
 from gpuforge.nodes import status as status_module
 from gpuforge.nodes.inventory import CLUSTER_TAG, NODE_GROUP_TAG
 
 ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
-# The tags components/aws/slurm.py gives a controller instance.
+# The tags gpuforge/infra/aws/slurm.py gives a controller instance.
 CONTROLLER = {CLUSTER_TAG: "forge-dev", "Name": "forge-dev-ctl-0", "gpuforge:slurm-role": "controller"}
 runner = CliRunner()
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
-from components.spec.image_os_checks import playbook_distributions
-from components.spec.loader import parse_yaml
+from gpuforge.spec.image_os_checks import playbook_distributions
+from gpuforge.spec.loader import parse_yaml
 from gpuforge.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]

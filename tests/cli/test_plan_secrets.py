@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
-from components.spec.loader import parse_yaml
+from gpuforge.spec.loader import parse_yaml
 from gpuforge.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,8 +16,8 @@ from botocore.stub import Stubber
 from moto import mock_aws
 from typer.testing import CliRunner
 
-from components.spec import resolve
-from components.spec.loader import parse_yaml
+from gpuforge.spec import resolve
+from gpuforge.spec.loader import parse_yaml
 from gpuforge import preflight as preflight_module
 from gpuforge.cli import app
 from gpuforge.preflight import AwsClients, preflight

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.assets import SOURCE_ROOT
-from components.spec import SpecError, resolve
+from tests.support import REPO as SOURCE_ROOT
+from gpuforge.spec import SpecError, resolve
 from gpuforge.plan.engine import plan_stack
 from gpuforge.review.report import markdown_plan, summary_rows
-from policies.rules import REGISTRY
+from gpuforge.policy.rules import REGISTRY
 from tests.support import planned
 
 SCHEMA = json.loads((SOURCE_ROOT / "schemas" / "cluster.schema.json").read_text())

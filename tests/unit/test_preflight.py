@@ -29,8 +29,8 @@ from moto import mock_aws
 from moto.servicequotas import models as sq_models
 from typer.testing import CliRunner
 
-from components.spec import resolve
-from components.spec.loader import parse_yaml
+from gpuforge.spec import resolve
+from gpuforge.spec.loader import parse_yaml
 from gpuforge.cli import app
 from gpuforge.preflight import AwsClients, check_reservations, preflight
 

@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from components.spec import SpecError
-from components.spec.loader import decode_stack, parse_yaml
+from gpuforge.spec import SpecError
+from gpuforge.spec.loader import decode_stack, parse_yaml
 from gpuforge.cli import app
 from gpuforge.plan.stacks import stack_from_text
 from gpuforge.plan.validation import check_stack
