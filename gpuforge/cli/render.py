@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from gpuforge.cli.common import fail, write_output
 from gpuforge.console import err, out
 from gpuforge.spec import SpecError
 
@@ -22,11 +23,6 @@ app = typer.Typer(
 StackArg = Annotated[
     str, typer.Argument(help="A stack name in stacks/ (dev, prod, ...) or a stack file.", show_default=False)
 ]
-
-
-def _invalid(error: SpecError) -> typer.Exit:
-    err.print("[bold red]invalid spec[/]: " + escape(error.report()), highlight=False, soft_wrap=True)
-    return typer.Exit(2)
 
 
 @app.command()
@@ -47,7 +43,7 @@ def monitoring(
         stack_file = load_stack(stack)
         resolved = check_stack(stack_file).resolved
     except SpecError as error:
-        raise _invalid(error) from None
+        fail(error)
     if resolved.spec.monitoring is None:
         err.print(f"[bold red]error[/]: {escape(stack)} declares no monitoring section (see docs/monitoring.md)")
         raise typer.Exit(2)
@@ -55,13 +51,9 @@ def monitoring(
     left_out = "".join(f"# {alert}: {why}\n" for alert, why in bundle.left_out.items())
     if output is not None:
         for name, text in bundle.files.items():
-            target = output / name.lstrip("/")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
-            out.print(f"wrote {target}")
+            write_output(output / name.lstrip("/"), text)
         if left_out:
-            (output / "left-out.txt").write_text(left_out)
-            out.print(f"wrote {output / 'left-out.txt'} (alerts this stack does not get, and why)")
+            write_output(output / "left-out.txt", left_out)  # alerts this stack does not get, and why
         return
     grafana = [name for name in bundle.files if "grafana" in name or name.endswith("dashboards.yaml")]
     for name, text in bundle.files.items():
@@ -101,7 +93,7 @@ def slurm(
         resolved = check_stack(stack_file).resolved
         files = render_slurm(slurm_config(resolved, stand_in_gpus=stand_in_gpus))
     except SpecError as error:
-        raise _invalid(error) from None
+        fail(error)
     except SlurmRenderError as error:
         err.print(f"[bold red]error[/]: {escape(str(error))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
@@ -111,9 +103,8 @@ def slurm(
         raise typer.Exit(2)
     chosen = {name: text for name, text in files.items() if not file or name in file}
     if output is not None:
-        output.mkdir(parents=True, exist_ok=True)
         for name, text in chosen.items():
-            (output / name).write_text(text)
+            write_output(output / name, text, announce=False)
         out.print(f"wrote {len(chosen)} files to {output}")
         return
     for name, text in chosen.items():

@@ -40,15 +40,21 @@ def find_project(start: Path | None = None) -> Project:
     for directory in (begin, *begin.parents):
         if (directory / MANIFEST).is_file():
             return _read_project(directory)
-    raise SpecError(
-        [
-            SpecIssue(
-                "project",
-                f"no {MANIFEST} in {begin} or any directory above it",
-                "run gpuforge inside your stacks repository, or create one there with `gpuforge init`",
-            )
-        ]
-    )
+    raise ProjectNotFound(begin)
+
+
+class ProjectNotFound(SpecError):
+    """No Pulumi.yaml at or above a directory: the user is outside a project, which is no spec problem
+    and is reported as what it is."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        fix = "run gpuforge inside your stacks repository, or create one there with `gpuforge init`"
+        super().__init__([SpecIssue("project", f"no {MANIFEST} at or above {directory}", fix)])
+
+    def report(self) -> str:
+        issue = self.issues[0]
+        return f"{issue.message}; fix: {issue.fix}"
 
 
 def _read_project(root: Path) -> Project:

@@ -19,8 +19,9 @@ from gpuforge.catalog import Catalog, CatalogError, InstanceType, load_catalog
 from gpuforge.catalog.models import CatalogData
 
 from .address_checks import check_host_addresses
-from .capacity_checks import check_group_capacity
+from .capacity_checks import check_group_capacity, check_shared_reservations
 from .errors import SpecError, SpecIssue, issues_from_validation_error
+from .image_os_checks import check_image_os
 from .models import KUBERNETES_ORCHESTRATORS, ClusterSpec, FsxLustre, NodeGroup
 from .monitoring import check_monitoring
 from .scheduler_checks import ResolvedScheduler, check_scheduler, raw_duplicate_uids
@@ -263,6 +264,8 @@ def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
     issues += check_host_addresses(spec)
     issues += check_software(spec, catalog)
     issues += check_slurm_os(spec, catalog)
+    issues += check_shared_reservations(spec)
+    issues += check_image_os(spec)
 
     if issues:
         raise SpecError(issues, source)

@@ -284,6 +284,12 @@ class OnDemand(SpecModel):
 class CapacityReservation(SpecModel):
     type: Literal["capacity_reservation"] = Field(description="Launch into an On-Demand Capacity Reservation.")
     reservation_id: str = Field(pattern=RESERVATION_ID, description="The reservation id, cr-...")
+    instance_count: int | None = Field(
+        default=None,
+        ge=1,
+        description="The reservation's size as bought (optional). When set, validate and plan check that the "
+        "count + spares of every group launching into it fit; preflight checks it against AWS either way.",
+    )
     placement_group: str | None = Field(
         default=None,
         description="The cluster placement group the reservation was created in, if any: instances launch into "
@@ -442,7 +448,10 @@ class NodeGroup(SpecModel):
     renamed_from: str | None = Field(
         default=None,
         description="The group's previous key, when it was renamed: its Pulumi resources keep their identity "
-        "(aliases), so the rename terminates no node. Remove it once the rename is deployed everywhere.",
+        "(aliases), so no resource is deleted and no node is terminated outright. The nodes carry the group's key "
+        "(launch template user data and tags, Slurm node names), so each one is still replaced through the "
+        "group's update_strategy (drain: its jobs finish first), as `gpuforge diff` shows under nodes that roll. "
+        "Remove it once the rename is deployed everywhere.",
     )
 
     @model_validator(mode="after")
