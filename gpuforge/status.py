@@ -20,11 +20,11 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any
 
+from gpuforge.catalog.tokens import SLURM_ROLE_TAG
 from gpuforge.nodes.inventory import CLUSTER_TAG, NODE_GROUP_TAG
 from gpuforge.preflight import call_aws
 from gpuforge.spec import ResolvedSpec
 
-SLURM_ROLE_TAG = "gpuforge:slurm-role"  # controllers (gpuforge/infra/aws/slurm.py)
 LIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
 
 

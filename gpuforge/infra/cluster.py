@@ -10,6 +10,7 @@ from typing import Any
 
 import pulumi
 
+from gpuforge.catalog.tokens import CLUSTER
 from gpuforge.infra.aws import build_aws_cluster
 from gpuforge.infra.hybrid import build_hybrid_cluster
 from gpuforge.infra.onprem import build_onprem_cluster
@@ -44,7 +45,7 @@ class TrainingCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, resolved: ResolvedSpec, opts: pulumi.ResourceOptions | None = None) -> None:
         props = cluster_props(resolved)
-        super().__init__("gpuforge:index:TrainingCluster", name, props, opts)
+        super().__init__(CLUSTER, name, props, opts)
         kind = resolved.spec.placement.kind
         build = {"aws": build_aws_cluster, "onprem": build_onprem_cluster, "hybrid": build_hybrid_cluster}[kind]
         self.outputs = {**build(name, resolved, self), "software": props["software"]}

@@ -31,6 +31,7 @@ import yaml
 
 from gpuforge.catalog import load_catalog
 from gpuforge.catalog.aws_wiring import load_aws_wiring
+from gpuforge.catalog.tokens import CLUSTER_TAG, NODE_GROUP_TAG
 from gpuforge.nodes.health import DEFAULT_FLOOR_FRACTION
 from gpuforge.nodes.slurm_inventory import slurm_inventory
 from gpuforge.plan.engine import plan_stack
@@ -48,8 +49,6 @@ _ENGINE_ONLY_FIELDS = {
     "slurm": ("databaseEndpoint", "homeFileSystem", "homeDnsName", "stateFileSystem", "stateDnsName"),
 }
 # The tags the aws_ec2 inventory selects a node group's instances by (gpuforge/infra/aws/node_group.py).
-NODE_GROUP_TAG = "gpuforge:node-group"
-CLUSTER_TAG = "gpuforge:cluster"
 
 
 def group_name(prefix: str, name: str) -> str:

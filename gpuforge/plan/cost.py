@@ -12,14 +12,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuforge.catalog import PriceTable
+from gpuforge.catalog.tokens import CLUSTER, EFS, INSTANCE, NODE_GROUP, OBJECT_STORE
+from gpuforge.catalog.tokens import LUSTRE_COMPONENT as LUSTRE
+from gpuforge.catalog.tokens import RDS_INSTANCE as DATABASE
 
-NODE_GROUP = "gpuforge:aws:GpuNodeGroup"
-LUSTRE = "gpuforge:aws:LustreFileSystem"
-OBJECT_STORE = "gpuforge:aws:ObjectStore"
-CLUSTER = "gpuforge:index:TrainingCluster"
-INSTANCE = "aws:ec2/instance:Instance"  # single instances: Slurm controllers, the bastion
-DATABASE = "aws:rds/instance:Instance"  # Slurm accounting (slurmdbd's MariaDB)
-EFS = "aws:efs/fileSystem:FileSystem"  # /home and the controllers' state: billed per GB stored
 GIB_TO_GB = 1.073741824  # FSx capacity is provisioned in GiB and priced per GB-month
 # Billed by what they hold, which the plan cannot know: listed with their rate, never in the total.
 SIZE_UNKNOWN = ("bucket", "efs")

@@ -6,14 +6,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from gpuforge.catalog.tokens import CLUSTER, HOST, NODE_GROUP, SITE
+from gpuforge.catalog.tokens import LUSTRE_COMPONENT as LUSTRE
 from gpuforge.plan.model import PlanResource
 from gpuforge.spec.power import GroupLoad, facility_power_kw
-
-NODE_GROUP = "gpuforge:aws:GpuNodeGroup"
-LUSTRE = "gpuforge:aws:LustreFileSystem"
-CLUSTER = "gpuforge:index:TrainingCluster"
-SITE = "gpuforge:onprem:Site"
-HOST = "gpuforge:onprem:Host"
 
 
 @dataclass(frozen=True)

@@ -24,15 +24,13 @@ from typing import Any
 import yaml
 
 from gpuforge.catalog import load_catalog
+from gpuforge.catalog.tokens import ASG, EKS_NODE_GROUP, LAUNCH_TEMPLATE
 from gpuforge.plan.cost import LUSTRE, NODE_GROUP, OBJECT_STORE, SIZE_UNKNOWN, estimate_cost
 from gpuforge.plan.stacks import find_project
 from gpuforge.review.windows import block_windows
 from gpuforge.spec.capacity import MAINTENANCE_ON_DEMAND, MAINTENANCE_RESERVED
 
 TRIGGERS_FILE = Path(__file__).resolve().parent / "replace_triggers.yaml"
-LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
-ASG = "aws:autoscaling/group:Group"
-EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 NODE_CARRIERS = (ASG, EKS_NODE_GROUP)  # deleting or replacing one terminates every node it runs
 STATEFUL = {
     "aws:s3/bucket:Bucket": "bucket",

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuforge.catalog.tokens import LAUNCH_TEMPLATE
 from gpuforge.plan.model import Plan
 from gpuforge.plan.summary import NODE_GROUP
 
-LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 SSM_PREFIX = "resolve:ssm:"
 
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from gpuforge.catalog.tokens import ALERT_SECRETS
+
 from .iam import secret_read_policy
 
 CONFIG_NAMESPACE = "gpuforge"
@@ -38,7 +40,7 @@ class AlertSecrets(pulumi.ComponentResource):
     arns: dict[str, pulumi.Output[str]]
 
     def __init__(self, name: str, args: AlertSecretsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("gpuforge:aws:AlertSecrets", name, {"readerNodeGroup": args.reader_node_group}, opts)
+        super().__init__(ALERT_SECRETS, name, {"readerNodeGroup": args.reader_node_group}, opts)
         config = pulumi.Config(CONFIG_NAMESPACE)
         # Protected in production like every stateful resource (policy redundancy-stateful-protected); a
         # deleted secret also stays recoverable for 30 days there.

@@ -22,6 +22,7 @@ import pulumi
 import pulumi_aws as aws
 import yaml
 
+from gpuforge.catalog.tokens import SLURM_ROLE_TAG
 from gpuforge.spec.models import IngressRule
 from gpuforge.spec.scheduler import SchedulerSpec
 
@@ -118,7 +119,7 @@ class Bastion(pulumi.ComponentResource):
             vpc_security_group_ids=[bastion_sg.id],
             associate_public_ip_address=True,  # the ingress tier: reached from allowed_ingress over the internet
             user_data_base64=base64.b64encode(bastion_user_data(args.scheduler).encode()).decode(),
-            tags={**args.tags, "Name": f"{args.cluster}-bastion", "gpuforge:slurm-role": "bastion"},
+            tags={**args.tags, "Name": f"{args.cluster}-bastion", SLURM_ROLE_TAG: "bastion"},
             opts=child,
         )
         self.login_security_group_id = login_sg.id

@@ -20,6 +20,7 @@ import pulumi
 import pulumi_aws as aws
 
 from gpuforge.catalog.aws_wiring import load_aws_wiring
+from gpuforge.catalog.tokens import NODE_GROUP, NODE_GROUP_TAG
 from gpuforge.render.labels import NODE_LABEL_GPU_MODEL, NODE_LABEL_GROUP
 from gpuforge.render.templates import render
 from gpuforge.spec import ResolvedNodeGroup
@@ -43,8 +44,6 @@ EFS_MOUNT_OPTIONS = (
 NODE_FACTS = ("nodeGroup", "role", "instanceType", "gpuModel", "gpusPerNode", "fabric", "efaInterfacesPerNode")
 # The stable tag every instance of a node group carries (ASG names get a random suffix from Pulumi):
 # gpuforge/nodes/inventory.py's aws_ec2 inventory selects hosts by it.
-NODE_GROUP_TAG = "gpuforge:node-group"
-CLUSTER_TAG = "gpuforge:cluster"  # set on every resource by the AWS provider's default tags (placement.py)
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
 # What an EKS node needs (EKS user guide, "Amazon EKS node IAM role"): join the cluster and pull
 # images. The VPC CNI's AmazonEKS_CNI_Policy is on the add-on's own IRSA role (gpuforge/infra/aws/eks.py),
@@ -270,7 +269,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
     role_name: pulumi.Output[str]
 
     def __init__(self, name: str, args: GpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("gpuforge:aws:GpuNodeGroup", name, node_group_props(args.group), opts)
+        super().__init__(NODE_GROUP, name, node_group_props(args.group), opts)
         child = pulumi.ResourceOptions(parent=self)
         group, spec = args.group, args.group.spec
 

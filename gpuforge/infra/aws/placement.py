@@ -12,6 +12,7 @@ import pulumi_kubernetes as k8s
 
 from gpuforge.catalog.aws_wiring import load_aws_wiring
 from gpuforge.catalog.flows import load_flows
+from gpuforge.catalog.tokens import CLUSTER_TAG
 from gpuforge.infra.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsClass
 from gpuforge.infra.k8s.alerting import declare_alert_routing, operator_monitoring
 from gpuforge.spec import ResolvedSpec
@@ -26,7 +27,7 @@ from .image_pipeline import ImagePipeline, ImagePipelineArgs
 from .irsa import ROLE_ARN_ANNOTATION, ServiceAccount, ServiceAccountRoles, ServiceAccountRolesArgs, controller_role
 from .metrics_archive import MetricsArchive, MetricsArchiveArgs
 from .network import SegmentedNetwork, SegmentedNetworkArgs
-from .node_group import CLUSTER_TAG, EksAttachment, GpuNodeGroup, GpuNodeGroupArgs, LustreMount, node_group_props
+from .node_group import EksAttachment, GpuNodeGroup, GpuNodeGroupArgs, LustreMount, node_group_props
 from .session_manager import SessionManagerPreferences, SessionManagerPreferencesArgs
 from .slurm import SlurmControlPlane, SlurmControlPlaneArgs
 from .storage import (

@@ -28,6 +28,7 @@ import pulumi_random as random
 
 from gpuforge.catalog.flows import load_flows
 from gpuforge.catalog.models import SlurmPorts
+from gpuforge.catalog.tokens import SLURM_CONTROL_PLANE, SLURM_ROLE_TAG
 from gpuforge.render.templates import render
 from gpuforge.spec import ResolvedSpec
 from gpuforge.spec.models import UBUNTU_2404_SSM, Tier
@@ -121,7 +122,7 @@ class SlurmControlPlane(pulumi.ComponentResource):
         props = {"controllers": len(sched.controllers), "roles": sorted(flow_roles(args.resolved)),
                  "ports": {"slurmctld": ports.slurmctld, "slurmd": ports.slurmd, "slurmdbd": ports.slurmdbd,
                            "srun": f"{ports.srun[0]}-{ports.srun[1]}"}}
-        super().__init__("gpuforge:aws:SlurmControlPlane", name, props, opts)
+        super().__init__(SLURM_CONTROL_PLANE, name, props, opts)
         child = pulumi.ResourceOptions(parent=self)
         keep = stateful(child, spec.protected)
         self._name = name  # allow_munge_read names its policies after the component
@@ -196,7 +197,7 @@ class SlurmControlPlane(pulumi.ComponentResource):
                 disable_api_termination=spec.protected,
                 # gpuforge:node-group: what Prometheus' ec2_sd filter selects (gpuforge/render/monitoring.py),
                 # so node_exporter and the Slurm collector on the controllers are scraped.
-                tags={**args.tags, "Name": controller.name, "gpuforge:slurm-role": "controller",
+                tags={**args.tags, "Name": controller.name, SLURM_ROLE_TAG: "controller",
                       NODE_GROUP_TAG: CONTROLLER_NODE_GROUP},
                 opts=keep,
             )

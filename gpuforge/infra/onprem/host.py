@@ -18,6 +18,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from gpuforge.catalog.kubelet import load_kubelet_reservation
+from gpuforge.catalog.tokens import HOST
 from gpuforge.render.labels import NODE_LABEL_GPU_MODEL, NODE_LABEL_GROUP, NODE_LABEL_LOCATION
 from gpuforge.spec.site_checks import ResolvedHost
 
@@ -106,7 +107,7 @@ class Host(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: HostArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         props = host_props(args.site, args.host)
-        super().__init__("gpuforge:onprem:Host", name, props, opts)
+        super().__init__(HOST, name, props, opts)
         self.inventory = props
         if args.kubernetes:
             # Server-side apply patch of the existing Node object: Pulumi owns only these label keys

@@ -15,6 +15,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from gpuforge.catalog.tokens import SITE
 from gpuforge.infra.k8s import GpuPlatform, GpuPlatformArgs, GpuPool
 from gpuforge.infra.k8s.scheduling import Taint
 from gpuforge.spec.models import Fabric, Platform
@@ -117,7 +118,7 @@ class OnPremSite(pulumi.ComponentResource):
     def __init__(self, name: str, args: OnPremSiteArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         site = args.site
         props = site_props(site)
-        super().__init__("gpuforge:onprem:Site", name, props, opts)
+        super().__init__(SITE, name, props, opts)
         self.provider = None
         self.platform = None
         child = pulumi.ResourceOptions(parent=self)

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from gpuforge.catalog.tokens import CLUSTER
+
 Level = Literal["mandatory", "advisory", "disabled"]
 Environment = Literal["dev", "staging", "prod"]
 ENVIRONMENTS: tuple[Environment, ...] = ("dev", "staging", "prod")
@@ -26,10 +28,6 @@ STANDARD: Mapping[str, Level] = {"prod": "mandatory", "staging": "mandatory", "d
 PROD_ONLY: Mapping[str, Level] = {"prod": "mandatory", "staging": "advisory", "dev": "disabled"}
 
 # Component types whose inputs carry the spec's facts.
-CLUSTER = "gpuforge:index:TrainingCluster"
-NODE_GROUP = "gpuforge:aws:GpuNodeGroup"
-LUSTRE_COMPONENT = "gpuforge:aws:LustreFileSystem"
-OBJECT_STORE = "gpuforge:aws:ObjectStore"
 RACK = "gpuforge:onprem:Rack"
 
 

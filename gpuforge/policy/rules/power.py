@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuforge.catalog.tokens import NODE_GROUP, SITE
 from gpuforge.spec.power import (
     CONTINUOUS_DERATE,
     Feed,
@@ -29,9 +30,7 @@ from gpuforge.spec.power import (
     rack_budget_headroom,
 )
 
-from .base import NODE_GROUP, RACK, Param, Resource, RuleContext, Stack, Violation, as_list, is_unknown, stack_rule
-
-SITE = "gpuforge:onprem:Site"
+from .base import RACK, Param, Resource, RuleContext, Stack, Violation, as_list, is_unknown, stack_rule
 
 
 def group_loads(stack: Stack) -> list[GroupLoad]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 
+from gpuforge.catalog.tokens import DRA, NODE_GROUP, OBJECT_STORE, SLURM_ROLE_TAG
+
 from .base import (
-    NODE_GROUP,
-    OBJECT_STORE,
     PROD_ONLY,
     Param,
     Resource,
@@ -27,7 +27,6 @@ from .base import (
 from .security import BUCKETS, LUSTRE, VERSIONING_CONFIGS
 
 REPLICATION_CONFIG = "aws:s3/bucketReplicationConfig:BucketReplicationConfig"
-DRA = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
 STATEFUL = (
     *BUCKETS,
     "aws:kms/key:Key",
@@ -282,7 +281,7 @@ def slurm_backup_controller(r: Resource, ctx: RuleContext) -> Iterator[Violation
     levels=PROD_ONLY,
 )
 def slurm_controller_protected(r: Resource, ctx: RuleContext) -> Iterator[Violation]:
-    if r.get("tags", "gpuforge:slurm-role") == "controller" and not r.protect:
+    if r.get("tags", SLURM_ROLE_TAG) == "controller" and not r.protect:
         yield Violation(
             "redundancy-slurm-controller-protected",
             r.urn,

@@ -6,6 +6,9 @@ import ipaddress
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from gpuforge.catalog.tokens import EKS_CLUSTER, INSTANCE, LAUNCH_TEMPLATE, ROLE_POLICY_ATTACHMENT, SLURM_ROLE_TAG
+from gpuforge.catalog.tokens import FSX_LUSTRE as LUSTRE
+
 from .base import (
     Param,
     Resource,
@@ -20,15 +23,10 @@ from .base import (
     truthy,
 )
 
-LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
-INSTANCE = "aws:ec2/instance:Instance"
 EBS_VOLUME = "aws:ebs/volume:Volume"
 SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
 SECURITY_GROUP_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
 INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
-LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
-EKS_CLUSTER = "aws:eks/cluster:Cluster"
-ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 POLICY_DOCUMENT_TYPES = (
     "aws:iam/rolePolicy:RolePolicy",
     "aws:iam/policy:Policy",
@@ -148,7 +146,7 @@ def no_public_ip(r: Resource, ctx: RuleContext) -> Iterator[Violation]:
     if r.type == INSTANCE:
         # The one instance meant to be reached from outside: the Slurm bastion in the ingress tier, whose
         # security group security-securitygroup-open-ingress keeps off 0.0.0.0/0.
-        public = truthy(r.get("associatePublicIpAddress")) and r.get("tags", "gpuforge:slurm-role") != "bastion"
+        public = truthy(r.get("associatePublicIpAddress")) and r.get("tags", SLURM_ROLE_TAG) != "bastion"
     else:
         public = any(
             isinstance(n, Mapping) and truthy(n.get("associatePublicIpAddress"))

@@ -8,6 +8,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from gpuforge.catalog.aws_wiring import load_aws_wiring
+from gpuforge.catalog.tokens import EFS, LOG_GROUP, ROLE
+from gpuforge.catalog.tokens import FSX_LUSTRE as LUSTRE
 
 from .base import (
     Resource,
@@ -23,14 +25,10 @@ from .base import (
 from .security import BUCKETS
 
 BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
-LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
-LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
-EFS = "aws:efs/fileSystem:FileSystem"
 EFS_POLICY = "aws:efs/fileSystemPolicy:FileSystemPolicy"
 # What an NFS client needs to mount and write an EFS file system (EFS's default policy grants them to all).
 EFS_CLIENT_ACTIONS = ("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite")
 VPN_CONNECTION = "aws:ec2/vpnConnection:VpnConnection"
-ROLE = "aws:iam/role:Role"
 # Services that put aws:SourceAccount / aws:SourceArn on the AssumeRole call, so a trust policy can
 # bind the role to this account's own resources: gpuforge/catalog/data/aws_wiring.yaml
 # trust_source_keys (EC2 is not one of them).

@@ -18,9 +18,20 @@ from typing import Any
 import yaml
 
 from gpuforge.catalog.aws_wiring import load_aws_wiring, version_tuple
+from gpuforge.catalog.tokens import (
+    ALERT_SECRETS,
+    ASG,
+    DRA,
+    EKS_CLUSTER,
+    EKS_NODE_GROUP,
+    HELM_RELEASE,
+    LOG_GROUP,
+    NODE_GROUP,
+    ROLE,
+    VPC,
+)
 
 from .base import (
-    NODE_GROUP,
     Param,
     Resource,
     RuleContext,
@@ -36,27 +47,18 @@ from .base import (
 from .security import INGRESS_RULE, LAUNCH_TEMPLATE, LUSTRE, SECURITY_GROUP, SSE_CONFIGS
 
 KMS_KEY = "aws:kms/key:Key"
-LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
-ASG = "aws:autoscaling/group:Group"
-EKS_CLUSTER = "aws:eks/cluster:Cluster"
-EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 EKS_ADDON = "aws:eks/addon:Addon"
 ACCESS_ENTRY = "aws:eks/accessEntry:AccessEntry"
 ACCESS_POLICY_ASSOCIATION = "aws:eks/accessPolicyAssociation:AccessPolicyAssociation"
 PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
-VPC = "aws:ec2/vpc:Vpc"
 ROUTE_TABLE = "aws:ec2/routeTable:RouteTable"
 ROUTE = "aws:ec2/route:Route"
 ROUTE_TABLE_ASSOCIATION = "aws:ec2/routeTableAssociation:RouteTableAssociation"
 VPC_ENDPOINT = "aws:ec2/vpcEndpoint:VpcEndpoint"
 VGW_PROPAGATION = "aws:ec2/vpnGatewayRoutePropagation:VpnGatewayRoutePropagation"
-DRA = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
-ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
-ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 SITE_LINK = "gpuforge:hybrid:SiteLink"
 DATASYNC_OBJECT_STORAGE = "aws:datasync/locationObjectStorage:LocationObjectStorage"
-HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 K8S_PROVIDER = "pulumi:providers:kubernetes"
 STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
 FSX_CSI_PROVISIONER = "fsx.csi.aws.com"
@@ -857,7 +859,6 @@ def datasync_server_certificate(r: Resource, ctx: RuleContext) -> Iterator[Viola
 
 # --- monitoring ---------------------------------------------------------------------------------
 
-ALERT_SECRETS = "gpuforge:aws:AlertSecrets"
 SECRET = "aws:secretsmanager/secret:Secret"
 READ_SECRET = "secretsmanager:GetSecretValue"
 

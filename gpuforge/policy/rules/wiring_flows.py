@@ -27,19 +27,15 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from gpuforge.catalog.flows import Flow, FlowModel, load_flows
+from gpuforge.catalog.tokens import ALERT_SECRETS, NODE_GROUP, RDS_INSTANCE, SLURM_CONTROL_PLANE, SLURM_ROLE_TAG, VPC
 
-from .base import NODE_GROUP, Resource, RuleContext, Stack, Violation, as_list, is_unknown, stack_rule
+from .base import Resource, RuleContext, Stack, Violation, as_list, is_unknown, stack_rule
 from .security import INSTANCE, LAUNCH_TEMPLATE, LUSTRE, SECURITY_GROUP
 from .wiring_aws import ROLE, _actions, _covers, _identities, mentions
 from .wiring_slurm import Opening, _grants, _network, burst_ports, openings
 
-SLURM_CONTROL_PLANE = "gpuforge:aws:SlurmControlPlane"
-ALERT_SECRETS = "gpuforge:aws:AlertSecrets"
-RDS_INSTANCE = "aws:rds/instance:Instance"
 MOUNT_TARGET = "aws:efs/mountTarget:MountTarget"
 INSTANCE_PROFILE = "aws:iam/instanceProfile:InstanceProfile"
-VPC = "aws:ec2/vpc:Vpc"
-SLURM_ROLE_TAG = "gpuforge:slurm-role"
 FIX_SOURCE = "gpuforge/infra/aws/slurm.py declares the control plane's rules from gpuforge/catalog/data/flows.yaml"
 
 

@@ -29,15 +29,13 @@ from typing import Any
 import yaml
 
 from gpuforge.catalog.charts import ChartPin, load_charts
+from gpuforge.catalog.tokens import EKS_NODE_GROUP, HOST, SITE
+from gpuforge.catalog.tokens import HELM_RELEASE as RELEASE
 from gpuforge.infra.k8s.scheduling import Taint, taint_from, untolerated
 from gpuforge.render.labels import TEAM_LABEL
 
 from .base import Param, Resource, RuleContext, Stack, Violation, as_list, is_unknown, resource_rule, stack_rule
 
-EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
-HOST = "gpuforge:onprem:Host"
-SITE = "gpuforge:onprem:Site"
-RELEASE = "kubernetes:helm.sh/v3:Release"
 NODE_PATCH = "kubernetes:core/v1:NodePatch"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuforge.catalog.models import SlurmPorts, load_catalog
+from gpuforge.catalog.tokens import NODE_GROUP, ROLE_POLICY_ATTACHMENT
 
 from .base import (
-    NODE_GROUP,
     Resource,
     RuleContext,
     Stack,
@@ -31,7 +31,7 @@ from .base import (
     truthy,
 )
 from .security import INGRESS_RULE, LAUNCH_TEMPLATE, SECURITY_GROUP, SECURITY_GROUP_RULE
-from .wiring_aws import KMS_KEY, ROLE, ROLE_POLICY, ROLE_POLICY_ATTACHMENT, SECRET, _allows, _principals, mentions
+from .wiring_aws import KMS_KEY, ROLE, ROLE_POLICY, SECRET, _allows, _principals, mentions
 
 SLURM_BURST = "gpuforge:hybrid:SlurmBurst"
 EGRESS_RULE = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"

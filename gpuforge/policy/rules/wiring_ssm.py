@@ -17,13 +17,13 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .base import NODE_GROUP, Resource, RuleContext, Stack, Violation, is_unknown, policy_document, stack_rule, truthy
-from .wiring_aws import KMS_KEY, ROLE, ROLE_POLICY, ROLE_POLICY_ATTACHMENT, _allows, mentions
+from gpuforge.catalog.tokens import LOG_GROUP, NODE_GROUP, ROLE_POLICY_ATTACHMENT, SLURM_CONTROL_PLANE
+
+from .base import Resource, RuleContext, Stack, Violation, is_unknown, policy_document, stack_rule, truthy
+from .wiring_aws import KMS_KEY, ROLE, ROLE_POLICY, _allows, mentions
 
 RULE = "wiring-ssm-session-preferences"
-SLURM_CONTROL_PLANE = "gpuforge:aws:SlurmControlPlane"
 DOCUMENT = "aws:ssm/document:Document"
-LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 PREFERENCES = "SSM-SessionManagerRunShell"
 SSM_CORE = "AmazonSSMManagedInstanceCore"
 PRIVILEGED_USERS = ("", "root", "ssm-user")
