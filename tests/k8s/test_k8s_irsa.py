@@ -131,8 +131,13 @@ def test_kueue_admits_multi_node_jobs_whole(staging: Plan) -> None:
     # The string replaces the chart's whole default configuration: its essentials are kept.
     assert config["leaderElection"]["leaderElect"] is True and config["webhook"] == {"port": 9443}
     assert "batch/job" in config["integrations"]["frameworks"]
-    excluded = config["managedJobsNamespaceSelector"]["matchExpressions"][0]["values"]
-    assert excluded == ["kube-system", "kueue-system"]
+    # Jobs without a queue label are managed, in team namespaces only (never kube-system or Kueue's own).
+    assert config["manageJobsWithoutQueueName"] is True
+    assert config["managedJobsNamespaceSelector"]["matchExpressions"] == [
+        {"key": "gpuforge.dev/team", "operator": "Exists"},
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "kueue-system"]},
+    ]
+    assert config["resources"] == {"excludeResourcePrefixes": ["hugepages-"]}
 
 
 def test_pods_ready_comes_from_the_spec() -> None:

@@ -9,7 +9,7 @@ import pulumi_kubernetes as k8s
 import pytest
 
 from gpuforge.catalog.charts import load_charts
-from gpuforge.infra.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsClass
+from gpuforge.infra.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsVolume
 from gpuforge.plan.model import Plan, PlanResource
 from gpuforge.spec.models import Platform
 
@@ -50,16 +50,17 @@ def test_kueue_queue_per_team_with_whole_node_quotas(staging: Plan) -> None:
     }
     assert research["nvidia.com/gpu"] == 16
     assert by_name(staging, f"{KUEUE}:LocalQueue") == {
-        "training@llm-pretrain": {
+        # Named as Kueue's LocalQueueDefaulting expects: a job without a queue label lands here.
+        "default@llm-pretrain": {
             "apiVersion": "kueue.x-k8s.io/v1beta1",
             "kind": "LocalQueue",
-            "metadata": {"name": "training", "namespace": "llm-pretrain"},
+            "metadata": {"name": "default", "namespace": "llm-pretrain"},
             "spec": {"clusterQueue": "llm"},
         },
-        "training@research": {
+        "default@research": {
             "apiVersion": "kueue.x-k8s.io/v1beta1",
             "kind": "LocalQueue",
-            "metadata": {"name": "training", "namespace": "research"},
+            "metadata": {"name": "default", "namespace": "research"},
             "spec": {"clusterQueue": "research"},
         },
     }
@@ -69,7 +70,11 @@ def test_kueue_queue_per_team_with_whole_node_quotas(staging: Plan) -> None:
             "apiVersion": "kueue.x-k8s.io/v1beta1",
             "kind": "ResourceFlavor",
             "metadata": {"name": "gpu-h100"},
-            "spec": {"nodeLabels": {"gpuforge.dev/gpu-model": "H100"}},
+            # The GPU nodes' taint, tolerated by the flavor: Kueue adds the toleration to the pods it admits.
+            "spec": {
+                "nodeLabels": {"gpuforge.dev/gpu-model": "H100"},
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            },
         }
     }
 
@@ -102,7 +107,15 @@ def test_helm_releases_pinned_and_driver_switch(staging: Plan) -> None:
         "node-feature-discovery",
         "aws-efa-device-plugin",
         "kueue",
+        "jobset",
         "aws-fsx-csi-driver",
+    }
+    jobset = found["jobset"].inputs
+    assert jobset["chart"] == "oci://registry.k8s.io/jobset/charts/jobset" and jobset["version"] == "0.10.1"
+    # The platform's controllers run on the system group, never on a GPU node the quota counts as free.
+    assert jobset["values"] == {"controller": {"nodeSelector": {"gpuforge.dev/node-group": "system"}}}
+    assert found["kueue"].inputs["values"]["controllerManager"] == {
+        "nodeSelector": {"gpuforge.dev/node-group": "system"}
     }
     gpu = found["gpu-operator"].inputs
     assert gpu["version"] == "v25.10.1" and gpu["repositoryOpts"]["repo"] == "https://helm.ngc.nvidia.com/nvidia"
@@ -112,7 +125,8 @@ def test_helm_releases_pinned_and_driver_switch(staging: Plan) -> None:
     # No nodeSelector (the chart's affinity on EFA instance types places it); the chart that ships plugin v0.5.20.
     assert efa["namespace"] == "kube-system" and "nodeSelector" not in efa["values"]
     assert efa["version"] == "v0.5.30" and load_charts().chart("aws_efa_device_plugin").app_version == "v0.5.20"
-    assert efa["values"]["tolerations"] == []  # the staging GPU groups register without taints
+    # The GPU groups register with the GPU taint: the device plugin tolerates it.
+    assert efa["values"]["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     # Staging's monitoring declares the labelled dcgm ServiceMonitor (gpuforge/infra/k8s/alerting.py), so the
     # platform's own is off: one scrape of the GPU Operator's exporter.
     monitors = by_name(staging, "kubernetes:monitoring.coreos.com/v1:ServiceMonitor")
@@ -120,9 +134,8 @@ def test_helm_releases_pinned_and_driver_switch(staging: Plan) -> None:
     monitor = monitors["gpuforge-dcgm-exporter@monitoring"]
     assert monitor["spec"]["selector"] == {"matchLabels": {"app": "nvidia-dcgm-exporter"}}
     assert monitor["spec"]["endpoints"][0]["port"] == "gpu-metrics"
-    sc = by_name(staging, "kubernetes:storage.k8s.io/v1:StorageClass")["fsx-lustre@"]
-    assert sc["provisioner"] == "fsx.csi.aws.com" and sc["parameters"]["deploymentType"] == "PERSISTENT_2"
-    assert sc["reclaimPolicy"] == "Retain"
+    # No storage class: nothing creates new, empty file systems.
+    assert not staging.by_type("kubernetes:storage.k8s.io/v1:StorageClass")
     pcs = {
         r.inputs["metadata"]["name"]: r.inputs["value"]
         for r in staging.by_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")
@@ -165,7 +178,13 @@ def onprem_platform() -> GpuPlatform:
                     fabric_devices_per_node=1,
                 )
             ],
-            parallel_fs=ParallelFsClass(name="lustre", provisioner="lustre.csi.vendor.example", csi_chart=None),
+            parallel_fs_volume=ParallelFsVolume(
+                name="lustre",
+                driver="lustre.csi.vendor.example",
+                volume_handle="lab01",
+                volume_attributes={"mgs": "10.64.8.10@o2ib"},
+                capacity_gib=1024,
+            ),
         ),
         opts=pulumi.ResourceOptions(provider=provider),
     )

@@ -20,7 +20,13 @@ import pulumi
 import pulumi_aws as aws
 
 from gpuforge.catalog.aws_wiring import load_aws_wiring
-from gpuforge.render.labels import NODE_LABEL_GPU_MODEL, NODE_LABEL_GROUP
+from gpuforge.render.labels import (
+    GPU_TAINT_EFFECT,
+    GPU_TAINT_KEY,
+    GPU_TAINT_VALUE,
+    NODE_LABEL_GPU_MODEL,
+    NODE_LABEL_GROUP,
+)
 from gpuforge.render.templates import render
 from gpuforge.spec import ResolvedNodeGroup
 from gpuforge.spec.capacity import (
@@ -108,6 +114,16 @@ def node_labels(group: ResolvedNodeGroup) -> dict[str, str]:
     if group.instance.gpu_model:
         labels[NODE_LABEL_GPU_MODEL] = group.instance.gpu_model
     return labels
+
+
+# aws.eks.NodeGroup spells taint effects in the EKS API's enum.
+EKS_TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
+
+
+def node_taints(group: ResolvedNodeGroup) -> list[tuple[str, str, str]]:
+    """(key, value, effect) of the taints the group's nodes register with: GPU nodes carry the GPU taint, so
+    only pods Kueue admitted to a GPU flavor (which tolerates it) and the GPU node agents land there."""
+    return [(GPU_TAINT_KEY, GPU_TAINT_VALUE, GPU_TAINT_EFFECT)] if group.gpus_per_node else []
 
 
 def node_group_props(group: ResolvedNodeGroup) -> dict[str, Any]:
@@ -402,8 +418,13 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 if lustre is not None
                 else None,
                 # The shared /home with the options slurm.yml's site_mounts writes (EFS_MOUNT_OPTIONS).
-                "home": {"file_system": values[2], "fstype": load_aws_wiring().efs.mount_helper.fstype,
-                         "options": EFS_MOUNT_OPTIONS} if args.home is not None else None,
+                "home": {
+                    "file_system": values[2],
+                    "fstype": load_aws_wiring().efs.mount_helper.fstype,
+                    "options": EFS_MOUNT_OPTIONS,
+                }
+                if args.home is not None
+                else None,
             }
             return base64.b64encode(wrap(render("cloud-init/node.yaml.j2", node=node, **mounts)).encode()).decode()
 
@@ -462,6 +483,11 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 max_unavailable=1, update_strategy=EKS_UPDATE_RESERVED if _reserved(group) else EKS_UPDATE_ON_DEMAND
             ),
             labels=node_labels(group),
+            taints=[
+                aws.eks.NodeGroupTaintArgs(key=key, value=value, effect=EKS_TAINT_EFFECTS[effect])
+                for key, value, effect in node_taints(group)
+            ]
+            or None,
             tags={**args.tags, NODE_GROUP_TAG: group.name},
             opts=pulumi.ResourceOptions.merge(
                 child,

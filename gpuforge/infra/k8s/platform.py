@@ -7,14 +7,19 @@ on-premises cluster's kubeconfig): the same code for every placement.
   the RDMA shared device plugin (InfiniBand, RoCE);
 - dcgm-exporter scraped through a ServiceMonitor when the Prometheus operator runs (else its
   service's prometheus.io annotations, set by the GPU Operator);
-- a storage class for the parallel file system (the placement says which CSI driver);
+- the stack's parallel file system as a static PersistentVolume and claim per team (the placement names
+  the file system and its CSI driver), never a storage class that would create new, empty ones;
 - Kueue: a ResourceFlavor per GPU model, a ClusterQueue and LocalQueue per team with whole-node
   quotas (GPUs with the CPU, memory and fabric devices of their nodes), so multi-node jobs are
   admitted whole or not at all; waitForPodsReady in its manager configuration, so a job whose
-  pods do not all start in time is evicted, frees its quota and is requeued with backoff;
-- a namespace per team with a service account for training pods (annotated by the placement:
-  on EKS with the team's IAM role), NetworkPolicies that keep training pods away from
-  management services, and PriorityClasses.
+  pods do not all start in time is evicted, frees its quota and is requeued with backoff; jobs
+  without a queue label in team namespaces are managed too (the LocalQueue is named `default`);
+- JobSet, the job API of the training template (gpuforge/render/training_job.py), with Kueue's
+  JobSet integration;
+- a namespace per team (Pod Security baseline enforced) with a service account for training pods
+  (annotated by the placement: on EKS with the team's IAM role), NetworkPolicies that keep training
+  pods away from management services, a ValidatingAdmissionPolicy that keeps team editors off those
+  policies and the team's queue, and PriorityClasses.
 
 Chart versions come from the catalog (gpuforge/catalog/data/charts.yaml). Helm charts are
 `helm.v3.Release` resources (one resource each, values as inputs); everything else is a typed
@@ -44,10 +49,29 @@ RDMA_RESOURCE_NAME = "rdma_shared_device_a"
 RDMA_RESOURCE = f"rdma/{RDMA_RESOURCE_NAME}"
 MELLANOX_VENDOR_ID = "15b3"
 COHORT = "gpuforge"
-LOCAL_QUEUE = "training"
+# Kueue's DefaultLocalQueueName (pkg/controller/constants/constants.go, v0.14.4): with the LocalQueueDefaulting
+# feature (beta, on since 0.12) a job without the queue-name label is sent to the LocalQueue of this name.
+LOCAL_QUEUE = "default"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# Resources Kueue leaves out of quota (configuration resources.excludeResourcePrefixes): huge pages are a
+# per-node reservation the kubelet accounts for (the placement check holds them against the node), not a
+# pooled quota; a workload requesting a resource no resource group covers is never admitted.
+KUEUE_EXCLUDED_RESOURCE_PREFIXES = ("hugepages-",)
+# Pod Security Standards level enforced on team namespaces (kubernetes.io, "Pod Security Standards").
+TEAM_POD_SECURITY = "baseline"
+# Kubernetes groups whose members may change the platform's objects in team namespaces: system:masters and
+# kubeadm's admin group on site clusters, PLATFORM_ADMIN_GROUP on EKS (the deployer's and admins' access entries).
+PLATFORM_ADMIN_GROUP = "gpuforge:platform-admins"
+PLATFORM_ADMIN_GROUPS = ("system:masters", "kubeadm:cluster-admins", PLATFORM_ADMIN_GROUP)
 # Kubernetes' private ranges: training pods reach the internet (object store, registries) but
 # no in-cluster or in-VPC management service unless a policy says so.
 PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+# What team editors may not touch in their namespace (GpuPlatform._protect_platform_objects): API group -> resources.
+PROTECTED_TEAM_RESOURCES: dict[str, tuple[str, ...]] = {
+    "networking.k8s.io": ("networkpolicies",),
+    "": ("resourcequotas", "limitranges"),
+    "kueue.x-k8s.io": ("localqueues",),
+}
 PRIORITY_CLASSES: dict[str, tuple[int, str]] = {
     "gpuforge-training-critical": (100_000, "Production training runs; may preempt lower classes within quota."),
     "gpuforge-training": (10_000, "Default for training jobs."),
@@ -67,6 +91,7 @@ class GpuPool:
     fabric_devices_per_node: int = 0  # EFA interfaces, or RDMA shared devices exposed per node
     node_kind: NodeKind = "eks"  # whose kubelet reservation applies (gpuforge/catalog/data/kubelet.yaml)
     taints: tuple[Taint, ...] = ()  # what the nodes register with: every node agent and flavor tolerates them
+    hugepages_2mi_per_node: int = 0  # 2 MiB huge pages each node pre-allocates (EFA nodes: the catalog's)
 
     @property
     def allocatable_cpu_millicores(self) -> int:
@@ -86,16 +111,18 @@ class GpuPool:
 
 
 @dataclass(frozen=True)
-class ParallelFsClass:
-    """A storage class for the parallel file system, from the placement (FSx CSI on AWS, a
-    Lustre or vendor CSI on-prem)."""
+class ParallelFsVolume:
+    """An existing parallel file system as a static PersistentVolume per team, each bound to that team's claim:
+    the stack's own file system (with its data), never a new empty one (FSx CSI static provisioning: the file
+    system id as volumeHandle, its DNS and mount names as volumeAttributes)."""
 
-    name: str
-    provisioner: str
-    parameters: dict[str, pulumi.Input[str]] = field(default_factory=dict)
+    name: str  # the claim's name in every team namespace
+    driver: str
+    volume_handle: pulumi.Input[str]
+    volume_attributes: dict[str, pulumi.Input[str]]
+    capacity_gib: int
     mount_options: list[str] = field(default_factory=list)
-    csi_chart: str | None = None  # key in charts.yaml of the driver to install; None: already there
-    # Helm values for the driver, from the placement (on EKS: the controller's IRSA role).
+    csi_chart: str | None = None  # key in charts.yaml of the driver to install (its node plugin mounts)
     csi_values: dict[str, Any] = field(default_factory=dict)
 
 
@@ -104,7 +131,7 @@ class GpuPlatformArgs:
     platform: Platform
     fabric: Fabric
     pools: list[GpuPool]
-    parallel_fs: ParallelFsClass | None = None
+    parallel_fs_volume: ParallelFsVolume | None = None  # the stack's own file system, claimed per team
     # team -> annotations of its training service account, from the placement (on EKS the IAM
     # role for service accounts); a team not listed gets a plain service account.
     service_account_annotations: dict[str, dict[str, pulumi.Input[str]]] = field(default_factory=dict)
@@ -115,6 +142,9 @@ class GpuPlatformArgs:
     # The platform's own dcgm-exporter ServiceMonitor under the Prometheus operator; off when the stack's
     # monitoring section declares its labelled one (gpuforge/infra/k8s/alerting.py), so GPUs are scraped once.
     dcgm_service_monitor: bool = True
+    # Node labels of the system group the platform's controllers run on (Kueue, JobSet); empty: anywhere
+    # untainted. GPU nodes are tainted, so controllers never take what a quota counts as free.
+    controller_node_selector: dict[str, str] = field(default_factory=dict)
 
 
 def flavor_name(gpu_model: str) -> str:
@@ -173,10 +203,13 @@ def network_operator_values() -> dict[str, Any]:
 def kueue_manager_config(pods_ready: PodsReady, namespace: str, frameworks: tuple[str, ...] = ()) -> dict[str, Any]:
     """Kueue's Configuration (config.kueue.x-k8s.io/v1beta1, Kueue 0.14): the chart's defaults
     (kubernetes-sigs/kueue config/components/manager/controller_manager_config.yaml) plus
-    waitForPodsReady, Kueue's all-or-nothing admission for multi-node jobs."""
+    waitForPodsReady, Kueue's all-or-nothing admission for multi-node jobs, and quota that cannot be
+    bypassed: jobs without a queue label in team namespaces are managed too (sent to the namespace's
+    `default` LocalQueue), huge pages are left to the kubelet."""
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta1",
         "kind": "Configuration",
+        "manageJobsWithoutQueueName": True,
         "health": {"healthProbeBindAddress": ":8081"},
         "metrics": {"bindAddress": ":8443"},
         "webhook": {"port": 9443},
@@ -205,25 +238,42 @@ def kueue_manager_config(pods_ready: PodsReady, namespace: str, frameworks: tupl
                 "backoffMaxSeconds": pods_ready.requeue_backoff_max_seconds,
             },
         },
+        # Team namespaces only: with manageJobsWithoutQueueName, a selector that let in kube-system or Kueue's own
+        # namespace would suspend the system's jobs (Kueue docs, "Setup All-or-nothing..."/manageJobsWithoutQueueName).
         "managedJobsNamespaceSelector": {
             "matchExpressions": [
-                {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", namespace]}
+                {"key": TEAM_LABEL, "operator": "Exists"},
+                {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", namespace]},
             ]
         },
+        "resources": {"excludeResourcePrefixes": list(KUEUE_EXCLUDED_RESOURCE_PREFIXES)},
         # The chart's default job kinds (catalog: charts.yaml kueue.default_frameworks).
         "integrations": {"frameworks": list(frameworks)},
     }
 
 
 def kueue_values(
-    pods_ready: PodsReady, namespace: str, frameworks: tuple[str, ...], prometheus: bool
+    pods_ready: PodsReady,
+    namespace: str,
+    frameworks: tuple[str, ...],
+    prometheus: bool,
+    node_selector: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     # Chart 0.14 takes the manager configuration as one YAML string that replaces the chart's
     # default whole (the structured managerConfig.config merge came in later charts), so the
     # string carries the defaults too.
     config = yaml.safe_dump(kueue_manager_config(pods_ready, namespace, frameworks), sort_keys=False)
     # enablePrometheus: the chart's own ServiceMonitor for Kueue's metrics (needs the operator's CRDs).
-    return {"enablePrometheus": prometheus, "managerConfig": {"controllerManagerConfigYaml": config}}
+    values: dict[str, Any] = {"enablePrometheus": prometheus, "managerConfig": {"controllerManagerConfigYaml": config}}
+    if node_selector:
+        # charts/kueue/values.yaml (v0.14.4): controllerManager.nodeSelector
+        values["controllerManager"] = {"nodeSelector": dict(node_selector)}
+    return values
+
+
+def jobset_values(node_selector: dict[str, str]) -> dict[str, Any]:
+    # charts/jobset/values.yaml (v0.10.1): controller.nodeSelector
+    return {"controller": {"nodeSelector": dict(node_selector)}} if node_selector else {}
 
 
 def rdma_shared_device_plugin_config() -> str:
@@ -288,6 +338,9 @@ class GpuPlatform(pulumi.ComponentResource):
                         "gpusPerNode": p.gpus_per_node,
                         "allocatableCpuMillicores": p.allocatable_cpu_millicores,
                         "allocatableMemoryMib": p.allocatable_memory_mib,
+                        "fabricResource": fabric_resource(args.fabric),
+                        "fabricDevicesPerNode": p.fabric_devices_per_node,
+                        "hugepages2MiPerNode": p.hugepages_2mi_per_node,
                     }
                     for p in args.pools
                 },
@@ -392,20 +445,10 @@ class GpuPlatform(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[gpu_operator])),
             )
 
-        fs = args.parallel_fs
-        if fs is not None and platform.parallel_fs_storage_class:
-            csi = release(fs.csi_chart, fs.csi_values, privileged=True) if fs.csi_chart else None
-            k8s.storage.v1.StorageClass(
-                f"{name}-sc-{fs.name}",
-                metadata=k8s.meta.v1.ObjectMetaArgs(name=fs.name),
-                provisioner=fs.provisioner,
-                parameters=fs.parameters or None,
-                mount_options=fs.mount_options or None,
-                # Training data outlives any claim on it.
-                reclaim_policy="Retain",
-                volume_binding_mode="Immediate",
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[csi] if csi else [])),
-            )
+        self._fs_driver: k8s.helm.v3.Release | None = None
+        volume = args.parallel_fs_volume
+        if volume is not None and platform.parallel_fs_storage_class and volume.csi_chart:
+            self._fs_driver = release(volume.csi_chart, volume.csi_values, privileged=True)
 
         for class_name, (value, description) in PRIORITY_CLASSES.items():
             k8s.scheduling.v1.PriorityClass(
@@ -418,11 +461,18 @@ class GpuPlatform(pulumi.ComponentResource):
                 opts=child,
             )
 
+        # The job API of the training template (docs/kubernetes.md): before Kueue, whose JobSet integration
+        # watches its CRD.
+        release("jobset", jobset_values(args.controller_node_selector), privileged=False)
         kueue_chart = charts.chart("kueue")
         kueue = release(
             "kueue",
             kueue_values(
-                platform.pods_ready, kueue_chart.namespace, kueue_chart.default_frameworks, platform.prometheus_operator
+                platform.pods_ready,
+                kueue_chart.namespace,
+                kueue_chart.default_frameworks,
+                platform.prometheus_operator,
+                args.controller_node_selector,
             ),
             privileged=False,
         )
@@ -468,9 +518,11 @@ class GpuPlatform(pulumi.ComponentResource):
                     labels={
                         TEAM_LABEL: team,
                         "app.kubernetes.io/managed-by": "gpuforge",
-                        # Warn and audit only: RDMA jobs need IPC_LOCK, which the baseline level forbids.
-                        "pod-security.kubernetes.io/warn": "baseline",
-                        "pod-security.kubernetes.io/audit": "baseline",
+                        # Enforced: no privileged, hostPath, hostNetwork or added capabilities beyond baseline's
+                        # list. The training template needs none (devices come through the device plugins).
+                        "pod-security.kubernetes.io/enforce": TEAM_POD_SECURITY,
+                        "pod-security.kubernetes.io/warn": TEAM_POD_SECURITY,
+                        "pod-security.kubernetes.io/audit": TEAM_POD_SECURITY,
                     },
                 ),
                 opts=child,
@@ -503,6 +555,7 @@ class GpuPlatform(pulumi.ComponentResource):
                 },
                 opts=after_kueue,
             )
+            self._team_volume(name, team, ns_name, args, in_ns)
             k8s.apiextensions.CustomResource(
                 f"{name}-lq-{team}",
                 api_version=kueue_api,
@@ -511,7 +564,113 @@ class GpuPlatform(pulumi.ComponentResource):
                 spec={"clusterQueue": team},
                 opts=pulumi.ResourceOptions.merge(after_kueue, pulumi.ResourceOptions(depends_on=[ns, kueue])),
             )
+        self._protect_platform_objects(name, child)
         return namespaces
+
+    def _team_volume(
+        self, name: str, team: str, namespace: str, args: GpuPlatformArgs, opts: pulumi.ResourceOptions
+    ) -> None:
+        """The stack's parallel file system in the team's namespace: a PersistentVolume naming it and a claim
+        bound to exactly that volume (claimRef and volumeName; no storage class, so nothing is provisioned)."""
+        volume = args.parallel_fs_volume
+        if volume is None or not args.platform.parallel_fs_storage_class:
+            return
+        pv_name = f"{volume.name}-{namespace}"
+        size = f"{volume.capacity_gib}Gi"
+        after = pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(depends_on=[self._fs_driver] if self._fs_driver else [])
+        )
+        k8s.core.v1.PersistentVolume(
+            f"{name}-pv-{team}",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=pv_name, labels={TEAM_LABEL: team, "app.kubernetes.io/managed-by": "gpuforge"}
+            ),
+            spec=k8s.core.v1.PersistentVolumeSpecArgs(
+                capacity={"storage": size},
+                access_modes=["ReadWriteMany"],
+                volume_mode="Filesystem",
+                # The file system outlives any claim on it: deleting a claim never touches the data.
+                persistent_volume_reclaim_policy="Retain",
+                storage_class_name="",
+                mount_options=volume.mount_options or None,
+                claim_ref=k8s.core.v1.ObjectReferenceArgs(namespace=namespace, name=volume.name),
+                csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
+                    driver=volume.driver,
+                    volume_handle=volume.volume_handle,
+                    volume_attributes=volume.volume_attributes,
+                ),
+            ),
+            opts=after,
+        )
+        k8s.core.v1.PersistentVolumeClaim(
+            f"{name}-pvc-{team}",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=volume.name,
+                namespace=namespace,
+                labels={TEAM_LABEL: team, "app.kubernetes.io/managed-by": "gpuforge"},
+            ),
+            spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
+                access_modes=["ReadWriteMany"],
+                storage_class_name="",
+                volume_name=pv_name,
+                resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": size}),
+            ),
+            opts=after,
+        )
+
+    @staticmethod
+    def _protect_platform_objects(name: str, opts: pulumi.ResourceOptions) -> None:
+        """A ValidatingAdmissionPolicy: in team namespaces only platform admins create, change or delete
+        NetworkPolicies, ResourceQuotas, LimitRanges and Kueue LocalQueues. A team's editors (EKS
+        AmazonEKSEditPolicy, the `edit` role) could otherwise add an allow-all NetworkPolicy next to the
+        default deny, or point their queue elsewhere. The namespace controller and garbage collector
+        (kube-system service accounts) still clean up a deleted namespace."""
+        policy_name = "gpuforge-protect-team-platform-objects"
+        groups = ", ".join(f"'{g}'" for g in PLATFORM_ADMIN_GROUPS)
+        policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            f"{name}-vap-team-objects",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=policy_name),
+            spec=k8s.admissionregistration.v1.ValidatingAdmissionPolicySpecArgs(
+                failure_policy="Fail",
+                match_constraints=k8s.admissionregistration.v1.MatchResourcesArgs(
+                    namespace_selector=k8s.meta.v1.LabelSelectorArgs(
+                        match_expressions=[k8s.meta.v1.LabelSelectorRequirementArgs(key=TEAM_LABEL, operator="Exists")]
+                    ),
+                    resource_rules=[
+                        k8s.admissionregistration.v1.NamedRuleWithOperationsArgs(
+                            api_groups=[group],
+                            api_versions=["*"],
+                            operations=["CREATE", "UPDATE", "DELETE"],
+                            resources=list(resources),
+                        )
+                        for group, resources in PROTECTED_TEAM_RESOURCES.items()
+                    ],
+                ),
+                match_conditions=[
+                    k8s.admissionregistration.v1.MatchConditionArgs(
+                        name="not-kube-system-controllers",
+                        expression="!request.userInfo.username.startsWith('system:serviceaccount:kube-system:')",
+                    )
+                ],
+                validations=[
+                    k8s.admissionregistration.v1.ValidationArgs(
+                        expression=f"request.userInfo.groups.exists(g, g in [{groups}])",
+                        message="NetworkPolicies, quotas and Kueue queues in team namespaces belong to the platform "
+                        "(gpuforge); change them in the stack file",
+                        reason="Forbidden",
+                    )
+                ],
+            ),
+            opts=opts,
+        )
+        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            f"{name}-vapb-team-objects",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=policy_name),
+            spec=k8s.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpecArgs(
+                policy_name=policy_name, validation_actions=["Deny"]
+            ),
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[policy])),
+        )
 
     @staticmethod
     def _network_policies(
