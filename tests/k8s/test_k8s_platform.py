@@ -210,3 +210,74 @@ def test_same_component_on_prem_uses_network_operator(onprem_platform: GpuPlatfo
 
 def _children(component: pulumi.ComponentResource) -> list[Any]:
     return list(getattr(component, "_childResources", set()))
+
+
+def test_each_team_claims_the_stacks_own_file_system(staging: Plan) -> None:
+    """A static PersistentVolume per team naming the FSx file system Pulumi builds (id, DNS and mount names
+    from its outputs), bound to the team's claim; nothing that provisions a new one."""
+    (fs,) = staging.by_type("aws:fsx/lustreFileSystem:LustreFileSystem")
+    volumes = {r.inputs["metadata"]["name"]: r for r in staging.by_type("kubernetes:core/v1:PersistentVolume")}
+    claims = by_name(staging, "kubernetes:core/v1:PersistentVolumeClaim")
+    assert set(volumes) == {"fsx-lustre-llm-pretrain", "fsx-lustre-research"}
+    for namespace in ("llm-pretrain", "research"):
+        volume = volumes[f"fsx-lustre-{namespace}"]
+        spec = volume.inputs["spec"]
+        assert volume.dependencies["spec"] == [fs.urn]  # the handle and attributes are the file system's outputs
+        assert spec["csi"] == {
+            "driver": "fsx.csi.aws.com",
+            "volumeHandle": "forge-staging-lustre-fs-id",
+            "volumeAttributes": {"dnsname": "forge-staging-lustre-fs.fsx.mock.amazonaws.com", "mountname": "mockmnt"},
+        }
+        assert spec["capacity"] == {"storage": "4800Gi"} and spec["persistentVolumeReclaimPolicy"] == "Retain"
+        assert spec["claimRef"] == {"namespace": namespace, "name": "fsx-lustre"} and spec["storageClassName"] == ""
+        claim = claims[f"fsx-lustre@{namespace}"]["spec"]
+        assert claim["volumeName"] == f"fsx-lustre-{namespace}" and claim["storageClassName"] == ""
+        assert claim["accessModes"] == spec["accessModes"] == ["ReadWriteMany"]
+
+
+def test_team_editors_cannot_change_the_platforms_policies(staging: Plan) -> None:
+    (policy,) = staging.by_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")
+    (binding,) = staging.by_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding")
+    spec = policy.inputs["spec"]
+    assert binding.inputs["spec"] == {"policyName": policy.inputs["metadata"]["name"], "validationActions": ["Deny"]}
+    assert spec["failurePolicy"] == "Fail"
+    assert spec["matchConstraints"]["namespaceSelector"] == {
+        "matchExpressions": [{"key": "gpuforge.dev/team", "operator": "Exists"}]
+    }
+    guarded = {
+        (g, r)
+        for rule in spec["matchConstraints"]["resourceRules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+    }
+    assert guarded == {
+        ("networking.k8s.io", "networkpolicies"),
+        ("", "resourcequotas"),
+        ("", "limitranges"),
+        ("kueue.x-k8s.io", "localqueues"),
+    }
+    assert all(
+        rule["operations"] == ["CREATE", "UPDATE", "DELETE"] for rule in spec["matchConstraints"]["resourceRules"]
+    )
+    assert "'gpuforge:platform-admins'" in spec["validations"][0]["expression"]
+    # The cluster admins' access entries (the deployer's among them) carry that group; the team editors' do not.
+    groups = {
+        r.name.removeprefix("forge-staging-eks-access-"): r.inputs.get("kubernetesGroups")
+        for r in staging.by_type("aws:eks/accessEntry:AccessEntry")
+    }
+    assert groups == {
+        "deployer": ["gpuforge:platform-admins"],
+        "platform-admins": ["gpuforge:platform-admins"],
+        "llm-engineers": None,
+    }
+
+
+def test_gpu_nodes_are_tainted_and_the_system_group_is_not(staging: Plan) -> None:
+    taints = {
+        r.inputs["labels"]["gpuforge.dev/node-group"]: r.inputs.get("taints")
+        for r in staging.by_type("aws:eks/nodeGroup:NodeGroup")
+    }
+    assert taints == {
+        "train": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}],
+        "system": None,
+    }

@@ -564,7 +564,7 @@ class GpuPlatform(pulumi.ComponentResource):
                 spec={"clusterQueue": team},
                 opts=pulumi.ResourceOptions.merge(after_kueue, pulumi.ResourceOptions(depends_on=[ns, kueue])),
             )
-        self._protect_platform_objects(name, child)
+        self._protect_platform_objects(name, args.charts.chart("kueue").namespace, child)
         return namespaces
 
     def _team_volume(
@@ -619,12 +619,17 @@ class GpuPlatform(pulumi.ComponentResource):
         )
 
     @staticmethod
-    def _protect_platform_objects(name: str, opts: pulumi.ResourceOptions) -> None:
+    def _protect_platform_objects(name: str, kueue_namespace: str, opts: pulumi.ResourceOptions) -> None:
         """A ValidatingAdmissionPolicy: in team namespaces only platform admins create, change or delete
         NetworkPolicies, ResourceQuotas, LimitRanges and Kueue LocalQueues. A team's editors (EKS
         AmazonEKSEditPolicy, the `edit` role) could otherwise add an allow-all NetworkPolicy next to the
         default deny, or point their queue elsewhere. The namespace controller and garbage collector
-        (kube-system service accounts) still clean up a deleted namespace."""
+        (kube-system service accounts) still clean up a deleted namespace, and Kueue still maintains its queues.
+        The identity `pulumi up` runs as must be in one of PLATFORM_ADMIN_GROUPS (on EKS its access entry is)."""
+        controllers = " || ".join(
+            f"request.userInfo.username.startsWith('system:serviceaccount:{ns}:')"
+            for ns in ("kube-system", kueue_namespace)
+        )
         policy_name = "gpuforge-protect-team-platform-objects"
         groups = ", ".join(f"'{g}'" for g in PLATFORM_ADMIN_GROUPS)
         policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
@@ -648,8 +653,8 @@ class GpuPlatform(pulumi.ComponentResource):
                 ),
                 match_conditions=[
                     k8s.admissionregistration.v1.MatchConditionArgs(
-                        name="not-kube-system-controllers",
-                        expression="!request.userInfo.username.startsWith('system:serviceaccount:kube-system:')",
+                        name="not-system-controllers",
+                        expression=f"!({controllers})",
                     )
                 ],
                 validations=[
