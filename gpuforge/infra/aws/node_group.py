@@ -308,7 +308,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             min_size=0 if spec.capacity.type == "capacity_block" else spec.min_nodes,
             max_size=spec.max_nodes,
             # An elastic group starts at its min; from then on the scaler owns the desired capacity.
-            desired_capacity=spec.min_nodes,
+            desired_capacity=_created_desired(group),
             vpc_zone_identifiers=args.subnet_ids,
             placement_group=placement_group,
             # The template version is explicit: a new image or template is a visible change of the
@@ -469,7 +469,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 min_size=0 if spec.capacity.type == "capacity_block" else spec.min_nodes,
                 max_size=spec.max_nodes,
-                desired_size=spec.min_nodes,
+                desired_size=_created_desired(group),
             ),
             # EKS node auto repair replaces GPU nodes its node monitoring agent finds unhealthy
             # (XID errors, NVLink, DCGM): EKS User Guide, "Enable node auto repair".
@@ -522,6 +522,14 @@ def _desired_scheduled(group: ResolvedNodeGroup) -> bool:
     (elastic groups) or the block's scheduled actions (Capacity Blocks). `pulumi up` must not reset
     it (which would terminate busy nodes or launch outside the block's window)."""
     return group.spec.is_elastic or group.spec.capacity.type == "capacity_block"
+
+
+def _created_desired(group: ResolvedNodeGroup) -> int:
+    """The desired size a group is created with. A Capacity Block's group starts empty: its instances can only
+    launch inside the window, the block-start action fills it, and an upgrade of an EKS managed node group on a
+    block is made at desired 0 (EKS User Guide, "Create a managed node group with Capacity Blocks for ML" and
+    "Create self-managed nodes with Capacity Blocks for ML": desired 0 before the block is active)."""
+    return 0 if group.spec.capacity.type == "capacity_block" else group.spec.min_nodes
 
 
 def _desired_owned_elsewhere(group: ResolvedNodeGroup) -> pulumi.ResourceOptions:
