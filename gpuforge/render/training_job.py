@@ -24,6 +24,9 @@ AGENT_HEADROOM_MIB = 16 * 1024
 # 64 MiB. Memory-backed, so it counts against the pod's memory, which covers it.
 SHM_GIB = 64
 DATA_MOUNT = "/data"
+# How long a pod has between SIGTERM and SIGKILL to write a checkpoint: when Kueue drains its queue before a
+# Capacity Block ends (gpuforge/infra/k8s/platform.py), on preemption, and when a node is drained.
+CHECKPOINT_GRACE_SECONDS = 600
 REPLICATED_JOB = "workers"
 CONTAINER = "trainer"
 PRIORITY_CLASS = "gpuforge-training"
@@ -91,6 +94,7 @@ def training_jobset(inputs: TrainingJobInputs, name: str | None = None) -> dict[
         "serviceAccountName": inputs.service_account,
         "restartPolicy": "Never",
         "priorityClassName": PRIORITY_CLASS,
+        "terminationGracePeriodSeconds": CHECKPOINT_GRACE_SECONDS,
         "containers": [
             {
                 "name": CONTAINER,

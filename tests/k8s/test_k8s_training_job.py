@@ -6,6 +6,7 @@ uncovered, GPU taints the flavor does not tolerate, an unlabelled job outside qu
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -257,3 +258,56 @@ def test_render_job_command(tmp_path: Path) -> None:
     assert unknown.exit_code == 2
     assert "no team nobody on this stack's Kubernetes platform (teams: llm, research)" in unknown.output
     assert "Traceback" not in unknown.output
+
+
+def test_queues_on_a_capacity_block_open_and_drain_with_its_window(staging: Plan) -> None:
+    """Staging's GPUs are a Capacity Block (2026-12-01 11:30 to 2026-12-15 11:30 UTC): the ClusterQueues are
+    created held; a CronJob opens each at the block's start; another drains it (HoldAndDrain: Kueue evicts the
+    workloads, pods get SIGTERM and the template's 600 s to checkpoint) at 10:35, 5 minutes before that grace
+    period must start for it to end when the block-end action scales the group in (10:50)."""
+    queues = {
+        r.inputs["metadata"]["name"]: r for r in staging.by_type("kubernetes:kueue.x-k8s.io/v1beta1:ClusterQueue")
+    }
+    for queue in queues.values():
+        assert queue.inputs["spec"]["stopPolicy"] == "Hold" and queue.ignore_changes == ["spec.stopPolicy"]
+    jobs = {r.inputs["metadata"]["name"]: r.inputs for r in staging.by_type("kubernetes:batch/v1:CronJob")}
+    assert set(jobs) == {f"block-{action}-{team}" for action in ("open", "drain") for team in queues}
+    for team in queues:
+        opening, draining = jobs[f"block-open-{team}"]["spec"], jobs[f"block-drain-{team}"]["spec"]
+        assert (opening["schedule"], draining["schedule"]) == ("30 11 1 12 *", "35 10 15 12 *")
+        assert opening["timeZone"] == draining["timeZone"] == "Etc/UTC"
+        for spec, policy in ((opening, "None"), (draining, "HoldAndDrain")):
+            pod = spec["jobTemplate"]["spec"]["template"]["spec"]
+            (container,) = pod["containers"]
+            assert container["image"] == "registry.k8s.io/kubectl:v1.33.0"
+            assert container["args"][:3] == ["patch", "clusterqueue", team]
+            assert json.loads(container["args"][-1]) == {"spec": {"stopPolicy": policy}}
+            assert pod["nodeSelector"] == {"gpuforge.dev/node-group": "system"}
+    (schedule,) = [
+        r for r in staging.by_type("aws:autoscaling/schedule:Schedule") if r.name.endswith("-train-block-end")
+    ]
+    assert schedule.inputs["startTime"] == "2026-12-15T10:50:00Z"
+    # The job template's grace period is what the drain leaves room for.
+    job = training_jobset(team_job_inputs(stack_of(staging), "llm"))
+    assert (
+        job["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 600
+    )
+    # Only the team's own queue: the window's service account may patch nothing else.
+    roles = {
+        r.inputs["metadata"]["name"]: r.inputs
+        for r in staging.by_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
+    }
+    assert roles["gpuforge-block-window-llm"]["rules"] == [
+        {
+            "apiGroups": ["kueue.x-k8s.io"],
+            "resources": ["clusterqueues"],
+            "resourceNames": ["llm"],
+            "verbs": ["get", "patch"],
+        }
+    ]
+
+
+def test_queues_without_a_block_are_never_held(onprem: Plan) -> None:
+    queues = onprem.by_type("kubernetes:kueue.x-k8s.io/v1beta1:ClusterQueue")
+    assert queues and all("stopPolicy" not in q.inputs["spec"] for q in queues)
+    assert not onprem.by_type("kubernetes:batch/v1:CronJob")

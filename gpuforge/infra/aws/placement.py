@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import pulumi
@@ -12,9 +14,11 @@ import pulumi_kubernetes as k8s
 from gpuforge.catalog.aws_wiring import load_aws_wiring
 from gpuforge.infra.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsVolume
 from gpuforge.infra.k8s.alerting import declare_alert_routing, operator_monitoring
+from gpuforge.infra.k8s.platform import BlockWindow
 from gpuforge.infra.k8s.scheduling import Taint
 from gpuforge.render.labels import NODE_LABEL_GROUP
-from gpuforge.spec import ResolvedSpec
+from gpuforge.render.training_job import CHECKPOINT_GRACE_SECONDS
+from gpuforge.spec import ResolvedNodeGroup, ResolvedSpec
 from gpuforge.spec.models import Tier
 from gpuforge.spec.monitoring import NodeGroupServer, receiver_secret_names
 
@@ -408,13 +412,31 @@ def _image_pipeline(
     )
 
 
+# Between draining a block's queues and its scale-in: Kueue's eviction and JobSet's deletion of the jobs
+# reaching the pods, before their checkpoint grace period starts.
+DRAIN_MARGIN = timedelta(minutes=5)
+
+
+def block_window(group: ResolvedNodeGroup) -> BlockWindow | None:
+    """A Capacity Block group's window for Kueue: open at the block's start; drained early enough that every
+    pod's checkpoint grace period ends before the block-end scheduled action scales the group in."""
+    block = group.spec.capacity
+    if block.type != "capacity_block":
+        return None
+    scale_in = block.end - timedelta(minutes=load_aws_wiring().capacity_blocks.scale_down_before_end_minutes)
+    return BlockWindow(block.start, scale_in - timedelta(seconds=CHECKPOINT_GRACE_SECONDS) - DRAIN_MARGIN)
+
+
 def _gpu_pools(resolved: ResolvedSpec) -> list[GpuPool]:
-    """Active Kubernetes GPU nodes per GPU model, for the platform's Kueue quotas."""
+    """Active Kubernetes GPU nodes per GPU model, for the platform's Kueue quotas. A model's pool has a window
+    when every group of the model is on the same Capacity Block."""
     pools: dict[str, GpuPool] = {}
+    windows: dict[str, set[BlockWindow | None]] = {}
     for group in resolved.kubernetes_node_groups.values():
         model = group.instance.gpu_model
         if model is None or group.gpus_per_node == 0:
             continue
+        windows.setdefault(model, set()).add(block_window(group))
         known = pools.get(model)
         pools[model] = GpuPool(
             gpu_model=model,
@@ -427,7 +449,10 @@ def _gpu_pools(resolved: ResolvedSpec) -> list[GpuPool]:
             taints=tuple(sorted({*(known.taints if known else ()), *(Taint(*t) for t in node_taints(group))}, key=str)),
             hugepages_2mi_per_node=load_aws_wiring().eks.efa_pod.node_hugepages_2mi if group.efa_interfaces else 0,
         )
-    return [pools[m] for m in sorted(pools)]
+    return [
+        dataclasses.replace(pools[m], window=next(iter(windows[m])) if len(windows[m]) == 1 else None)
+        for m in sorted(pools)
+    ]
 
 
 def _system_group_selector(resolved: ResolvedSpec) -> dict[str, str]:

@@ -29,7 +29,9 @@ pulumi_kubernetes object, so the plan shows it and tests validate it against the
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import pulumi
@@ -80,6 +82,15 @@ PRIORITY_CLASSES: dict[str, tuple[int, str]] = {
 
 
 @dataclass(frozen=True)
+class BlockWindow:
+    """When a pool's nodes exist (a Capacity Block): Kueue admits to its flavor from `open_at` and drains the
+    flavor's queues at `drain_at`, early enough for every pod to checkpoint before the nodes go."""
+
+    open_at: datetime
+    drain_at: datetime
+
+
+@dataclass(frozen=True)
 class GpuPool:
     """The Kubernetes nodes of one GPU model, as a placement resolved them."""
 
@@ -92,6 +103,7 @@ class GpuPool:
     node_kind: NodeKind = "eks"  # whose kubelet reservation applies (gpuforge/catalog/data/kubelet.yaml)
     taints: tuple[Taint, ...] = ()  # what the nodes register with: every node agent and flavor tolerates them
     hugepages_2mi_per_node: int = 0  # 2 MiB huge pages each node pre-allocates (EFA nodes: the catalog's)
+    window: BlockWindow | None = None  # the nodes exist only inside this window (a Capacity Block)
 
     @property
     def allocatable_cpu_millicores(self) -> int:
@@ -288,6 +300,17 @@ def rdma_shared_device_plugin_config() -> str:
             ]
         }
     )
+
+
+def cron_at(when: datetime) -> str:
+    """A cron schedule firing at `when` (UTC, to the minute); cron has no year field."""
+    return f"{when.minute} {when.hour} {when.day} {when.month} *"
+
+
+def team_windows(gpu_quota: Mapping[str, int], pools: list[GpuPool]) -> list[BlockWindow]:
+    """The Capacity Block windows of the pools behind a team's quota."""
+    by_model = {pool.gpu_model: pool for pool in pools}
+    return sorted({w for model in gpu_quota if (w := by_model[model].window) is not None}, key=lambda w: w.open_at)
 
 
 def team_quotas(platform: Platform, pools: list[GpuPool], fabric: Fabric) -> dict[str, list[dict[str, Any]]]:
@@ -540,12 +563,16 @@ class GpuPlatform(pulumi.ComponentResource):
                 ),
                 opts=in_ns,
             )
+            windows = team_windows(spec.gpu_quota, pools)
             k8s.apiextensions.CustomResource(
                 f"{name}-cq-{team}",
                 api_version=kueue_api,
                 kind="ClusterQueue",
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=team),
                 spec={
+                    # Nodes on a Capacity Block exist only inside its window: the queue is created held and the
+                    # window's CronJobs open and drain it (they own the field from then on).
+                    **({"stopPolicy": "Hold"} if windows else {}),
                     "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns_name}},
                     # Teams lend idle quota to each other and reclaim it on demand.
                     "cohort": COHORT,
@@ -553,8 +580,12 @@ class GpuPlatform(pulumi.ComponentResource):
                     "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
                     "resourceGroups": [{"coveredResources": covered, "flavors": quotas[team]}],
                 },
-                opts=after_kueue,
+                opts=pulumi.ResourceOptions.merge(
+                    after_kueue, pulumi.ResourceOptions(ignore_changes=["spec.stopPolicy"] if windows else None)
+                ),
             )
+            for window in windows:
+                self._block_window(name, team, window, args, after_kueue)
             self._team_volume(name, team, ns_name, args, in_ns)
             k8s.apiextensions.CustomResource(
                 f"{name}-lq-{team}",
@@ -566,6 +597,88 @@ class GpuPlatform(pulumi.ComponentResource):
             )
         self._protect_platform_objects(name, args.charts.chart("kueue").namespace, child)
         return namespaces
+
+    def _block_window(
+        self, name: str, team: str, window: BlockWindow, args: GpuPlatformArgs, opts: pulumi.ResourceOptions
+    ) -> None:
+        """Two CronJobs in Kueue's namespace: at the block's start the team's ClusterQueue admits again
+        (stopPolicy None); at `drain_at` it is drained (HoldAndDrain: Kueue evicts the admitted workloads, their
+        pods get SIGTERM and the template's grace period to checkpoint) before the nodes are scaled in. Cron has
+        no year: the schedules recur on the same dates a year on unless the block is replaced in the stack."""
+        namespace = args.charts.chart("kueue").namespace
+        account = f"{name}-window-sa-{team}"
+        sa_name = f"gpuforge-block-window-{team}"
+        sa = k8s.core.v1.ServiceAccount(
+            account, metadata=k8s.meta.v1.ObjectMetaArgs(name=sa_name, namespace=namespace), opts=opts
+        )
+        role = k8s.rbac.v1.ClusterRole(
+            f"{name}-window-role-{team}",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=sa_name),
+            rules=[
+                k8s.rbac.v1.PolicyRuleArgs(
+                    api_groups=["kueue.x-k8s.io"],
+                    resources=["clusterqueues"],
+                    resource_names=[team],
+                    verbs=["get", "patch"],
+                )
+            ],
+            opts=opts,
+        )
+        k8s.rbac.v1.ClusterRoleBinding(
+            f"{name}-window-binding-{team}",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=sa_name),
+            role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=sa_name),
+            subjects=[k8s.rbac.v1.SubjectArgs(kind="ServiceAccount", name=sa_name, namespace=namespace)],
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[role, sa])),
+        )
+        image = args.charts.image("kubectl")
+        for action, when, policy in (("open", window.open_at, "None"), ("drain", window.drain_at, "HoldAndDrain")):
+            k8s.batch.v1.CronJob(
+                f"{name}-window-{action}-{team}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=f"block-{action}-{team}", namespace=namespace),
+                spec=k8s.batch.v1.CronJobSpecArgs(
+                    schedule=cron_at(when),
+                    time_zone="Etc/UTC",
+                    concurrency_policy="Forbid",
+                    job_template=k8s.batch.v1.JobTemplateSpecArgs(
+                        spec=k8s.batch.v1.JobSpecArgs(
+                            backoff_limit=6,
+                            template=k8s.core.v1.PodTemplateSpecArgs(
+                                spec=k8s.core.v1.PodSpecArgs(
+                                    service_account_name=sa_name,
+                                    restart_policy="OnFailure",
+                                    node_selector=args.controller_node_selector or None,
+                                    security_context=k8s.core.v1.PodSecurityContextArgs(
+                                        run_as_non_root=True,
+                                        run_as_user=65532,
+                                        seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
+                                    ),
+                                    containers=[
+                                        k8s.core.v1.ContainerArgs(
+                                            name="kubectl",
+                                            image=f"{image.repository}/{image.image}:{image.version}",
+                                            args=[
+                                                "patch",
+                                                "clusterqueue",
+                                                team,
+                                                "--type=merge",
+                                                "-p",
+                                                json.dumps({"spec": {"stopPolicy": policy}}),
+                                            ],
+                                            security_context=k8s.core.v1.SecurityContextArgs(
+                                                allow_privilege_escalation=False,
+                                                read_only_root_filesystem=True,
+                                                capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
+                                            ),
+                                        )
+                                    ],
+                                )
+                            ),
+                        )
+                    ),
+                ),
+                opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[sa])),
+            )
 
     def _team_volume(
         self, name: str, team: str, namespace: str, args: GpuPlatformArgs, opts: pulumi.ResourceOptions
