@@ -302,6 +302,11 @@ def rdma_shared_device_plugin_config() -> str:
     )
 
 
+def team_labels(team: str) -> dict[str, str]:
+    """The labels of the objects the platform declares for a team."""
+    return {TEAM_LABEL: team, "app.kubernetes.io/managed-by": "gpuforge"}
+
+
 def cron_at(when: datetime) -> str:
     """A cron schedule firing at `when` (UTC, to the minute); cron has no year field."""
     return f"{when.minute} {when.hour} {when.day} {when.month} *"
@@ -558,7 +563,7 @@ class GpuPlatform(pulumi.ComponentResource):
                 metadata=k8s.meta.v1.ObjectMetaArgs(
                     name=platform.service_account,
                     namespace=ns_name,
-                    labels={TEAM_LABEL: team, "app.kubernetes.io/managed-by": "gpuforge"},
+                    labels=team_labels(team),
                     annotations=args.service_account_annotations.get(team) or None,
                 ),
                 opts=in_ns,
@@ -695,9 +700,7 @@ class GpuPlatform(pulumi.ComponentResource):
         )
         k8s.core.v1.PersistentVolume(
             f"{name}-pv-{team}",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=pv_name, labels={TEAM_LABEL: team, "app.kubernetes.io/managed-by": "gpuforge"}
-            ),
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=pv_name, labels=team_labels(team)),
             spec=k8s.core.v1.PersistentVolumeSpecArgs(
                 capacity={"storage": size},
                 access_modes=["ReadWriteMany"],
@@ -720,7 +723,7 @@ class GpuPlatform(pulumi.ComponentResource):
             metadata=k8s.meta.v1.ObjectMetaArgs(
                 name=volume.name,
                 namespace=namespace,
-                labels={TEAM_LABEL: team, "app.kubernetes.io/managed-by": "gpuforge"},
+                labels=team_labels(team),
             ),
             spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
                 access_modes=["ReadWriteMany"],
