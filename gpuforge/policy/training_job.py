@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from gpuforge.catalog.aws_wiring import load_aws_wiring
+from gpuforge.catalog.charts import load_charts
 from gpuforge.infra.k8s.platform import GPU_RESOURCE, LOCAL_QUEUE, QUEUE_LABEL
 from gpuforge.infra.k8s.scheduling import Taint, taint_from, untolerated
 from gpuforge.render.labels import TEAM_LABEL
@@ -250,7 +251,18 @@ def admission_problems(stack: Stack, job: Mapping[str, Any]) -> Assignment:
     ns_labels = namespace_labels(stack, namespace)
     if ns_labels is None:
         return Assignment(problems=[f"namespace {namespace} is not declared"])
-    framework = f"{job['apiVersion'].split('/')[0]}/{job['kind'].lower()}"
+    group = job["apiVersion"].split("/")[0]
+    installed = {
+        g
+        for r in stack.of_type(RELEASE)
+        for c in load_charts().charts.values()
+        if c.chart == r.get("chart")
+        for g in c.crd_groups
+    }
+    if group not in installed:
+        # Reported with the rest: what Kueue would do once the API is there.
+        problems.append(f"no release installs the {group} API (its CRDs and controller): the job is refused")
+    framework = f"{group}/{job['kind'].lower()}"
     if framework not in config.frameworks:
         problems.append(f"Kueue's integrations.frameworks lacks {framework}: the job runs outside quota")
         return result

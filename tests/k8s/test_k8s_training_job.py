@@ -116,6 +116,15 @@ def test_hugepages_uncovered_is_never_admitted(staging: Plan) -> None:
     assert problems and all("hugepages-2Mi unavailable in ClusterQueue llm" in p for p in problems), problems
 
 
+def test_a_job_api_nothing_installs_is_refused(staging: Plan) -> None:
+    """Today's main: Kueue lists the JobSet framework but no JobSet controller or CRD is installed."""
+    without = Stack([r for r in stack_of(staging).resources if r.get("name") != "jobset"])
+    job = training_jobset(team_job_inputs(without, "llm"))
+    assert job_problems(without, job) == [
+        "no release installs the jobset.x-k8s.io API (its CRDs and controller): the job is refused",
+    ]
+
+
 def test_untolerated_gpu_taint_leaves_pods_pending(staging: Plan) -> None:
     """Tainted GPU nodes behind a flavor without the toleration (a job without its own): admitted, never placed."""
     untolerant = edited(
