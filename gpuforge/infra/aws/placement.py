@@ -282,7 +282,9 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 platform=kube.platform,
                 fabric="efa" if any(g.efa_interfaces for g in resolved.kubernetes_node_groups.values()) else "none",
                 pools=_gpu_pools(resolved),
-                parallel_fs_volume=(_fsx_volume(resolved, lustre) if lustre else None),
+                parallel_fs_volume=(
+                    _fsx_volume(resolved, lustre, _system_group_selector(resolved)) if lustre else None
+                ),
                 controller_node_selector=_system_group_selector(resolved),
                 service_account_annotations=(
                     {team: {ROLE_ARN_ANNOTATION: arn} for team, arn in roles.role_arns.items()} if roles else {}
@@ -462,7 +464,9 @@ def _system_group_selector(resolved: ResolvedSpec) -> dict[str, str]:
     return {NODE_LABEL_GROUP: system[0]} if system else {}
 
 
-def _fsx_volume(resolved: ResolvedSpec, lustre: LustreFileSystem) -> ParallelFsVolume | None:
+def _fsx_volume(
+    resolved: ResolvedSpec, lustre: LustreFileSystem, controller_selector: dict[str, str]
+) -> ParallelFsVolume | None:
     """The stack's FSx for Lustre file system (with its data repository associations) as a static volume:
     its id, DNS name and mount name from the file system's outputs (aws-fsx-csi-driver examples/kubernetes/
     static_provisioning). Nothing is provisioned, so the driver's controller needs no IAM role: only its
@@ -477,6 +481,9 @@ def _fsx_volume(resolved: ResolvedSpec, lustre: LustreFileSystem) -> ParallelFsV
         capacity_gib=resolved.lustre.capacity_gib,
         mount_options=["flock"],
         csi_chart="aws_fsx_csi_driver",
+        # The controller Deployment on the system group (charts/aws-fsx-csi-driver/values.yaml at
+        # helm-chart-aws-fsx-csi-driver-1.17.0: controller.nodeSelector); the node plugin runs everywhere.
+        csi_values={"controller": {"nodeSelector": controller_selector}} if controller_selector else {},
     )
 
 

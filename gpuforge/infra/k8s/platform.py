@@ -179,9 +179,15 @@ def agent_tolerations(charts: Charts, key: str, pools: list[GpuPool]) -> list[di
     return tolerations_for(node_taints(pools), defaults)
 
 
-def gpu_operator_values(platform: Platform, tolerations: list[dict[str, Any]]) -> dict[str, Any]:
+def gpu_operator_values(
+    platform: Platform, tolerations: list[dict[str, Any]], controller_selector: dict[str, str] | None = None
+) -> dict[str, Any]:
     operator_driver = platform.gpu_driver == "operator"
+    # The operator's own Deployment on the system group (deployments/gpu-operator/templates/operator.yaml at
+    # v25.10.1: .Values.operator.nodeSelector); its operands are DaemonSets on the GPU nodes.
+    controller = {"operator": {"nodeSelector": dict(controller_selector)}} if controller_selector else {}
     return {
+        **controller,
         # preinstalled: the image (playbooks, or the EKS accelerated AMI) carries the driver and
         # the container toolkit; two installers of one kernel module fight.
         "driver": {"enabled": operator_driver},
@@ -202,10 +208,20 @@ def efa_device_plugin_values(tolerations: list[dict[str, Any]]) -> dict[str, Any
     return {"tolerations": tolerations}
 
 
-def node_feature_discovery_values(tolerations: list[dict[str, Any]]) -> dict[str, Any]:
+def node_feature_discovery_values(
+    tolerations: list[dict[str, Any]], controller_selector: dict[str, str] | None = None
+) -> dict[str, Any]:
     # The worker labels each node (pci-10de for the GPU Operator, pci-15b3 for the network operator):
     # a worker kept off the tainted GPU hosts leaves them unlabelled, and both operators select nothing.
-    return {"worker": {"tolerations": tolerations}}
+    values: dict[str, Any] = {"worker": {"tolerations": tolerations}}
+    if controller_selector:
+        # master and gc are Deployments: on the system group (values.yaml at v0.18.3: master.nodeSelector,
+        # gc.nodeSelector).
+        values |= {
+            "master": {"nodeSelector": dict(controller_selector)},
+            "gc": {"nodeSelector": dict(controller_selector)},
+        }
+    return values
 
 
 def network_operator_values() -> dict[str, Any]:
@@ -422,10 +438,15 @@ class GpuPlatform(pulumi.ComponentResource):
         pools = args.pools
         release(
             "node_feature_discovery",
-            node_feature_discovery_values(agent_tolerations(charts, "node_feature_discovery", pools)),
+            node_feature_discovery_values(
+                agent_tolerations(charts, "node_feature_discovery", pools), args.controller_node_selector
+            ),
         )
         gpu_operator = release(
-            "gpu_operator", gpu_operator_values(platform, agent_tolerations(charts, "gpu_operator", pools))
+            "gpu_operator",
+            gpu_operator_values(
+                platform, agent_tolerations(charts, "gpu_operator", pools), args.controller_node_selector
+            ),
         )
         if args.fabric == "efa":
             release(
