@@ -286,3 +286,46 @@ def test_gpu_nodes_are_tainted_and_the_system_group_is_not(staging: Plan) -> Non
         "train": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}],
         "system": None,
     }
+
+
+def _cel(expression: str, request: dict[str, Any]) -> bool:
+    """A CEL expression of the policy evaluated on an admission request, with cel-python (the CEL spec's
+    semantics; the API server's own evaluator is cel-go)."""
+    import celpy
+
+    env = celpy.Environment()
+    return bool(env.program(env.compile(expression)).evaluate({"request": celpy.json_to_cel(request)}))
+
+
+@pytest.mark.parametrize(
+    ("who", "groups", "applies", "allowed"),
+    [
+        # an llm engineer (AmazonEKSEditPolicy on llm-pretrain) adding an allow-all NetworkPolicy: refused
+        ("arn:aws:sts::111122223333:assumed-role/llm-engineers/alice", ["system:authenticated"], True, False),
+        # the deployer running `pulumi up` (its access entry carries the platform-admin group): allowed
+        (
+            "arn:aws:sts::111122223333:assumed-role/deploy/ci",
+            ["system:authenticated", "gpuforge:platform-admins"],
+            True,
+            True,
+        ),
+        # a site admin's kubeconfig (kubeadm's admin group): allowed
+        ("kubernetes-admin", ["kubeadm:cluster-admins", "system:authenticated"], True, True),
+        # the namespace controller cleaning up a deleted team namespace: not matched at all
+        ("system:serviceaccount:kube-system:namespace-controller", ["system:serviceaccounts"], False, True),
+        # Kueue maintaining a LocalQueue: not matched
+        ("system:serviceaccount:kueue-system:kueue-controller-manager", ["system:serviceaccounts"], False, True),
+        # a team's own service account: matched and refused
+        ("system:serviceaccount:llm-pretrain:training", ["system:serviceaccounts"], True, False),
+    ],
+)
+def test_admission_policy_cel_decides_who_may_change_team_objects(
+    staging: Plan, who: str, groups: list[str], applies: bool, allowed: bool
+) -> None:
+    (policy,) = staging.by_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")
+    spec = policy.inputs["spec"]
+    request = {"userInfo": {"username": who, "groups": groups}, "operation": "CREATE"}
+    matched = all(_cel(c["expression"], request) for c in spec["matchConditions"])
+    assert matched is applies
+    if matched:
+        assert all(_cel(v["expression"], request) for v in spec["validations"]) is allowed
