@@ -55,9 +55,9 @@ class EksAddon(_Frozen):
     policy_arn: str | None = None
 
 
-class FsxCsi(_Frozen):
-    service_account: str
-    policy_arn: str
+class EfaPod(_Frozen):
+    node_hugepages_2mi: int  # 2 MiB pages an EFA node pre-allocates
+    pod_hugepages_2mi_mib: int  # what a training pod requests of them
     source: str
 
 
@@ -67,7 +67,7 @@ class EksFacts(_Frozen):
     imds_tags: str
     standard_ami_type: str
     gpu_ami_type: str
-    fsx_csi: FsxCsi
+    efa_pod: EfaPod
 
 
 class VpnTunnel(_Frozen):

@@ -111,3 +111,45 @@ def slurm(
         sys.stdout.write(f"# ==> {name} <==\n{text}")
         if not text.endswith("\n"):
             sys.stdout.write("\n")
+
+
+@app.command()
+def job(
+    stack: StackArg,
+    team: Annotated[str, typer.Option("--team", "-t", help="The team (kubernetes.platform.teams) the job is for.")],
+    name: Annotated[str | None, typer.Option(help="The JobSet's name (default: train-TEAM).")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the manifest to this file.")] = None,
+) -> None:
+    """A multi-node training job for a team as a JobSet (docs/kubernetes.md, "Training jobs"): one pod per GPU
+    node with every GPU, fabric device and huge page of its node, /dev/shm, the team's queue label, service
+    account and data claim. Planned offline, then checked against the plan: Kueue admits it (every request
+    covered by a flavor of the team's ClusterQueue, within quota) and the nodes take it (labels, taints,
+    room per node). Exit 1 with the reasons when it would not run, 2 when the spec is invalid."""
+    import yaml
+
+    from gpuforge.plan.engine import plan_stack
+    from gpuforge.plan.policy_check import to_rule_resources
+    from gpuforge.policy.rules import Stack
+    from gpuforge.policy.training_job import TrainingJobError, job_problems, team_job_inputs
+    from gpuforge.render.training_job import training_jobset
+
+    try:
+        plan = plan_stack(stack)
+    except SpecError as error:
+        fail(error)
+    planned = Stack(to_rule_resources(plan.resources))
+    try:
+        manifest = training_jobset(team_job_inputs(planned, team), name)
+        problems = job_problems(planned, manifest)
+    except TrainingJobError as error:
+        err.print(f"[bold red]error[/]: {escape(str(error))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    text = yaml.safe_dump(manifest, sort_keys=False)
+    if output is not None:
+        write_output(output, text)
+    else:
+        sys.stdout.write(text)
+    for problem in problems:
+        err.print(f"[bold red]would not run[/]: {escape(problem)}", highlight=False, soft_wrap=True)
+    if problems:
+        raise typer.Exit(1)

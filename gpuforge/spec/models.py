@@ -886,7 +886,9 @@ class Platform(SpecModel):
         default_factory=dict, description="Teams keyed by name: a namespace and Kueue queues with GPU quotas each."
     )
     parallel_fs_storage_class: bool = Field(
-        default=True, description="Declare a storage class for the parallel file system (FSx CSI on AWS)."
+        default=True,
+        description="Give every team namespace a claim (fsx-lustre) on the stack's parallel file system: a static "
+        "PersistentVolume naming the file system (FSx CSI on AWS), never a storage class creating new ones.",
     )
     service_account: Name = Field(
         default="training",

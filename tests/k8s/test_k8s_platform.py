@@ -9,7 +9,7 @@ import pulumi_kubernetes as k8s
 import pytest
 
 from gpuforge.catalog.charts import load_charts
-from gpuforge.infra.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsClass
+from gpuforge.infra.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsVolume
 from gpuforge.plan.model import Plan, PlanResource
 from gpuforge.spec.models import Platform
 
@@ -50,16 +50,17 @@ def test_kueue_queue_per_team_with_whole_node_quotas(staging: Plan) -> None:
     }
     assert research["nvidia.com/gpu"] == 16
     assert by_name(staging, f"{KUEUE}:LocalQueue") == {
-        "training@llm-pretrain": {
+        # Named as Kueue's LocalQueueDefaulting expects: a job without a queue label lands here.
+        "default@llm-pretrain": {
             "apiVersion": "kueue.x-k8s.io/v1beta1",
             "kind": "LocalQueue",
-            "metadata": {"name": "training", "namespace": "llm-pretrain"},
+            "metadata": {"name": "default", "namespace": "llm-pretrain"},
             "spec": {"clusterQueue": "llm"},
         },
-        "training@research": {
+        "default@research": {
             "apiVersion": "kueue.x-k8s.io/v1beta1",
             "kind": "LocalQueue",
-            "metadata": {"name": "training", "namespace": "research"},
+            "metadata": {"name": "default", "namespace": "research"},
             "spec": {"clusterQueue": "research"},
         },
     }
@@ -69,7 +70,11 @@ def test_kueue_queue_per_team_with_whole_node_quotas(staging: Plan) -> None:
             "apiVersion": "kueue.x-k8s.io/v1beta1",
             "kind": "ResourceFlavor",
             "metadata": {"name": "gpu-h100"},
-            "spec": {"nodeLabels": {"gpuforge.dev/gpu-model": "H100"}},
+            # The GPU nodes' taint, tolerated by the flavor: Kueue adds the toleration to the pods it admits.
+            "spec": {
+                "nodeLabels": {"gpuforge.dev/gpu-model": "H100"},
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            },
         }
     }
 
@@ -102,8 +107,21 @@ def test_helm_releases_pinned_and_driver_switch(staging: Plan) -> None:
         "node-feature-discovery",
         "aws-efa-device-plugin",
         "kueue",
+        "jobset",
         "aws-fsx-csi-driver",
     }
+    jobset = found["jobset"].inputs
+    assert jobset["chart"] == "oci://registry.k8s.io/jobset/charts/jobset" and jobset["version"] == "0.10.1"
+    # The platform's controllers run on the system group, never on a GPU node the quota counts as free.
+    assert jobset["values"] == {"controller": {"nodeSelector": {"gpuforge.dev/node-group": "system"}}}
+    assert found["kueue"].inputs["values"]["controllerManager"] == {
+        "nodeSelector": {"gpuforge.dev/node-group": "system"}
+    }
+    system = {"nodeSelector": {"gpuforge.dev/node-group": "system"}}
+    assert found["gpu-operator"].inputs["values"]["operator"] == system
+    nfd = found["node-feature-discovery"].inputs["values"]
+    assert nfd["master"] == nfd["gc"] == system and "nodeSelector" not in nfd["worker"]  # the worker runs everywhere
+    assert found["aws-fsx-csi-driver"].inputs["values"] == {"controller": system}
     gpu = found["gpu-operator"].inputs
     assert gpu["version"] == "v25.10.1" and gpu["repositoryOpts"]["repo"] == "https://helm.ngc.nvidia.com/nvidia"
     assert gpu["values"]["driver"] == {"enabled": False}  # preinstalled in the stack
@@ -112,7 +130,8 @@ def test_helm_releases_pinned_and_driver_switch(staging: Plan) -> None:
     # No nodeSelector (the chart's affinity on EFA instance types places it); the chart that ships plugin v0.5.20.
     assert efa["namespace"] == "kube-system" and "nodeSelector" not in efa["values"]
     assert efa["version"] == "v0.5.30" and load_charts().chart("aws_efa_device_plugin").app_version == "v0.5.20"
-    assert efa["values"]["tolerations"] == []  # the staging GPU groups register without taints
+    # The GPU groups register with the GPU taint: the device plugin tolerates it.
+    assert efa["values"]["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     # Staging's monitoring declares the labelled dcgm ServiceMonitor (gpuforge/infra/k8s/alerting.py), so the
     # platform's own is off: one scrape of the GPU Operator's exporter.
     monitors = by_name(staging, "kubernetes:monitoring.coreos.com/v1:ServiceMonitor")
@@ -120,9 +139,8 @@ def test_helm_releases_pinned_and_driver_switch(staging: Plan) -> None:
     monitor = monitors["gpuforge-dcgm-exporter@monitoring"]
     assert monitor["spec"]["selector"] == {"matchLabels": {"app": "nvidia-dcgm-exporter"}}
     assert monitor["spec"]["endpoints"][0]["port"] == "gpu-metrics"
-    sc = by_name(staging, "kubernetes:storage.k8s.io/v1:StorageClass")["fsx-lustre@"]
-    assert sc["provisioner"] == "fsx.csi.aws.com" and sc["parameters"]["deploymentType"] == "PERSISTENT_2"
-    assert sc["reclaimPolicy"] == "Retain"
+    # No storage class: nothing creates new, empty file systems.
+    assert not staging.by_type("kubernetes:storage.k8s.io/v1:StorageClass")
     pcs = {
         r.inputs["metadata"]["name"]: r.inputs["value"]
         for r in staging.by_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")
@@ -165,7 +183,13 @@ def onprem_platform() -> GpuPlatform:
                     fabric_devices_per_node=1,
                 )
             ],
-            parallel_fs=ParallelFsClass(name="lustre", provisioner="lustre.csi.vendor.example", csi_chart=None),
+            parallel_fs_volume=ParallelFsVolume(
+                name="lustre",
+                driver="lustre.csi.vendor.example",
+                volume_handle="lab01",
+                volume_attributes={"mgs": "10.64.8.10@o2ib"},
+                capacity_gib=1024,
+            ),
         ),
         opts=pulumi.ResourceOptions(provider=provider),
     )
@@ -191,3 +215,117 @@ def test_same_component_on_prem_uses_network_operator(onprem_platform: GpuPlatfo
 
 def _children(component: pulumi.ComponentResource) -> list[Any]:
     return list(getattr(component, "_childResources", set()))
+
+
+def test_each_team_claims_the_stacks_own_file_system(staging: Plan) -> None:
+    """A static PersistentVolume per team naming the FSx file system Pulumi builds (id, DNS and mount names
+    from its outputs), bound to the team's claim; nothing that provisions a new one."""
+    (fs,) = staging.by_type("aws:fsx/lustreFileSystem:LustreFileSystem")
+    volumes = {r.inputs["metadata"]["name"]: r for r in staging.by_type("kubernetes:core/v1:PersistentVolume")}
+    claims = by_name(staging, "kubernetes:core/v1:PersistentVolumeClaim")
+    assert set(volumes) == {"fsx-lustre-llm-pretrain", "fsx-lustre-research"}
+    for namespace in ("llm-pretrain", "research"):
+        volume = volumes[f"fsx-lustre-{namespace}"]
+        spec = volume.inputs["spec"]
+        assert volume.dependencies["spec"] == [fs.urn]  # the handle and attributes are the file system's outputs
+        assert spec["csi"] == {
+            "driver": "fsx.csi.aws.com",
+            "volumeHandle": "forge-staging-lustre-fs-id",
+            "volumeAttributes": {"dnsname": "forge-staging-lustre-fs.fsx.mock.amazonaws.com", "mountname": "mockmnt"},
+        }
+        assert spec["capacity"] == {"storage": "4800Gi"} and spec["persistentVolumeReclaimPolicy"] == "Retain"
+        assert spec["claimRef"] == {"namespace": namespace, "name": "fsx-lustre"} and spec["storageClassName"] == ""
+        claim = claims[f"fsx-lustre@{namespace}"]["spec"]
+        assert claim["volumeName"] == f"fsx-lustre-{namespace}" and claim["storageClassName"] == ""
+        assert claim["accessModes"] == spec["accessModes"] == ["ReadWriteMany"]
+
+
+def test_team_editors_cannot_change_the_platforms_policies(staging: Plan) -> None:
+    (policy,) = staging.by_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")
+    (binding,) = staging.by_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding")
+    spec = policy.inputs["spec"]
+    assert binding.inputs["spec"] == {"policyName": policy.inputs["metadata"]["name"], "validationActions": ["Deny"]}
+    assert spec["failurePolicy"] == "Fail"
+    assert spec["matchConstraints"]["namespaceSelector"] == {
+        "matchExpressions": [{"key": "gpuforge.dev/team", "operator": "Exists"}]
+    }
+    guarded = {
+        (g, r)
+        for rule in spec["matchConstraints"]["resourceRules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+    }
+    assert guarded == {
+        ("networking.k8s.io", "networkpolicies"),
+        ("", "resourcequotas"),
+        ("", "limitranges"),
+        ("kueue.x-k8s.io", "localqueues"),
+    }
+    assert all(
+        rule["operations"] == ["CREATE", "UPDATE", "DELETE"] for rule in spec["matchConstraints"]["resourceRules"]
+    )
+    assert "'gpuforge:platform-admins'" in spec["validations"][0]["expression"]
+    # The cluster admins' access entries (the deployer's among them) carry that group; the team editors' do not.
+    groups = {
+        r.name.removeprefix("forge-staging-eks-access-"): r.inputs.get("kubernetesGroups")
+        for r in staging.by_type("aws:eks/accessEntry:AccessEntry")
+    }
+    assert groups == {
+        "deployer": ["gpuforge:platform-admins"],
+        "platform-admins": ["gpuforge:platform-admins"],
+        "llm-engineers": None,
+    }
+
+
+def test_gpu_nodes_are_tainted_and_the_system_group_is_not(staging: Plan) -> None:
+    taints = {
+        r.inputs["labels"]["gpuforge.dev/node-group"]: r.inputs.get("taints")
+        for r in staging.by_type("aws:eks/nodeGroup:NodeGroup")
+    }
+    assert taints == {
+        "train": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}],
+        "system": None,
+    }
+
+
+def _cel(expression: str, request: dict[str, Any]) -> bool:
+    """A CEL expression of the policy evaluated on an admission request, with cel-python (the CEL spec's
+    semantics; the API server's own evaluator is cel-go)."""
+    import celpy
+
+    env = celpy.Environment()
+    return bool(env.program(env.compile(expression)).evaluate({"request": celpy.json_to_cel(request)}))
+
+
+@pytest.mark.parametrize(
+    ("who", "groups", "applies", "allowed"),
+    [
+        # an llm engineer (AmazonEKSEditPolicy on llm-pretrain) adding an allow-all NetworkPolicy: refused
+        ("arn:aws:sts::111122223333:assumed-role/llm-engineers/alice", ["system:authenticated"], True, False),
+        # the deployer running `pulumi up` (its access entry carries the platform-admin group): allowed
+        (
+            "arn:aws:sts::111122223333:assumed-role/deploy/ci",
+            ["system:authenticated", "gpuforge:platform-admins"],
+            True,
+            True,
+        ),
+        # a site admin's kubeconfig (kubeadm's admin group): allowed
+        ("kubernetes-admin", ["kubeadm:cluster-admins", "system:authenticated"], True, True),
+        # the namespace controller cleaning up a deleted team namespace: not matched at all
+        ("system:serviceaccount:kube-system:namespace-controller", ["system:serviceaccounts"], False, True),
+        # Kueue maintaining a LocalQueue: not matched
+        ("system:serviceaccount:kueue-system:kueue-controller-manager", ["system:serviceaccounts"], False, True),
+        # a team's own service account: matched and refused
+        ("system:serviceaccount:llm-pretrain:training", ["system:serviceaccounts"], True, False),
+    ],
+)
+def test_admission_policy_cel_decides_who_may_change_team_objects(
+    staging: Plan, who: str, groups: list[str], applies: bool, allowed: bool
+) -> None:
+    (policy,) = staging.by_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")
+    spec = policy.inputs["spec"]
+    request = {"userInfo": {"username": who, "groups": groups}, "operation": "CREATE"}
+    matched = all(_cel(c["expression"], request) for c in spec["matchConditions"])
+    assert matched is applies
+    if matched:
+        assert all(_cel(v["expression"], request) for v in spec["validations"]) is allowed

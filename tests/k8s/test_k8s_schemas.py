@@ -25,7 +25,12 @@ def test_every_builtin_object_passes_the_kubernetes_schema(staging: Plan) -> Non
     kinds = {m["kind"] for m in builtin}
     # Secret: the alert receivers' secrets beside the AlertmanagerConfig (its stringData is [secret] in a plan);
     # ConfigMap: the Grafana dashboards
-    kinds_expected = {"Namespace", "NetworkPolicy", "StorageClass", "PriorityClass", "ServiceAccount", "Secret"}
+    # PersistentVolume(Claim): the stack's FSx per team; ValidatingAdmissionPolicy(Binding): team objects guarded
+    kinds_expected = {"Namespace", "NetworkPolicy", "PriorityClass", "ServiceAccount", "Secret"}
+    kinds_expected |= {"PersistentVolume", "PersistentVolumeClaim"}
+    kinds_expected |= {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+    # CronJob, its ServiceAccount, ClusterRole(Binding): the Capacity Block window opening and draining the queues
+    kinds_expected |= {"CronJob", "ClusterRole", "ClusterRoleBinding"}
     assert kinds == kinds_expected | {"ConfigMap"}
     for obj in builtin:
         kubernetes_validate.validate(obj, f"{version}.0", strict=True)

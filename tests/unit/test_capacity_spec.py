@@ -199,7 +199,8 @@ def test_staging_block_group_scales_with_the_window() -> None:
     # 40 minutes before the end: EC2 starts terminating the block's instances 30 minutes before it.
     assert (end["startTime"], end["desiredCapacity"], end["minSize"]) == ("2026-12-15T10:50:00Z", 0, 0)
     (ng,) = [r for r in plan.resources if r.name == "forge-staging-train-ng"]
-    assert ng.inputs["scalingConfig"] == {"minSize": 0, "maxSize": 9, "desiredSize": 9}
+    # Created empty (EKS User Guide: desired 0 before the block is active); the block-start action fills it.
+    assert ng.inputs["scalingConfig"] == {"minSize": 0, "maxSize": 9, "desiredSize": 0}
     assert ng.ignore_changes == ["scalingConfig.desiredSize"]
     assert ng.inputs["nodeRepairConfig"] == {"enabled": True}
     # No surge inside the full block: EKS terminates a node before it launches its replacement.

@@ -30,6 +30,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from gpuforge.catalog.aws_wiring import load_aws_wiring
+from gpuforge.infra.k8s.platform import PLATFORM_ADMIN_GROUP
 from gpuforge.spec.errors import SpecError, SpecIssue
 from gpuforge.spec.models import KubernetesSpec
 
@@ -215,6 +216,9 @@ class EksCluster(pulumi.ComponentResource):
                 cluster_name=cluster.name,
                 principal_arn=principal,
                 type="STANDARD",
+                # Cluster admins (the deployer among them) are the platform's admins: the platform's
+                # ValidatingAdmissionPolicy lets this group, and no team editor, change team namespaces' policies.
+                kubernetes_groups=[PLATFORM_ADMIN_GROUP] if policy == DEPLOYER_POLICY and not namespaces else None,
                 opts=child,
             )
             association = aws.eks.AccessPolicyAssociation(
@@ -232,9 +236,7 @@ class EksCluster(pulumi.ComponentResource):
 
         self._cluster_name = cluster.name
         self._child = child
-        self.network_addons = [
-            self._addon(name, addon, oidc.arn, oidc.url, args.tags) for addon in BEFORE_NODES
-        ]
+        self.network_addons = [self._addon(name, addon, oidc.arn, oidc.url, args.tags) for addon in BEFORE_NODES]
 
         self.name = cluster.name
         self.endpoint = cluster.endpoint
@@ -252,7 +254,6 @@ class EksCluster(pulumi.ComponentResource):
                 "oidcProviderArn": oidc.arn,
             }
         )
-
 
     def _addon(
         self,

@@ -195,24 +195,6 @@ def cluster_key_policy(account: str, region: str, *, fsx_data_repositories: bool
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-def fsx_key_grant_policy(kms_key_arn: str) -> dict[str, Any]:
-    """What a principal creating FSx file systems encrypted with the cluster key needs on that key:
-    describe it and let FSx take a grant for the file system (FSx for Lustre User Guide, "Encrypting
-    data at rest")."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {"Effect": "Allow", "Action": ["kms:DescribeKey"], "Resource": [kms_key_arn]},
-            {
-                "Effect": "Allow",
-                "Action": ["kms:CreateGrant"],
-                "Resource": [kms_key_arn],
-                "Condition": {"Bool": {"kms:GrantIsForAWSResource": "true"}},
-            },
-        ],
-    }
-
-
 def tls_only_bucket_policy(bucket_arn: str) -> dict[str, Any]:
     """Deny every request to the bucket that does not arrive over TLS (S3 User Guide, "Security best
     practices for Amazon S3"; checked by security-bucket-tls-only)."""

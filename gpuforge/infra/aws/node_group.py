@@ -21,7 +21,13 @@ import pulumi_aws as aws
 
 from gpuforge.catalog.aws_wiring import load_aws_wiring
 from gpuforge.catalog.tokens import NODE_GROUP, NODE_GROUP_TAG
-from gpuforge.render.labels import NODE_LABEL_GPU_MODEL, NODE_LABEL_GROUP
+from gpuforge.render.labels import (
+    GPU_TAINT_EFFECT,
+    GPU_TAINT_KEY,
+    GPU_TAINT_VALUE,
+    NODE_LABEL_GPU_MODEL,
+    NODE_LABEL_GROUP,
+)
 from gpuforge.render.templates import render
 from gpuforge.spec import ResolvedNodeGroup
 from gpuforge.spec.capacity import (
@@ -109,6 +115,16 @@ def node_labels(group: ResolvedNodeGroup) -> dict[str, str]:
     if group.instance.gpu_model:
         labels[NODE_LABEL_GPU_MODEL] = group.instance.gpu_model
     return labels
+
+
+# aws.eks.NodeGroup spells taint effects in the EKS API's enum.
+EKS_TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
+
+
+def node_taints(group: ResolvedNodeGroup) -> list[tuple[str, str, str]]:
+    """(key, value, effect) of the taints the group's nodes register with: GPU nodes carry the GPU taint, so
+    only pods Kueue admitted to a GPU flavor (which tolerates it) and the GPU node agents land there."""
+    return [(GPU_TAINT_KEY, GPU_TAINT_VALUE, GPU_TAINT_EFFECT)] if group.gpus_per_node else []
 
 
 def node_group_props(group: ResolvedNodeGroup) -> dict[str, Any]:
@@ -293,7 +309,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             min_size=0 if spec.capacity.type == "capacity_block" else spec.min_nodes,
             max_size=spec.max_nodes,
             # An elastic group starts at its min; from then on the scaler owns the desired capacity.
-            desired_capacity=spec.min_nodes,
+            desired_capacity=_created_desired(group),
             vpc_zone_identifiers=args.subnet_ids,
             placement_group=placement_group,
             # The template version is explicit: a new image or template is a visible change of the
@@ -403,8 +419,13 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 if lustre is not None
                 else None,
                 # The shared /home with the options slurm.yml's site_mounts writes (EFS_MOUNT_OPTIONS).
-                "home": {"file_system": values[2], "fstype": load_aws_wiring().efs.mount_helper.fstype,
-                         "options": EFS_MOUNT_OPTIONS} if args.home is not None else None,
+                "home": {
+                    "file_system": values[2],
+                    "fstype": load_aws_wiring().efs.mount_helper.fstype,
+                    "options": EFS_MOUNT_OPTIONS,
+                }
+                if args.home is not None
+                else None,
             }
             text = render("cloud-init/node.yaml.j2", node=node, controllers=args.slurm_controllers, **mounts)
             return base64.b64encode(wrap(text).encode()).decode()
@@ -450,7 +471,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 min_size=0 if spec.capacity.type == "capacity_block" else spec.min_nodes,
                 max_size=spec.max_nodes,
-                desired_size=spec.min_nodes,
+                desired_size=_created_desired(group),
             ),
             # EKS node auto repair replaces GPU nodes its node monitoring agent finds unhealthy
             # (XID errors, NVLink, DCGM): EKS User Guide, "Enable node auto repair".
@@ -464,6 +485,11 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 max_unavailable=1, update_strategy=EKS_UPDATE_RESERVED if _reserved(group) else EKS_UPDATE_ON_DEMAND
             ),
             labels=node_labels(group),
+            taints=[
+                aws.eks.NodeGroupTaintArgs(key=key, value=value, effect=EKS_TAINT_EFFECTS[effect])
+                for key, value, effect in node_taints(group)
+            ]
+            or None,
             tags={**args.tags, NODE_GROUP_TAG: group.name},
             opts=pulumi.ResourceOptions.merge(
                 child,
@@ -498,6 +524,14 @@ def _desired_scheduled(group: ResolvedNodeGroup) -> bool:
     (elastic groups) or the block's scheduled actions (Capacity Blocks). `pulumi up` must not reset
     it (which would terminate busy nodes or launch outside the block's window)."""
     return group.spec.is_elastic or group.spec.capacity.type == "capacity_block"
+
+
+def _created_desired(group: ResolvedNodeGroup) -> int:
+    """The desired size a group is created with. A Capacity Block's group starts empty: its instances can only
+    launch inside the window, the block-start action fills it, and an upgrade of an EKS managed node group on a
+    block is made at desired 0 (EKS User Guide, "Create a managed node group with Capacity Blocks for ML" and
+    "Create self-managed nodes with Capacity Blocks for ML": desired 0 before the block is active)."""
+    return 0 if group.spec.capacity.type == "capacity_block" else group.spec.min_nodes
 
 
 def _desired_owned_elsewhere(group: ResolvedNodeGroup) -> pulumi.ResourceOptions:

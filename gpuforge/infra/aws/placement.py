@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import pulumi
@@ -13,21 +15,31 @@ import pulumi_kubernetes as k8s
 from gpuforge.catalog.aws_wiring import load_aws_wiring
 from gpuforge.catalog.flows import load_flows
 from gpuforge.catalog.tokens import CLUSTER_TAG
-from gpuforge.infra.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsClass
+from gpuforge.infra.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsVolume
 from gpuforge.infra.k8s.alerting import declare_alert_routing, operator_monitoring
-from gpuforge.spec import ResolvedSpec
+from gpuforge.infra.k8s.platform import BlockWindow
+from gpuforge.infra.k8s.scheduling import Taint
+from gpuforge.render.labels import NODE_LABEL_GROUP
+from gpuforge.render.training_job import CHECKPOINT_GRACE_SECONDS
+from gpuforge.spec import ResolvedNodeGroup, ResolvedSpec
 from gpuforge.spec.models import Tier
 from gpuforge.spec.monitoring import NodeGroupServer, receiver_secret_names
 
 from .alert_secrets import AlertSecrets, AlertSecretsArgs
 from .bastion import Bastion, BastionArgs
 from .eks import EksCluster, EksClusterArgs
-from .iam import fsx_key_grant_policy
 from .image_pipeline import ImagePipeline, ImagePipelineArgs
-from .irsa import ROLE_ARN_ANNOTATION, ServiceAccount, ServiceAccountRoles, ServiceAccountRolesArgs, controller_role
+from .irsa import ROLE_ARN_ANNOTATION, ServiceAccount, ServiceAccountRoles, ServiceAccountRolesArgs
 from .metrics_archive import MetricsArchive, MetricsArchiveArgs
 from .network import SegmentedNetwork, SegmentedNetworkArgs
-from .node_group import EksAttachment, GpuNodeGroup, GpuNodeGroupArgs, LustreMount, node_group_props
+from .node_group import (
+    EksAttachment,
+    GpuNodeGroup,
+    GpuNodeGroupArgs,
+    LustreMount,
+    node_group_props,
+    node_taints,
+)
 from .session_manager import SessionManagerPreferences, SessionManagerPreferencesArgs
 from .slurm import SlurmControlPlane, SlurmControlPlaneArgs
 from .storage import (
@@ -293,9 +305,10 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 platform=kube.platform,
                 fabric="efa" if any(g.efa_interfaces for g in resolved.kubernetes_node_groups.values()) else "none",
                 pools=_gpu_pools(resolved),
-                parallel_fs=(
-                    _fsx_storage_class(f"{name}-eks", resolved, network, key.arn, eks, tags, child) if lustre else None
+                parallel_fs_volume=(
+                    _fsx_volume(resolved, lustre, _system_group_selector(resolved)) if lustre else None
                 ),
+                controller_node_selector=_system_group_selector(resolved),
                 service_account_annotations=(
                     {team: {ROLE_ARN_ANNOTATION: arn} for team, arn in roles.role_arns.items()} if roles else {}
                 ),
@@ -392,9 +405,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
             for k, s in stores.items()
         },
     }
-    return AwsCluster(
-        outputs, network, eks, platform, kube_provider, {n: g.role_name for n, g in groups.items()}
-    )
+    return AwsCluster(outputs, network, eks, platform, kube_provider, {n: g.role_name for n, g in groups.items()})
 
 
 def _service_discovery_policy(name: str, role_name: pulumi.Input[str], child: pulumi.ResourceOptions) -> None:
@@ -449,13 +460,31 @@ def _image_pipeline(
     )
 
 
+# Between draining a block's queues and its scale-in: Kueue's eviction and JobSet's deletion of the jobs
+# reaching the pods, before their checkpoint grace period starts.
+DRAIN_MARGIN = timedelta(minutes=5)
+
+
+def block_window(group: ResolvedNodeGroup) -> BlockWindow | None:
+    """A Capacity Block group's window for Kueue: open at the block's start; drained early enough that every
+    pod's checkpoint grace period ends before the block-end scheduled action scales the group in."""
+    block = group.spec.capacity
+    if block.type != "capacity_block":
+        return None
+    scale_in = block.end - timedelta(minutes=load_aws_wiring().capacity_blocks.scale_down_before_end_minutes)
+    return BlockWindow(block.start, scale_in - timedelta(seconds=CHECKPOINT_GRACE_SECONDS) - DRAIN_MARGIN)
+
+
 def _gpu_pools(resolved: ResolvedSpec) -> list[GpuPool]:
-    """Active Kubernetes GPU nodes per GPU model, for the platform's Kueue quotas."""
+    """Active Kubernetes GPU nodes per GPU model, for the platform's Kueue quotas. A model's pool has a window
+    when every group of the model is on the same Capacity Block."""
     pools: dict[str, GpuPool] = {}
+    windows: dict[str, set[BlockWindow | None]] = {}
     for group in resolved.kubernetes_node_groups.values():
         model = group.instance.gpu_model
         if model is None or group.gpus_per_node == 0:
             continue
+        windows.setdefault(model, set()).add(block_window(group))
         known = pools.get(model)
         pools[model] = GpuPool(
             gpu_model=model,
@@ -465,53 +494,42 @@ def _gpu_pools(resolved: ResolvedSpec) -> list[GpuPool]:
             memory_mib_per_node=group.instance.memory_mib,
             fabric_devices_per_node=group.efa_interfaces,
             node_kind="eks",
+            taints=tuple(sorted({*(known.taints if known else ()), *(Taint(*t) for t in node_taints(group))}, key=str)),
+            hugepages_2mi_per_node=load_aws_wiring().eks.efa_pod.node_hugepages_2mi if group.efa_interfaces else 0,
         )
-    return [pools[m] for m in sorted(pools)]
+    return [
+        dataclasses.replace(pools[m], window=next(iter(windows[m])) if len(windows[m]) == 1 else None)
+        for m in sorted(pools)
+    ]
 
 
-def _fsx_storage_class(
-    name: str,
-    resolved: ResolvedSpec,
-    network: SegmentedNetwork,
-    kms_key_arn: pulumi.Output[str],
-    eks: EksCluster,
-    tags: dict[str, str],
-    child: pulumi.ResourceOptions,
-) -> ParallelFsClass | None:
-    """FSx for Lustre through its CSI driver: new volumes land in the storage tier of the
-    cluster file system's AZ, encrypted with the cluster key. The driver's controller creates them
-    through the FSx API with its own IRSA role (EKS User Guide, "Deploy the FSx for Lustre driver"),
-    which may also have FSx use the cluster key."""
-    fs = resolved.spec.storage.parallel_fs
-    if fs is None or resolved.lustre_az is None:
+def _system_group_selector(resolved: ResolvedSpec) -> dict[str, str]:
+    """The node-group label of the Kubernetes group with role services (the system group), where the platform's
+    controllers run; none: no selector (GPU nodes are tainted, so they still stay off them)."""
+    system = sorted(n for n, g in resolved.kubernetes_node_groups.items() if g.spec.role == "services")
+    return {NODE_LABEL_GROUP: system[0]} if system else {}
+
+
+def _fsx_volume(
+    resolved: ResolvedSpec, lustre: LustreFileSystem, controller_selector: dict[str, str]
+) -> ParallelFsVolume | None:
+    """The stack's FSx for Lustre file system (with its data repository associations) as a static volume:
+    its id, DNS name and mount name from the file system's outputs (aws-fsx-csi-driver examples/kubernetes/
+    static_provisioning). Nothing is provisioned, so the driver's controller needs no IAM role: only its
+    node plugin mounts (wiring-eks-fsx-csi-role asks for one only beside a provisioning StorageClass)."""
+    if resolved.spec.storage.parallel_fs is None or resolved.lustre is None:
         return None
-    parameters: dict[str, pulumi.Input[str]] = {
-        "subnetId": network.subnet_ids["storage"][resolved.lustre_az],
-        "securityGroupIds": network.security_group_ids["storage"],
-        "deploymentType": fs.deployment_type,
-    }
-    if fs.deployment_type.startswith("PERSISTENT"):
-        parameters["kmsKeyId"] = kms_key_arn
-        if fs.per_unit_storage_throughput:
-            parameters["perUnitStorageThroughput"] = str(fs.per_unit_storage_throughput)
-    csi = load_aws_wiring().eks.fsx_csi
-    role = controller_role(
-        f"{name}-fsx-csi-role",
-        oidc_provider_arn=eks.oidc_provider_arn,
-        oidc_issuer=eks.oidc_issuer,
-        service_account=csi.service_account,
-        policy_arn=csi.policy_arn,
-        inline_policy=kms_key_arn.apply(lambda arn: json.dumps(fsx_key_grant_policy(arn))),
-        tags=tags,
-        opts=child,
-    )
-    return ParallelFsClass(
+    return ParallelFsVolume(
         name="fsx-lustre",
-        provisioner="fsx.csi.aws.com",
-        parameters=parameters,
+        driver="fsx.csi.aws.com",
+        volume_handle=lustre.file_system_id,
+        volume_attributes={"dnsname": lustre.dns_name, "mountname": lustre.mount_name},
+        capacity_gib=resolved.lustre.capacity_gib,
         mount_options=["flock"],
         csi_chart="aws_fsx_csi_driver",
-        csi_values={"controller": {"serviceAccount": {"annotations": {ROLE_ARN_ANNOTATION: role.arn}}}},
+        # The controller Deployment on the system group (charts/aws-fsx-csi-driver/values.yaml at
+        # helm-chart-aws-fsx-csi-driver-1.17.0: controller.nodeSelector); the node plugin runs everywhere.
+        csi_values={"controller": {"nodeSelector": controller_selector}} if controller_selector else {},
     )
 
 

@@ -2,7 +2,7 @@
 
 from gpuforge.render.labels import NODE_LABEL_GPU_MODEL, NODE_LABEL_GROUP, TEAM_LABEL
 
-from .platform import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsClass
+from .platform import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsVolume
 
 __all__ = [
     "NODE_LABEL_GPU_MODEL",
@@ -11,5 +11,5 @@ __all__ = [
     "GpuPlatform",
     "GpuPlatformArgs",
     "GpuPool",
-    "ParallelFsClass",
+    "ParallelFsVolume",
 ]

@@ -7,14 +7,19 @@ on-premises cluster's kubeconfig): the same code for every placement.
   the RDMA shared device plugin (InfiniBand, RoCE);
 - dcgm-exporter scraped through a ServiceMonitor when the Prometheus operator runs (else its
   service's prometheus.io annotations, set by the GPU Operator);
-- a storage class for the parallel file system (the placement says which CSI driver);
+- the stack's parallel file system as a static PersistentVolume and claim per team (the placement names
+  the file system and its CSI driver), never a storage class that would create new, empty ones;
 - Kueue: a ResourceFlavor per GPU model, a ClusterQueue and LocalQueue per team with whole-node
   quotas (GPUs with the CPU, memory and fabric devices of their nodes), so multi-node jobs are
   admitted whole or not at all; waitForPodsReady in its manager configuration, so a job whose
-  pods do not all start in time is evicted, frees its quota and is requeued with backoff;
-- a namespace per team with a service account for training pods (annotated by the placement:
-  on EKS with the team's IAM role), NetworkPolicies that keep training pods away from
-  management services, and PriorityClasses.
+  pods do not all start in time is evicted, frees its quota and is requeued with backoff; jobs
+  without a queue label in team namespaces are managed too (the LocalQueue is named `default`);
+- JobSet, the job API of the training template (gpuforge/render/training_job.py), with Kueue's
+  JobSet integration;
+- a namespace per team (Pod Security baseline enforced) with a service account for training pods
+  (annotated by the placement: on EKS with the team's IAM role), NetworkPolicies that keep training
+  pods away from management services, a ValidatingAdmissionPolicy that keeps team editors off those
+  policies and the team's queue, and PriorityClasses.
 
 Chart versions come from the catalog (gpuforge/catalog/data/charts.yaml). Helm charts are
 `helm.v3.Release` resources (one resource each, values as inputs); everything else is a typed
@@ -24,7 +29,9 @@ pulumi_kubernetes object, so the plan shows it and tests validate it against the
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import pulumi
@@ -45,15 +52,43 @@ RDMA_RESOURCE_NAME = "rdma_shared_device_a"
 RDMA_RESOURCE = f"rdma/{RDMA_RESOURCE_NAME}"
 MELLANOX_VENDOR_ID = "15b3"
 COHORT = "gpuforge"
-LOCAL_QUEUE = "training"
+# Kueue's DefaultLocalQueueName (pkg/controller/constants/constants.go, v0.14.4): with the LocalQueueDefaulting
+# feature (beta, on since 0.12) a job without the queue-name label is sent to the LocalQueue of this name.
+LOCAL_QUEUE = "default"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# Resources Kueue leaves out of quota (configuration resources.excludeResourcePrefixes): huge pages are a
+# per-node reservation the kubelet accounts for (the placement check holds them against the node), not a
+# pooled quota; a workload requesting a resource no resource group covers is never admitted.
+KUEUE_EXCLUDED_RESOURCE_PREFIXES = ("hugepages-",)
+# Pod Security Standards level enforced on team namespaces (kubernetes.io, "Pod Security Standards").
+TEAM_POD_SECURITY = "baseline"
+# Kubernetes groups whose members may change the platform's objects in team namespaces: system:masters and
+# kubeadm's admin group on site clusters, PLATFORM_ADMIN_GROUP on EKS (the deployer's and admins' access entries).
+PLATFORM_ADMIN_GROUP = "gpuforge:platform-admins"
+PLATFORM_ADMIN_GROUPS = ("system:masters", "kubeadm:cluster-admins", PLATFORM_ADMIN_GROUP)
 # Kubernetes' private ranges: training pods reach the internet (object store, registries) but
 # no in-cluster or in-VPC management service unless a policy says so.
 PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+# What team editors may not touch in their namespace (GpuPlatform._protect_platform_objects): API group -> resources.
+PROTECTED_TEAM_RESOURCES: dict[str, tuple[str, ...]] = {
+    "networking.k8s.io": ("networkpolicies",),
+    "": ("resourcequotas", "limitranges"),
+    "kueue.x-k8s.io": ("localqueues",),
+}
 PRIORITY_CLASSES: dict[str, tuple[int, str]] = {
     "gpuforge-training-critical": (100_000, "Production training runs; may preempt lower classes within quota."),
     "gpuforge-training": (10_000, "Default for training jobs."),
     "gpuforge-preemptible": (1_000, "Experiments that yield to anything else."),
 }
+
+
+@dataclass(frozen=True)
+class BlockWindow:
+    """When a pool's nodes exist (a Capacity Block): Kueue admits to its flavor from `open_at` and drains the
+    flavor's queues at `drain_at`, early enough for every pod to checkpoint before the nodes go."""
+
+    open_at: datetime
+    drain_at: datetime
 
 
 @dataclass(frozen=True)
@@ -68,6 +103,8 @@ class GpuPool:
     fabric_devices_per_node: int = 0  # EFA interfaces, or RDMA shared devices exposed per node
     node_kind: NodeKind = "eks"  # whose kubelet reservation applies (gpuforge/catalog/data/kubelet.yaml)
     taints: tuple[Taint, ...] = ()  # what the nodes register with: every node agent and flavor tolerates them
+    hugepages_2mi_per_node: int = 0  # 2 MiB huge pages each node pre-allocates (EFA nodes: the catalog's)
+    window: BlockWindow | None = None  # the nodes exist only inside this window (a Capacity Block)
 
     @property
     def allocatable_cpu_millicores(self) -> int:
@@ -87,16 +124,18 @@ class GpuPool:
 
 
 @dataclass(frozen=True)
-class ParallelFsClass:
-    """A storage class for the parallel file system, from the placement (FSx CSI on AWS, a
-    Lustre or vendor CSI on-prem)."""
+class ParallelFsVolume:
+    """An existing parallel file system as a static PersistentVolume per team, each bound to that team's claim:
+    the stack's own file system (with its data), never a new empty one (FSx CSI static provisioning: the file
+    system id as volumeHandle, its DNS and mount names as volumeAttributes)."""
 
-    name: str
-    provisioner: str
-    parameters: dict[str, pulumi.Input[str]] = field(default_factory=dict)
+    name: str  # the claim's name in every team namespace
+    driver: str
+    volume_handle: pulumi.Input[str]
+    volume_attributes: dict[str, pulumi.Input[str]]
+    capacity_gib: int
     mount_options: list[str] = field(default_factory=list)
-    csi_chart: str | None = None  # key in charts.yaml of the driver to install; None: already there
-    # Helm values for the driver, from the placement (on EKS: the controller's IRSA role).
+    csi_chart: str | None = None  # key in charts.yaml of the driver to install (its node plugin mounts)
     csi_values: dict[str, Any] = field(default_factory=dict)
 
 
@@ -105,7 +144,7 @@ class GpuPlatformArgs:
     platform: Platform
     fabric: Fabric
     pools: list[GpuPool]
-    parallel_fs: ParallelFsClass | None = None
+    parallel_fs_volume: ParallelFsVolume | None = None  # the stack's own file system, claimed per team
     # team -> annotations of its training service account, from the placement (on EKS the IAM
     # role for service accounts); a team not listed gets a plain service account.
     service_account_annotations: dict[str, dict[str, pulumi.Input[str]]] = field(default_factory=dict)
@@ -116,6 +155,9 @@ class GpuPlatformArgs:
     # The platform's own dcgm-exporter ServiceMonitor under the Prometheus operator; off when the stack's
     # monitoring section declares its labelled one (gpuforge/infra/k8s/alerting.py), so GPUs are scraped once.
     dcgm_service_monitor: bool = True
+    # Node labels of the system group the platform's controllers run on (Kueue, JobSet); empty: anywhere
+    # untainted. GPU nodes are tainted, so controllers never take what a quota counts as free.
+    controller_node_selector: dict[str, str] = field(default_factory=dict)
 
 
 def flavor_name(gpu_model: str) -> str:
@@ -143,9 +185,15 @@ def agent_tolerations(charts: Charts, key: str, pools: list[GpuPool]) -> list[di
 DCGM_METRICS_CONFIGMAP = "gpuforge-dcgm-metrics"
 
 
-def gpu_operator_values(platform: Platform, tolerations: list[dict[str, Any]]) -> dict[str, Any]:
+def gpu_operator_values(
+    platform: Platform, tolerations: list[dict[str, Any]], controller_selector: dict[str, str] | None = None
+) -> dict[str, Any]:
     operator_driver = platform.gpu_driver == "operator"
+    # The operator's own Deployment on the system group (deployments/gpu-operator/templates/operator.yaml at
+    # v25.10.1: .Values.operator.nodeSelector); its operands are DaemonSets on the GPU nodes.
+    controller = {"operator": {"nodeSelector": dict(controller_selector)}} if controller_selector else {}
     return {
+        **controller,
         # preinstalled: the image (playbooks, or the EKS accelerated AMI) carries the driver and
         # the container toolkit; two installers of one kernel module fight.
         "driver": {"enabled": operator_driver},
@@ -172,10 +220,20 @@ def efa_device_plugin_values(tolerations: list[dict[str, Any]]) -> dict[str, Any
     return {"tolerations": tolerations}
 
 
-def node_feature_discovery_values(tolerations: list[dict[str, Any]]) -> dict[str, Any]:
+def node_feature_discovery_values(
+    tolerations: list[dict[str, Any]], controller_selector: dict[str, str] | None = None
+) -> dict[str, Any]:
     # The worker labels each node (pci-10de for the GPU Operator, pci-15b3 for the network operator):
     # a worker kept off the tainted GPU hosts leaves them unlabelled, and both operators select nothing.
-    return {"worker": {"tolerations": tolerations}}
+    values: dict[str, Any] = {"worker": {"tolerations": tolerations}}
+    if controller_selector:
+        # master and gc are Deployments: on the system group (values.yaml at v0.18.3: master.nodeSelector,
+        # gc.nodeSelector).
+        values |= {
+            "master": {"nodeSelector": dict(controller_selector)},
+            "gc": {"nodeSelector": dict(controller_selector)},
+        }
+    return values
 
 
 def network_operator_values() -> dict[str, Any]:
@@ -185,10 +243,13 @@ def network_operator_values() -> dict[str, Any]:
 def kueue_manager_config(pods_ready: PodsReady, namespace: str, frameworks: tuple[str, ...] = ()) -> dict[str, Any]:
     """Kueue's Configuration (config.kueue.x-k8s.io/v1beta1, Kueue 0.14): the chart's defaults
     (kubernetes-sigs/kueue config/components/manager/controller_manager_config.yaml) plus
-    waitForPodsReady, Kueue's all-or-nothing admission for multi-node jobs."""
+    waitForPodsReady, Kueue's all-or-nothing admission for multi-node jobs, and quota that cannot be
+    bypassed: jobs without a queue label in team namespaces are managed too (sent to the namespace's
+    `default` LocalQueue), huge pages are left to the kubelet."""
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta1",
         "kind": "Configuration",
+        "manageJobsWithoutQueueName": True,
         "health": {"healthProbeBindAddress": ":8081"},
         "metrics": {"bindAddress": ":8443"},
         "webhook": {"port": 9443},
@@ -217,25 +278,42 @@ def kueue_manager_config(pods_ready: PodsReady, namespace: str, frameworks: tupl
                 "backoffMaxSeconds": pods_ready.requeue_backoff_max_seconds,
             },
         },
+        # Team namespaces only: with manageJobsWithoutQueueName, a selector that let in kube-system or Kueue's own
+        # namespace would suspend the system's jobs (Kueue docs, "Setup All-or-nothing..."/manageJobsWithoutQueueName).
         "managedJobsNamespaceSelector": {
             "matchExpressions": [
-                {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", namespace]}
+                {"key": TEAM_LABEL, "operator": "Exists"},
+                {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", namespace]},
             ]
         },
+        "resources": {"excludeResourcePrefixes": list(KUEUE_EXCLUDED_RESOURCE_PREFIXES)},
         # The chart's default job kinds (catalog: charts.yaml kueue.default_frameworks).
         "integrations": {"frameworks": list(frameworks)},
     }
 
 
 def kueue_values(
-    pods_ready: PodsReady, namespace: str, frameworks: tuple[str, ...], prometheus: bool
+    pods_ready: PodsReady,
+    namespace: str,
+    frameworks: tuple[str, ...],
+    prometheus: bool,
+    node_selector: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     # Chart 0.14 takes the manager configuration as one YAML string that replaces the chart's
     # default whole (the structured managerConfig.config merge came in later charts), so the
     # string carries the defaults too.
     config = yaml.safe_dump(kueue_manager_config(pods_ready, namespace, frameworks), sort_keys=False)
     # enablePrometheus: the chart's own ServiceMonitor for Kueue's metrics (needs the operator's CRDs).
-    return {"enablePrometheus": prometheus, "managerConfig": {"controllerManagerConfigYaml": config}}
+    values: dict[str, Any] = {"enablePrometheus": prometheus, "managerConfig": {"controllerManagerConfigYaml": config}}
+    if node_selector:
+        # charts/kueue/values.yaml (v0.14.4): controllerManager.nodeSelector
+        values["controllerManager"] = {"nodeSelector": dict(node_selector)}
+    return values
+
+
+def jobset_values(node_selector: dict[str, str]) -> dict[str, Any]:
+    # charts/jobset/values.yaml (v0.10.1): controller.nodeSelector
+    return {"controller": {"nodeSelector": dict(node_selector)}} if node_selector else {}
 
 
 def rdma_shared_device_plugin_config() -> str:
@@ -250,6 +328,22 @@ def rdma_shared_device_plugin_config() -> str:
             ]
         }
     )
+
+
+def team_labels(team: str) -> dict[str, str]:
+    """The labels of the objects the platform declares for a team."""
+    return {TEAM_LABEL: team, "app.kubernetes.io/managed-by": "gpuforge"}
+
+
+def cron_at(when: datetime) -> str:
+    """A cron schedule firing at `when` (UTC, to the minute); cron has no year field."""
+    return f"{when.minute} {when.hour} {when.day} {when.month} *"
+
+
+def team_windows(gpu_quota: Mapping[str, int], pools: list[GpuPool]) -> list[BlockWindow]:
+    """The Capacity Block windows of the pools behind a team's quota."""
+    by_model = {pool.gpu_model: pool for pool in pools}
+    return sorted({w for model in gpu_quota if (w := by_model[model].window) is not None}, key=lambda w: w.open_at)
 
 
 def team_quotas(platform: Platform, pools: list[GpuPool], fabric: Fabric) -> dict[str, list[dict[str, Any]]]:
@@ -300,6 +394,9 @@ class GpuPlatform(pulumi.ComponentResource):
                         "gpusPerNode": p.gpus_per_node,
                         "allocatableCpuMillicores": p.allocatable_cpu_millicores,
                         "allocatableMemoryMib": p.allocatable_memory_mib,
+                        "fabricResource": fabric_resource(args.fabric),
+                        "fabricDevicesPerNode": p.fabric_devices_per_node,
+                        "hugepages2MiPerNode": p.hugepages_2mi_per_node,
                     }
                     for p in args.pools
                 },
@@ -353,10 +450,15 @@ class GpuPlatform(pulumi.ComponentResource):
         pools = args.pools
         release(
             "node_feature_discovery",
-            node_feature_discovery_values(agent_tolerations(charts, "node_feature_discovery", pools)),
+            node_feature_discovery_values(
+                agent_tolerations(charts, "node_feature_discovery", pools), args.controller_node_selector
+            ),
         )
         gpu_operator = release(
-            "gpu_operator", gpu_operator_values(platform, agent_tolerations(charts, "gpu_operator", pools))
+            "gpu_operator",
+            gpu_operator_values(
+                platform, agent_tolerations(charts, "gpu_operator", pools), args.controller_node_selector
+            ),
         )
         if args.fabric == "efa":
             release(
@@ -404,20 +506,10 @@ class GpuPlatform(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[gpu_operator])),
             )
 
-        fs = args.parallel_fs
-        if fs is not None and platform.parallel_fs_storage_class:
-            csi = release(fs.csi_chart, fs.csi_values, privileged=True) if fs.csi_chart else None
-            k8s.storage.v1.StorageClass(
-                f"{name}-sc-{fs.name}",
-                metadata=k8s.meta.v1.ObjectMetaArgs(name=fs.name),
-                provisioner=fs.provisioner,
-                parameters=fs.parameters or None,
-                mount_options=fs.mount_options or None,
-                # Training data outlives any claim on it.
-                reclaim_policy="Retain",
-                volume_binding_mode="Immediate",
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[csi] if csi else [])),
-            )
+        self._fs_driver: k8s.helm.v3.Release | None = None
+        volume = args.parallel_fs_volume
+        if volume is not None and platform.parallel_fs_storage_class and volume.csi_chart:
+            self._fs_driver = release(volume.csi_chart, volume.csi_values, privileged=True)
 
         for class_name, (value, description) in PRIORITY_CLASSES.items():
             k8s.scheduling.v1.PriorityClass(
@@ -430,11 +522,18 @@ class GpuPlatform(pulumi.ComponentResource):
                 opts=child,
             )
 
+        # The job API of the training template (docs/kubernetes.md): before Kueue, whose JobSet integration
+        # watches its CRD.
+        release("jobset", jobset_values(args.controller_node_selector), privileged=False)
         kueue_chart = charts.chart("kueue")
         kueue = release(
             "kueue",
             kueue_values(
-                platform.pods_ready, kueue_chart.namespace, kueue_chart.default_frameworks, platform.prometheus_operator
+                platform.pods_ready,
+                kueue_chart.namespace,
+                kueue_chart.default_frameworks,
+                platform.prometheus_operator,
+                args.controller_node_selector,
             ),
             privileged=False,
         )
@@ -480,9 +579,11 @@ class GpuPlatform(pulumi.ComponentResource):
                     labels={
                         TEAM_LABEL: team,
                         "app.kubernetes.io/managed-by": "gpuforge",
-                        # Warn and audit only: RDMA jobs need IPC_LOCK, which the baseline level forbids.
-                        "pod-security.kubernetes.io/warn": "baseline",
-                        "pod-security.kubernetes.io/audit": "baseline",
+                        # Enforced: no privileged, hostPath, hostNetwork or added capabilities beyond baseline's
+                        # list. The training template needs none (devices come through the device plugins).
+                        "pod-security.kubernetes.io/enforce": TEAM_POD_SECURITY,
+                        "pod-security.kubernetes.io/warn": TEAM_POD_SECURITY,
+                        "pod-security.kubernetes.io/audit": TEAM_POD_SECURITY,
                     },
                 ),
                 opts=child,
@@ -495,17 +596,21 @@ class GpuPlatform(pulumi.ComponentResource):
                 metadata=k8s.meta.v1.ObjectMetaArgs(
                     name=platform.service_account,
                     namespace=ns_name,
-                    labels={TEAM_LABEL: team, "app.kubernetes.io/managed-by": "gpuforge"},
+                    labels=team_labels(team),
                     annotations=args.service_account_annotations.get(team) or None,
                 ),
                 opts=in_ns,
             )
+            windows = team_windows(spec.gpu_quota, pools)
             k8s.apiextensions.CustomResource(
                 f"{name}-cq-{team}",
                 api_version=kueue_api,
                 kind="ClusterQueue",
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=team),
                 spec={
+                    # Nodes on a Capacity Block exist only inside its window: the queue is created held and the
+                    # window's CronJobs open and drain it (they own the field from then on).
+                    **({"stopPolicy": "Hold"} if windows else {}),
                     "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns_name}},
                     # Teams lend idle quota to each other and reclaim it on demand.
                     "cohort": COHORT,
@@ -513,8 +618,13 @@ class GpuPlatform(pulumi.ComponentResource):
                     "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
                     "resourceGroups": [{"coveredResources": covered, "flavors": quotas[team]}],
                 },
-                opts=after_kueue,
+                opts=pulumi.ResourceOptions.merge(
+                    after_kueue, pulumi.ResourceOptions(ignore_changes=["spec.stopPolicy"] if windows else None)
+                ),
             )
+            for window in windows:
+                self._block_window(name, team, window, args, after_kueue)
+            self._team_volume(name, team, ns_name, args, in_ns)
             k8s.apiextensions.CustomResource(
                 f"{name}-lq-{team}",
                 api_version=kueue_api,
@@ -523,7 +633,198 @@ class GpuPlatform(pulumi.ComponentResource):
                 spec={"clusterQueue": team},
                 opts=pulumi.ResourceOptions.merge(after_kueue, pulumi.ResourceOptions(depends_on=[ns, kueue])),
             )
+        self._protect_platform_objects(name, args.charts.chart("kueue").namespace, child)
         return namespaces
+
+    def _block_window(
+        self, name: str, team: str, window: BlockWindow, args: GpuPlatformArgs, opts: pulumi.ResourceOptions
+    ) -> None:
+        """Two CronJobs in Kueue's namespace: at the block's start the team's ClusterQueue admits again
+        (stopPolicy None); at `drain_at` it is drained (HoldAndDrain: Kueue evicts the admitted workloads, their
+        pods get SIGTERM and the template's grace period to checkpoint) before the nodes are scaled in. Cron has
+        no year: the schedules recur on the same dates a year on unless the block is replaced in the stack."""
+        namespace = args.charts.chart("kueue").namespace
+        account = f"{name}-window-sa-{team}"
+        sa_name = f"gpuforge-block-window-{team}"
+        sa = k8s.core.v1.ServiceAccount(
+            account, metadata=k8s.meta.v1.ObjectMetaArgs(name=sa_name, namespace=namespace), opts=opts
+        )
+        role = k8s.rbac.v1.ClusterRole(
+            f"{name}-window-role-{team}",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=sa_name),
+            rules=[
+                k8s.rbac.v1.PolicyRuleArgs(
+                    api_groups=["kueue.x-k8s.io"],
+                    resources=["clusterqueues"],
+                    resource_names=[team],
+                    verbs=["get", "patch"],
+                )
+            ],
+            opts=opts,
+        )
+        k8s.rbac.v1.ClusterRoleBinding(
+            f"{name}-window-binding-{team}",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=sa_name),
+            role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=sa_name),
+            subjects=[k8s.rbac.v1.SubjectArgs(kind="ServiceAccount", name=sa_name, namespace=namespace)],
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[role, sa])),
+        )
+        image = args.charts.image("kubectl")
+        for action, when, policy in (("open", window.open_at, "None"), ("drain", window.drain_at, "HoldAndDrain")):
+            k8s.batch.v1.CronJob(
+                f"{name}-window-{action}-{team}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(name=f"block-{action}-{team}", namespace=namespace),
+                spec=k8s.batch.v1.CronJobSpecArgs(
+                    schedule=cron_at(when),
+                    time_zone="Etc/UTC",
+                    concurrency_policy="Forbid",
+                    job_template=k8s.batch.v1.JobTemplateSpecArgs(
+                        spec=k8s.batch.v1.JobSpecArgs(
+                            backoff_limit=6,
+                            template=k8s.core.v1.PodTemplateSpecArgs(
+                                spec=k8s.core.v1.PodSpecArgs(
+                                    service_account_name=sa_name,
+                                    restart_policy="OnFailure",
+                                    node_selector=args.controller_node_selector or None,
+                                    security_context=k8s.core.v1.PodSecurityContextArgs(
+                                        run_as_non_root=True,
+                                        run_as_user=65532,
+                                        seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
+                                    ),
+                                    containers=[
+                                        k8s.core.v1.ContainerArgs(
+                                            name="kubectl",
+                                            image=f"{image.repository}/{image.image}:{image.version}",
+                                            args=[
+                                                "patch",
+                                                "clusterqueue",
+                                                team,
+                                                "--type=merge",
+                                                "-p",
+                                                json.dumps({"spec": {"stopPolicy": policy}}),
+                                            ],
+                                            security_context=k8s.core.v1.SecurityContextArgs(
+                                                allow_privilege_escalation=False,
+                                                read_only_root_filesystem=True,
+                                                capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
+                                            ),
+                                        )
+                                    ],
+                                )
+                            ),
+                        )
+                    ),
+                ),
+                opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[sa])),
+            )
+
+    def _team_volume(
+        self, name: str, team: str, namespace: str, args: GpuPlatformArgs, opts: pulumi.ResourceOptions
+    ) -> None:
+        """The stack's parallel file system in the team's namespace: a PersistentVolume naming it and a claim
+        bound to exactly that volume (claimRef and volumeName; no storage class, so nothing is provisioned)."""
+        volume = args.parallel_fs_volume
+        if volume is None or not args.platform.parallel_fs_storage_class:
+            return
+        pv_name = f"{volume.name}-{namespace}"
+        size = f"{volume.capacity_gib}Gi"
+        after = pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(depends_on=[self._fs_driver] if self._fs_driver else [])
+        )
+        k8s.core.v1.PersistentVolume(
+            f"{name}-pv-{team}",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=pv_name, labels=team_labels(team)),
+            spec=k8s.core.v1.PersistentVolumeSpecArgs(
+                capacity={"storage": size},
+                access_modes=["ReadWriteMany"],
+                volume_mode="Filesystem",
+                # The file system outlives any claim on it: deleting a claim never touches the data.
+                persistent_volume_reclaim_policy="Retain",
+                storage_class_name="",
+                mount_options=volume.mount_options or None,
+                claim_ref=k8s.core.v1.ObjectReferenceArgs(namespace=namespace, name=volume.name),
+                csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
+                    driver=volume.driver,
+                    volume_handle=volume.volume_handle,
+                    volume_attributes=volume.volume_attributes,
+                ),
+            ),
+            opts=after,
+        )
+        k8s.core.v1.PersistentVolumeClaim(
+            f"{name}-pvc-{team}",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=volume.name,
+                namespace=namespace,
+                labels=team_labels(team),
+            ),
+            spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
+                access_modes=["ReadWriteMany"],
+                storage_class_name="",
+                volume_name=pv_name,
+                resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": size}),
+            ),
+            opts=after,
+        )
+
+    @staticmethod
+    def _protect_platform_objects(name: str, kueue_namespace: str, opts: pulumi.ResourceOptions) -> None:
+        """A ValidatingAdmissionPolicy: in team namespaces only platform admins create, change or delete
+        NetworkPolicies, ResourceQuotas, LimitRanges and Kueue LocalQueues. A team's editors (EKS
+        AmazonEKSEditPolicy, the `edit` role) could otherwise add an allow-all NetworkPolicy next to the
+        default deny, or point their queue elsewhere. The namespace controller and garbage collector
+        (kube-system service accounts) still clean up a deleted namespace, and Kueue still maintains its queues.
+        The identity `pulumi up` runs as must be in one of PLATFORM_ADMIN_GROUPS (on EKS its access entry is)."""
+        controllers = " || ".join(
+            f"request.userInfo.username.startsWith('system:serviceaccount:{ns}:')"
+            for ns in ("kube-system", kueue_namespace)
+        )
+        policy_name = "gpuforge-protect-team-platform-objects"
+        groups = ", ".join(f"'{g}'" for g in PLATFORM_ADMIN_GROUPS)
+        policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            f"{name}-vap-team-objects",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=policy_name),
+            spec=k8s.admissionregistration.v1.ValidatingAdmissionPolicySpecArgs(
+                failure_policy="Fail",
+                match_constraints=k8s.admissionregistration.v1.MatchResourcesArgs(
+                    namespace_selector=k8s.meta.v1.LabelSelectorArgs(
+                        match_expressions=[k8s.meta.v1.LabelSelectorRequirementArgs(key=TEAM_LABEL, operator="Exists")]
+                    ),
+                    resource_rules=[
+                        k8s.admissionregistration.v1.NamedRuleWithOperationsArgs(
+                            api_groups=[group],
+                            api_versions=["*"],
+                            operations=["CREATE", "UPDATE", "DELETE"],
+                            resources=list(resources),
+                        )
+                        for group, resources in PROTECTED_TEAM_RESOURCES.items()
+                    ],
+                ),
+                match_conditions=[
+                    k8s.admissionregistration.v1.MatchConditionArgs(
+                        name="not-system-controllers",
+                        expression=f"!({controllers})",
+                    )
+                ],
+                validations=[
+                    k8s.admissionregistration.v1.ValidationArgs(
+                        expression=f"request.userInfo.groups.exists(g, g in [{groups}])",
+                        message="NetworkPolicies, quotas and Kueue queues in team namespaces belong to the platform "
+                        "(gpuforge); change them in the stack file",
+                        reason="Forbidden",
+                    )
+                ],
+            ),
+            opts=opts,
+        )
+        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            f"{name}-vapb-team-objects",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=policy_name),
+            spec=k8s.admissionregistration.v1.ValidatingAdmissionPolicyBindingSpecArgs(
+                policy_name=policy_name, validation_actions=["Deny"]
+            ),
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[policy])),
+        )
 
     @staticmethod
     def _network_policies(
