@@ -110,6 +110,13 @@ def slurm_config_option(required: bool) -> dict[str, Any]:
     }
 
 
+class _IndentedLists(yaml.SafeDumper):
+    """List items indented under their key, as yamllint (ansible-lint's yaml rule) wants them."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
 _OPTION_BLOCK = re.compile(r"^(?P<indent> +)slurm_config:\n(?:(?P=indent) +.*\n|\s*\n)*", re.MULTILINE)
 
 
@@ -121,7 +128,7 @@ def with_generated_option(text: str) -> str:
         indent = match.group("indent")
         required = re.search(rf"^{indent}  required: true$", match.group(0), re.MULTILINE) is not None
         option = {"slurm_config": slurm_config_option(required)}
-        dumped = yaml.safe_dump(option, sort_keys=False, width=120, default_flow_style=False)
+        dumped = yaml.dump(option, Dumper=_IndentedLists, sort_keys=False, width=120, default_flow_style=False)
         lines = [f"{indent}{_SPEC_HEADER}"] + [f"{indent}{line}" if line else line for line in dumped.splitlines()]
         return "\n".join(lines) + "\n"
 
