@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: plan test lint typecheck bench schema catalog clean
+.PHONY: plan test lint typecheck bench schema slurm-contract catalog clean
 
 $(STAMP): pyproject.toml
 	@echo "make: bootstrapping $(VENV) from pyproject.toml (first run: a few minutes)"
@@ -39,6 +39,9 @@ bench: $(STAMP)  ## Plan time and memory against the Pulumi SDK floor, re-bake t
 
 schema: $(STAMP)  ## Regenerate schemas/cluster.schema.json from the spec models
 	$(BIN)/gpuforge schema --output schemas/cluster.schema.json
+
+slurm-contract: $(STAMP)  ## Regenerate the Slurm roles' slurm_config argument specs and docs/slurm.md's table from the contract
+	$(BIN)/python scripts/gen_slurm_contract.py
 
 catalog: $(STAMP)  ## Regenerate the AWS instance catalog from EC2 DescribeInstanceTypes data (moto's snapshot)
 	$(BIN)/python scripts/gen_aws_catalog.py

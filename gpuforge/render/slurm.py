@@ -1,9 +1,10 @@
 """The Slurm configuration of a cluster: resolved spec + catalog -> one JSON-able dict -> the files nodes get.
 
-One template, two renderers: ``slurm_config`` builds a plain dict (only strings, numbers, booleans,
-lists and dicts), ``render_slurm`` renders ``gpuforge/assets/templates/slurm/*.j2`` from it, and the Ansible roles
-render the same templates from the same dict, delivered through the inventory as the variable
-``slurm_config`` (docs/slurm.md documents its shape). Nothing here talks to a node.
+One template, two renderers: ``slurm_contract`` builds the typed contract (gpuforge/render/slurm_contract.py),
+``slurm_config`` its plain dict, ``render_slurm`` renders ``gpuforge/assets/templates/slurm/*.j2`` from it (the
+files its ``files`` lists), and the Ansible roles render the same templates from the same dict, delivered
+through the inventory as the variable ``slurm_config`` (docs/slurm.md's table and the roles' argument specs
+are generated from the model). Nothing here talks to a node.
 
 Facts come from the catalog: CPU layout and memory of each node (RealMemory keeps the catalog's
 ``slurm.real_memory_fraction`` of the memory, the rest is the OS's headroom), GPU model and count.
@@ -18,7 +19,8 @@ from typing import Any
 
 from gpuforge.catalog.aws_wiring import load_aws_wiring
 from gpuforge.render.lifecycle import lifecycle_config
-from gpuforge.render.templates import render
+from gpuforge.render.slurm_contract import NodeHardware, SlurmConfig
+from gpuforge.render.templates import macro, render
 from gpuforge.spec import ResolvedSpec
 from gpuforge.spec.scheduler_checks import ResolvedScheduler, SlurmGroup, secret_names
 
@@ -31,6 +33,8 @@ TEMPLATES = {
     "plugstack.conf": "slurm/plugstack.conf.j2",
 }
 SLURMD_DEFAULTS = "slurm/slurmd.default.j2"
+# One node line, site or cloud (slurm.conf's NodeName lines import it too).
+NODE_MACRO = "slurm/node.j2"
 PYXIS_CONF = "containers/pyxis.conf.j2"
 ENROOT_CONF = "containers/enroot.conf.j2"
 STATE_SAVE_LOCATION = "/var/spool/slurmctld"
@@ -98,6 +102,11 @@ def gpu_type(model: str | None) -> str:
 
 
 def slurm_config(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> dict[str, Any]:
+    """``slurm_contract`` as the dict the inventory carries and the templates read."""
+    return slurm_contract(resolved, stand_in_gpus=stand_in_gpus).to_vars()
+
+
+def slurm_contract(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> SlurmConfig:
     """The variables every Slurm template and role reads (docs/slurm.md, "The slurm_config variable").
 
     stand_in_gpus: gres.conf lists the GPU device files instead of AutoDetect=nvml (test machines have
@@ -111,7 +120,7 @@ def slurm_config(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> dict
     fraction = catalog.slurm.real_memory_fraction
     ports = catalog.slurm.ports
 
-    nodes: list[dict[str, Any]] = []
+    nodes: list[NodeHardware] = []
     dynamic: list[dict[str, Any]] = []
     nodesets: list[dict[str, Any]] = []
     gres_files: list[dict[str, Any]] = []
@@ -129,11 +138,11 @@ def slurm_config(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> dict
         else:
             facts = _site_facts(group, fraction)
             nodes.append(facts["line"])
-            nodesets.append({"name": nodeset, "feature": "", "nodes": facts["line"]["names"]})
+            nodesets.append({"name": nodeset, "feature": "", "nodes": facts["line"].names})
             max_nodes += len(group.hosts)
             if facts["gpus"] and stand_in_gpus:
                 gres_files.append(
-                    {"nodes": facts["line"]["names"], "type": facts["gpu_type"], "file": _device_files(facts["gpus"])}
+                    {"nodes": facts["line"].names, "type": facts["gpu_type"], "file": _device_files(facts["gpus"])}
                 )
         groups[name] = {
             "nodeset": nodeset,
@@ -172,7 +181,7 @@ def slurm_config(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> dict
                 "kind": "roles_anywhere",
                 "signing_helper": {"version": helper.version, "url": dict(helper.url), "sha256": dict(helper.sha256)},
             }
-    return {
+    return SlurmConfig.model_validate({
         "cluster_name": spec.name,
         "slurm_user": "slurm",
         "controllers": controllers,
@@ -222,7 +231,7 @@ def slurm_config(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> dict
             "production_source": catalog.slurm.production.source.strip(),
             "test": catalog.slurm.test.version,
         },
-    }
+    })
 
 
 def _cloud_facts(resolved: ResolvedSpec, group: SlurmGroup, fraction: float) -> dict[str, Any]:
@@ -234,14 +243,18 @@ def _cloud_facts(resolved: ResolvedSpec, group: SlurmGroup, fraction: float) -> 
         features.append(gpu_type(it.gpu_model))
     if spec.availability_zone:
         features.append(spec.availability_zone)
-    conf = (
-        f"CPUs={it.vcpus} CoresPerSocket={it.cores} ThreadsPerCore={it.threads_per_core} "
-        f"RealMemory={real_memory_mib(it.memory_mib, fraction)}"
+    # The same record as a site's node line (no names: the nodes register themselves, named at boot).
+    line = NodeHardware(
+        names="",
+        addresses="",
+        cpus=it.vcpus,
+        cores_per_socket=it.cores,
+        threads_per_core=it.threads_per_core,
+        real_memory=real_memory_mib(it.memory_mib, fraction),
+        gres=f"gpu:{gpu_type(it.gpu_model)}:{gpus}" if gpus else "",
+        features=features,
     )
-    if gpus:
-        conf += f" Gres=gpu:{gpu_type(it.gpu_model)}:{gpus}"
-    conf += f" Feature={','.join(features)}"
-    return {"conf": conf, "features": features, "gpus": gpus, "gpu_type": gpu_type(it.gpu_model),
+    return {"conf": node_conf(line), "features": features, "gpus": gpus, "gpu_type": gpu_type(it.gpu_model),
             "local_nvme": it.nvme_gb > 0}
 
 
@@ -257,17 +270,17 @@ def _site_facts(group: SlurmGroup, fraction: float) -> dict[str, Any]:
     cores_per_socket = server.cpu_threads // (server.sockets * server.threads_per_core)
     gpus = server.gpu_count
     features = [f"group_{group.name}", server.name, gpu_type(server.gpu_model)]
-    line = {
-        "names": hostlist(h.name for h in group.hosts),
-        "addresses": ",".join(h.spec.management_ip for h in sorted(group.hosts, key=lambda h: h.name)),
-        "cpus": server.cpu_threads,
-        "sockets": server.sockets,
-        "cores_per_socket": cores_per_socket,
-        "threads_per_core": server.threads_per_core,
-        "real_memory": real_memory_mib(server.memory_gib * 1024, fraction),
-        "gres": f"gpu:{gpu_type(server.gpu_model)}:{gpus}" if gpus else "",
-        "features": features,
-    }
+    line = NodeHardware(
+        names=hostlist(h.name for h in group.hosts),
+        addresses=",".join(h.spec.management_ip for h in sorted(group.hosts, key=lambda h: h.name)),
+        cpus=server.cpu_threads,
+        sockets=server.sockets,
+        cores_per_socket=cores_per_socket,
+        threads_per_core=server.threads_per_core,
+        real_memory=real_memory_mib(server.memory_gib * 1024, fraction),
+        gres=f"gpu:{gpu_type(server.gpu_model)}:{gpus}" if gpus else "",
+        features=features,
+    )
     # Local scratch where the server model lists its drives (the local_scratch role mounts them).
     return {"line": line, "gpus": gpus, "gpu_type": gpu_type(server.gpu_model),
             "local_nvme": bool(server.scratch_devices)}
@@ -367,11 +380,11 @@ def _secrets(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any]
     return site
 
 
-def _directory(sched: ResolvedScheduler) -> dict[str, Any]:
-    """What the sssd role configures (docs/slurm.md, "Users from the site's directory"); {} without one."""
+def _directory(sched: ResolvedScheduler) -> dict[str, Any] | None:
+    """What the sssd role configures (docs/slurm.md, "Users from the site's directory"); None without one."""
     directory = sched.spec.directory
     if directory is None:
-        return {}
+        return None
     return {
         "kind": directory.kind,
         "uri": directory.uri,
@@ -477,23 +490,29 @@ def _enroot_settings(local_nvme: bool) -> dict[str, str]:
     }
 
 
-def render_slurm(config: Mapping[str, Any]) -> dict[str, str]:
-    """The files every node receives, by name, rendered from ``slurm_config``'s dict; plus one
-    ``slurmd.<group>`` (/etc/default/slurmd) per node group."""
-    files = {
-        name: render(template, slurm_config=config)
-        for name, template in TEMPLATES.items()
-        if (name != "job_container.conf" or config["job_container"]["enabled"])
-        and (name != "topology.conf" or config["topology"]["switches"]
-             or config["topology"]["kind"] in ("ec2", "hybrid"))
-        and (name != "plugstack.conf" or config["containers"]["runtime"] != "none")
-    }
-    for name, group in config["groups"].items():
-        files[f"slurmd.{name}"] = render(SLURMD_DEFAULTS, slurm_config=config, slurm_group={"name": name, **group})
-    containers = config["containers"]
-    if containers["runtime"] == "enroot_pyxis":
-        pyxis = containers["pyxis"]
-        files["pyxis.conf"] = render(PYXIS_CONF, pyxis_plugin=pyxis["plugin"], pyxis_options=pyxis["options"])
-        for name, settings in containers["enroot"]["settings"].items():
-            files[f"enroot.conf.{name}"] = render(ENROOT_CONF, enroot_settings=settings)
+def node_conf(node: NodeHardware) -> str:
+    """A node's hardware as slurm.conf writes it (CPUs= ... Feature=): the macro a site's NodeName line uses,
+    here for a cloud group's ``slurmd -Z --conf``."""
+    return str(macro(NODE_MACRO, "hardware")(node.model_dump(mode="json")))
+
+
+def render_slurm(config: SlurmConfig | Mapping[str, Any]) -> dict[str, str]:
+    """The files every node receives, by name: exactly ``config.files``, rendered from ``slurm_config``.
+    A dict (the inventory's variable, or a test's variation of it) is checked against the contract first."""
+    contract = config if isinstance(config, SlurmConfig) else SlurmConfig.model_validate(dict(config))
+    data = contract.to_vars()
+    containers = contract.containers
+    files: dict[str, str] = {}
+    for name in contract.files:
+        if name in TEMPLATES:
+            files[name] = render(TEMPLATES[name], slurm_config=data)
+        elif name.startswith("slurmd."):
+            group = {"name": name.removeprefix("slurmd."), **data["groups"][name.removeprefix("slurmd.")]}
+            files[name] = render(SLURMD_DEFAULTS, slurm_config=data, slurm_group=group)
+        elif name == "pyxis.conf":
+            pyxis = containers.pyxis
+            files[name] = render(PYXIS_CONF, pyxis_plugin=pyxis.plugin, pyxis_options=pyxis.options)
+        else:
+            settings = containers.enroot.settings[name.removeprefix("enroot.conf.")]
+            files[name] = render(ENROOT_CONF, enroot_settings=settings)
     return files

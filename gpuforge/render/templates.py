@@ -37,7 +37,9 @@ def version_test(value: str, other: str, operator: str = "eq") -> bool:
 @cache
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
+        # Ansible's template action also searches the rendered template's own directory, so a Slurm template
+        # imports its sibling by bare name (slurm.conf.j2: `from 'node.j2'`); the same name resolves here.
+        loader=jinja2.FileSystemLoader([TEMPLATES_DIR, TEMPLATES_DIR / "slurm"]),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -49,3 +51,8 @@ def environment() -> jinja2.Environment:
 
 def render(template: str, **context: Any) -> str:
     return environment().get_template(template).render(**context)
+
+
+def macro(template: str, name: str) -> Any:
+    """A macro of *template*, callable from Python: one template path for what Python and a template both write."""
+    return getattr(environment().get_template(template).module, name)

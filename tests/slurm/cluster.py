@@ -48,6 +48,7 @@ from gpuforge.nodes.bake import PlaybookResult, run_playbook
 from gpuforge.nodes.instance_name import node_name
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.slurm import slurm_config
+from gpuforge.render.slurm_contract import SlurmConfig
 from gpuforge.spec import resolve
 from tests.machines import SSH_IMAGE, Machine, Machines
 from tests.standins.containers import ContainerSources
@@ -283,6 +284,12 @@ def booted_rendering(controller: Machine, cluster_name: str, user_public_key: st
     return config
 
 
+def contract_vars(config: dict[str, Any]) -> dict[str, Any]:
+    """A test's variation of slurm_config as the roles get it: checked against the contract (their argument
+    specs would refuse it otherwise), its `files` derived again from what the test changed."""
+    return SlurmConfig.model_validate({key: value for key, value in config.items() if key != "files"}).to_vars()
+
+
 def static_node(machine: Machine, cpus: int, real_memory: int) -> dict[str, Any]:
     """A static compute of the gpu group: the machine's real CPU count and memory, the stand-in GPUs."""
     return {
@@ -334,7 +341,7 @@ def inventory(
     return {
         "all": {
             "vars": {
-                "slurm_config": config,
+                "slurm_config": contract_vars(config),
                 # On premises the secrets are Ansible vault variables (here: generated for this session).
                 "vault_slurm_munge_key": secret_values["munge_key"],
                 "vault_slurm_db_password": secret_values["db_password"],

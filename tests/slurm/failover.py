@@ -32,6 +32,7 @@ from tests.standins.packages import mount_helper
 from .cluster import (
     GPUS,
     booted_rendering,
+    contract_vars,
     generated_secrets,
     generated_ssh_key,
     log_tails,
@@ -144,7 +145,7 @@ def inventory(machines: Machines, config: dict[str, Any], secret_values: dict[st
     return {
         "all": {
             "vars": {
-                "slurm_config": config,
+                "slurm_config": contract_vars(config),
                 "vault_slurm_munge_key": secret_values["munge_key"],
                 "vault_slurm_db_password": secret_values["db_password"],
                 # No shared /home behind HOME_STAND_IN: each machine makes the users' homes.
