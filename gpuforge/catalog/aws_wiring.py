@@ -11,10 +11,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from gpuforge.catalog.models import CatalogError
+from gpuforge.catalog.models import load_data_file
 
 AWS_WIRING_FILE = Path(__file__).resolve().parent / "data" / "aws_wiring.yaml"
 
@@ -189,10 +188,4 @@ def partition_of(region: str) -> str:
 
 @lru_cache(maxsize=1)
 def load_aws_wiring() -> AwsWiring:
-    with AWS_WIRING_FILE.open(encoding="utf-8") as f:
-        doc = yaml.safe_load(f)
-    doc.pop("_source", None)
-    try:
-        return AwsWiring.model_validate(doc)
-    except ValidationError as e:
-        raise CatalogError(f"invalid {AWS_WIRING_FILE.name}: {e}") from None
+    return load_data_file(AWS_WIRING_FILE, AwsWiring)

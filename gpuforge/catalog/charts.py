@@ -9,10 +9,9 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
-from gpuforge.catalog.models import CatalogError
+from gpuforge.catalog.models import CatalogError, load_data_file
 
 CHARTS_FILE = Path(__file__).resolve().parent / "data" / "charts.yaml"
 
@@ -86,10 +85,4 @@ class Charts(_Frozen):
 
 @lru_cache(maxsize=1)
 def load_charts() -> Charts:
-    with CHARTS_FILE.open(encoding="utf-8") as f:
-        doc = yaml.safe_load(f)
-    doc.pop("_source", None)
-    try:
-        return Charts.model_validate(doc)
-    except ValidationError as e:
-        raise CatalogError(f"invalid {CHARTS_FILE.name}: {e}") from None
+    return load_data_file(CHARTS_FILE, Charts)

@@ -9,10 +9,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
-from gpuforge.catalog.models import CatalogError, SlurmPorts
+from gpuforge.catalog.models import SlurmPorts, load_data_file
 
 FLOWS_FILE = Path(__file__).resolve().parent / "data" / "flows.yaml"
 SLURM_PORTS = ("slurmctld", "slurmd", "slurmdbd", "srun")
@@ -105,9 +104,4 @@ class FlowModel(_Frozen):
 
 @lru_cache(maxsize=1)
 def load_flows() -> FlowModel:
-    raw = yaml.safe_load(FLOWS_FILE.read_text())
-    raw.pop("_source", None)
-    try:
-        return FlowModel.model_validate(raw)
-    except ValidationError as exc:
-        raise CatalogError(f"{FLOWS_FILE.name}: {exc}") from exc
+    return load_data_file(FLOWS_FILE, FlowModel)

@@ -8,8 +8,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict
+
+from gpuforge.catalog.models import load_data_file
 
 KUBELET_FILE = Path(__file__).resolve().parent / "data" / "kubelet.yaml"
 NodeKind = Literal["eks", "onprem"]
@@ -51,6 +52,4 @@ class Allocatable:
 
 @lru_cache(maxsize=1)
 def load_kubelet_reservation() -> KubeletReservation:
-    doc = yaml.safe_load(KUBELET_FILE.read_text(encoding="utf-8"))
-    doc.pop("_source", None)
-    return KubeletReservation.model_validate(doc)
+    return load_data_file(KUBELET_FILE, KubeletReservation)

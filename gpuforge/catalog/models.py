@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError,
 from gpuforge.catalog.prices import PriceTable, read_prices
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
+_Model = TypeVar("_Model", bound=BaseModel)
 AWS_FILE = "gpuforge/catalog/data/aws_instance_types.json"
 FACTS_FILE = "gpuforge/catalog/data/facts.yaml"
 _FACT_KEYS = ("gpus", "instance_extras", "host_power", "servers", "fsx_lustre", "slurm", "alertmanager", "nccl")
@@ -42,6 +43,17 @@ class CatalogError(KeyError):
     def __str__(self) -> str:
         # KeyError.__str__ would repr() the message, quoting it.
         return str(self.args[0]) if self.args else ""
+
+
+def load_data_file(path: Path, model: type[_Model]) -> _Model:
+    """One of the catalog's data files, validated into its model. The file's `_source` key says where its
+    facts come from, for the people who read it; the model does not carry it."""
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    doc.pop("_source", None)
+    try:
+        return model.model_validate(doc)
+    except ValidationError as error:
+        raise CatalogError(f"invalid {path.name}: {error}") from None
 
 
 class _Frozen(BaseModel):

@@ -6,8 +6,9 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict
+
+from gpuforge.catalog.models import load_data_file
 
 SPEC_LIMITS_FILE = Path(__file__).resolve().parent / "data" / "spec_limits.yaml"
 
@@ -106,6 +107,4 @@ class SpecLimits(_Facts):
 
 @lru_cache(maxsize=1)
 def spec_limits() -> SpecLimits:
-    doc = yaml.safe_load(SPEC_LIMITS_FILE.read_text(encoding="utf-8"))
-    doc.pop("_source", None)
-    return SpecLimits.model_validate(doc)
+    return load_data_file(SPEC_LIMITS_FILE, SpecLimits)
