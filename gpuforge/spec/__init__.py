@@ -1,8 +1,9 @@
 """The placement-neutral cluster spec, its checks, and the facts resolved from it."""
 
-from .checks import ResolvedNodeGroup, ResolvedSpec, parse_spec, resolve
+from .checks import parse_spec, resolve
 from .errors import SpecError, SpecIssue
 from .models import ClusterSpec, NodeGroup
+from .resolved import ResolvedNodeGroup, ResolvedSpec
 
 __all__ = [
     "ClusterSpec",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -24,61 +23,14 @@ from .errors import SpecError, SpecIssue, issues_from_validation_error
 from .image_os_checks import check_image_os
 from .models import KUBERNETES_ORCHESTRATORS, ClusterSpec, FsxLustre, NodeGroup
 from .monitoring import check_monitoring
-from .scheduler_checks import ResolvedScheduler, check_scheduler, raw_duplicate_uids
+from .resolved import ResolvedNodeGroup, ResolvedSpec
+from .scheduler_checks import check_scheduler, raw_duplicate_uids
 from .site_checks import ResolvedSite, check_hybrid, check_site
-from .sizing import LustreSizing, size_lustre
+from .sizing import size_lustre
 from .slurm_os_checks import check_slurm_os
 from .software_checks import check_software
 from .subnets import Subnets, plan_subnets
 from .suggest import suggestion, unusual_characters
-
-
-@dataclass(frozen=True)
-class ResolvedNodeGroup:
-    name: str
-    spec: NodeGroup
-    instance: InstanceType
-    azs: tuple[str, ...]  # where its instances may launch
-    efa_interfaces: int  # per node; 0 without EFA
-    node_power_kw: float
-    image_parameter: str | None = None  # the image pipeline's SSM parameter, for image: {pipeline: true}
-
-    @property
-    def gpus_per_node(self) -> int:
-        return self.instance.gpu_count
-
-    @property
-    def image_id(self) -> str:
-        """The launch template's image id: the pipeline's parameter, or what the spec's image names."""
-        if self.image_parameter is not None:
-            return f"resolve:ssm:{self.image_parameter}"
-        return self.spec.image.image_id(self.spec.orchestrator)
-
-
-@dataclass(frozen=True)
-class ResolvedSpec:
-    spec: ClusterSpec
-    catalog: Catalog
-    subnets: Subnets
-    node_groups: dict[str, ResolvedNodeGroup]
-    lustre: LustreSizing | None
-    lustre_az: str | None
-    pue: float
-    site: ResolvedSite | None = None  # onprem and hybrid placements
-    image_build_az: str | None = None  # where the image pipeline's build instance runs (compute tier)
-    scheduler: ResolvedScheduler | None = None  # the Slurm cluster (scheduler section)
-    pue_source: str = ""  # where `pue` comes from: the stack, the site, or the catalog's cloud figure
-
-    @property
-    def training_gpus(self) -> int:
-        return sum(
-            g.spec.active_nodes * g.gpus_per_node for g in self.node_groups.values() if g.spec.role == "training"
-        )
-
-    @property
-    def kubernetes_node_groups(self) -> dict[str, ResolvedNodeGroup]:
-        """Groups whose nodes join the Kubernetes cluster (the platform and Kueue count them)."""
-        return {n: g for n, g in self.node_groups.items() if g.spec.orchestrator in KUBERNETES_ORCHESTRATORS}
 
 
 def parse_spec(data: Any, source: str = "") -> ClusterSpec:
@@ -275,7 +227,17 @@ def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
     elif spec.placement.kind == "onprem" and spec.site is not None:
         pue, pue_source = spec.site.power.pue, f"site {spec.site.name}'s measured PUE (site.power.pue)"
     return ResolvedSpec(
-        spec, catalog, subnets, groups, lustre, lustre_az, pue, site, image_build_az, scheduler, pue_source
+        spec=spec,
+        catalog=catalog,
+        subnets=subnets,
+        node_groups=groups,
+        lustre=lustre,
+        lustre_az=lustre_az,
+        pue=pue,
+        site=site,
+        image_build_az=image_build_az,
+        scheduler=scheduler,
+        pue_source=pue_source,
     )
 
 
@@ -479,7 +441,16 @@ def _resolve_group(
         power = catalog.node_power_kw(group.instance_type)
     except CatalogError as exc:  # an accelerator without a sourced power figure (Trainium)
         return None, [SpecIssue(f"{path}.instance_type", str(exc), "pick a type whose GPU the catalog knows")]
-    return ResolvedNodeGroup(name, group, instance, azs, efa, power, image_parameter=image_parameter), []
+    resolved = ResolvedNodeGroup(
+        name=name,
+        spec=group,
+        instance=instance,
+        azs=azs,
+        efa_interfaces=efa,
+        node_power_kw=power,
+        image_parameter=image_parameter,
+    )
+    return resolved, []
 
 
 def _instance_type(catalog: Catalog, name: str, path: str) -> tuple[InstanceType | None, list[SpecIssue]]:

@@ -21,7 +21,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from gpuforge.render.monitoring import alertmanager_config_object, alertmanager_secret_name, operator_objects
-from gpuforge.spec.checks import ResolvedSpec
+from gpuforge.spec import ResolvedSpec
 from gpuforge.spec.monitoring import KubernetesServer, receiver_secret_names
 
 CONFIG_NAMESPACE = "gpuforge"
