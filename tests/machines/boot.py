@@ -122,6 +122,9 @@ class Machine:
             "ansible_ssh_common_args": f"-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes",
             "ansible_python_interpreter": "/usr/bin/python3",
             "ansible_become": True,
+            # Machines on the host's network bind their own address (the module's docstring): the role's
+            # wildcard ":9100" would take the port from every other machine booted in the session.
+            **({} if self.netns else {"node_exporter_listen": f"{self.address}:9100"}),
         }
 
 

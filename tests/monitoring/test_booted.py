@@ -219,7 +219,7 @@ def configured(
 
     # Machines share the host's network: each exporter listens on its own machine's address.
     def hosts(machine: Any) -> dict[str, Any]:
-        return {"hosts": {machine.name: {**machine.ansible_vars(), "node_exporter_listen": f"{machine.address}:9100"}}}
+        return {"hosts": {machine.name: machine.ansible_vars()}}
 
     inventory = {"all": {"children": {"monitoring": hosts(mon1), "exporters": hosts(mon2)}}}
     results = {}

@@ -68,11 +68,6 @@ class SiteRuns:
     again: PlaybookResult
 
 
-def _per_host(machine: Machine) -> dict[str, Any]:
-    # The machines share the host's network: each exporter binds its own machine's address.
-    return {"node_exporter_listen": f"{machine.address}:9100"}
-
-
 @pytest.fixture(scope="module")
 def site_runs(machine_pool: MachinePool, standin_sources: StandinSources, ipoib_interface: str) -> SiteRuns:
     machines = machine_pool.group("gpu", 2, SSH_IMAGE, writable_proc_sys=True)
@@ -100,7 +95,7 @@ def site_runs(machine_pool: MachinePool, standin_sources: StandinSources, ipoib_
         # kernel has Yama, and there the task applies the value live.
         host_vars["efa_apply_runtime"] = False
     assert host_vars["lustre_client_o2ib_networks"] == {"o2ib": [ipoib_interface]}
-    inventory = machines.inventory(host_vars=host_vars, per_host=_per_host)
+    inventory = machines.inventory(host_vars=host_vars)
     _rdma_devices(machines[0], [*EFA_DEVICES, MLX_DEVICE])
     _rdma_devices(machines[1], [MLX_DEVICE])
     # Make the run fail right after the sysctl task: the next task writes into limits.d, now a file.

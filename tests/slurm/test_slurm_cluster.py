@@ -95,9 +95,9 @@ def test_the_controllers_node_exporter_serves_the_slurm_collectors_series(slurm_
     ctl = slurm_cluster.controller
     assert ctl.run("systemctl is-enabled gpuforge-slurm-metrics.timer", root=True).stdout.strip() == "enabled"
     ctl.run("systemctl start gpuforge-slurm-metrics.service", root=True)
-    # The machine's python (Ansible's), as Prometheus would ask: HTTP GET /metrics on the exporter's port.
+    # The machine's python (Ansible's), as Prometheus would ask: HTTP GET /metrics on the exporter's address.
     metrics = ctl.run("python3 -c \"import urllib.request as u; "
-                      "print(u.urlopen('http://127.0.0.1:9100/metrics').read().decode())\"").stdout
+                      f"print(u.urlopen('http://{ctl.address}:9100/metrics').read().decode())\"").stdout
     assert "gpuforge_slurm_up 1" in metrics, metrics[-2000:]
 
 
