@@ -106,6 +106,12 @@ class Host(SpecModel):
         "default for a training host on the fabric: the catalog's compute ports of its model in GPU order "
         "(DGX H100/H200: mlx5_0, mlx5_3, mlx5_4, mlx5_5, mlx5_6, mlx5_9, mlx5_10, mlx5_11).",
     )
+    storage_ips: list[str] = Field(
+        default_factory=list,
+        description="The host's addresses on the storage fabric's IPoIB network (site.storage.network), one per "
+        "storage port of its model in the catalog's order (DGX H100/H200: ibp170s0f0, ibp41s0f0). gpuforge "
+        "renders the IPoIB addressing from them, and they are the host's LNet NIDs on o2ib.",
+    )
     pool: Name = Field(default="train", description="Node pool (inventory group, node-group label) of the host.")
     role: NodeRole = Field(default="training", description="training, login or services.")
     orchestrator: SiteOrchestrator = Field(
@@ -125,6 +131,11 @@ class Host(SpecModel):
     @classmethod
     def _mgmt(cls, value: str) -> str:
         return _ip(value, "management IP")
+
+    @field_validator("storage_ips")
+    @classmethod
+    def _storage_ips(cls, value: list[str]) -> list[str]:
+        return [_ip(address, "storage address") for address in value]
 
     @field_validator("hcas")
     @classmethod
@@ -254,8 +265,9 @@ class LustreMount(SpecModel):
         default_factory=list,
         validate_default=True,
         description="The hosts' IPoIB interfaces LNet's o2ib network runs on (`lnetctl net add --net o2ib --if "
-        "IF`), e.g. [ib0], or a DGX's storage ports' IPoIB names. Required when the MGS NIDs are on an o2ib "
-        "network: a client without that network has no route to them and the mount fails.",
+        "IF`). Default, for MGS NIDs on an o2ib network: the storage ports of each host's model in the catalog "
+        "(DGX H100/H200: ibp170s0f0, ibp41s0f0); list them only for a model without a port table, or to use a "
+        "subset of the storage ports. A client without the network has no route to the NIDs and the mount fails.",
     )
 
     @field_validator("mgs_nids")
@@ -278,11 +290,6 @@ class LustreMount(SpecModel):
         if not nids:  # invalid NIDs: reported on mgs_nids
             return value
         net = _lnet(nids[0])
-        if IB_LNET.match(net) and not value:
-            raise ValueError(
-                f"the MGS NIDs {nids} are on LNet network {net}, which the hosts must configure on their IPoIB "
-                "interfaces (without it they have no route to the NIDs); list them, e.g. lnet_interfaces: [ib0]"
-            )
         if value and not IB_LNET.match(net):
             raise ValueError(
                 f"{value}: the MGS NIDs are on {net}, not an o2ib network; remove lnet_interfaces (LNet's tcp "
@@ -360,7 +367,25 @@ class SiteObjectStore(SpecModel):
     )
 
 
+class StorageNetwork(SpecModel):
+    cidr: str = Field(
+        description="The storage fabric's IPoIB subnet, e.g. 10.72.16.0/22: every host's storage_ips and the "
+        "o2ib MGS NIDs are addresses in it (LNet's o2ib resolves a peer's NID over IPoIB)."
+    )
+
+    @field_validator("cidr")
+    @classmethod
+    def _cidr(cls, value: str) -> str:
+        parse_cidr(value, example="10.72.16.0/22")
+        return value
+
+
 class SiteStorage(SpecModel):
+    network: StorageNetwork | None = Field(
+        default=None,
+        description="The storage fabric's IPoIB network: with it, gpuforge renders each host's IPoIB addresses "
+        "(storage_ips on its model's storage ports) and derives its LNet NIDs; without it the site addresses IPoIB.",
+    )
     mounts: dict[Name, SiteMount] = Field(
         default_factory=dict, description="Shared file systems hosts mount: Lustre, BeeGFS, WEKA or NFS."
     )
