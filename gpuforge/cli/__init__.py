@@ -18,7 +18,7 @@ from typing import Annotated, NoReturn
 import typer
 from rich.markup import escape
 
-from gpuforge.cli import nodes, preflight, render, review
+from gpuforge.cli import metal, nodes, preflight, render, review
 from gpuforge.console import err, out
 from gpuforge.spec import SpecError
 
@@ -221,4 +221,5 @@ review.register(app)  # diff, preview, up, destroy, outputs
 nodes.register(app)  # inventory, bake, check
 preflight.register(app)  # preflight
 app.add_typer(render.app, name="render")  # render slurm, render monitoring
+app.add_typer(metal.app, name="metal")  # metal inventory, check, power, boot (Redfish)
 

@@ -443,6 +443,29 @@ class SiteKubernetes(SpecModel):
         return value
 
 
+class SiteBmc(SpecModel):
+    """How gpuforge reaches the hosts' BMCs (Redfish, `gpuforge metal`): over HTTPS at each host's bmc_address,
+    with credentials that live only as Pulumi secrets."""
+
+    username_secret: str = Field(
+        default="bmcUsername",
+        description="Pulumi config key (namespace gpuforge) holding the BMC user, set with `pulumi config set "
+        "--secret gpuforge:bmcUsername ...`.",
+    )
+    password_secret: str = Field(
+        default="bmcPassword",
+        description="Pulumi config key (namespace gpuforge) holding the BMC password, set with `pulumi config set "
+        "--secret gpuforge:bmcPassword`; never in the stack file as plain text, the plan or a message.",
+    )
+    port: Port = Field(default=443, description="The BMCs' Redfish HTTPS port.")
+    ca_certificate: str | None = Field(
+        default=None,
+        pattern=r"^-----BEGIN CERTIFICATE-----",
+        description="PEM chain of the CA that signed the BMCs' certificates (a site CA); none: the system's trust "
+        "store. Certificates are always verified.",
+    )
+
+
 class Site(SpecModel):
     name: Name = Field(description="Site name; placement.site names it.")
     power: SitePower = Field(description="The site's power budget and PUE.")
@@ -460,6 +483,7 @@ class Site(SpecModel):
     kubernetes: SiteKubernetes | None = Field(
         default=None, description="The site's Kubernetes cluster, for hosts with orchestrator kubernetes."
     )
+    bmc: SiteBmc = Field(default_factory=SiteBmc, description="How `gpuforge metal` reaches the hosts' BMCs.")
 
     @field_validator("cidrs")
     @classmethod
