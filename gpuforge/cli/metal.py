@@ -4,7 +4,8 @@ printed."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, cast
 
 import typer
 from rich.markup import escape
@@ -43,6 +44,18 @@ def _site(stack: str) -> tuple[Any, Any, Any]:
 def _fail(error: Exception) -> typer.Exit:
     err.print(f"[red]error[/]: {escape(str(error))}", highlight=False)
     raise typer.Exit(1)
+
+
+def _on_each_host(stack: str, hosts: list[str] | None, act: Callable[[Any, Any, Any], str]) -> None:
+    """act(site spec, host, credentials) on each chosen host, printing `host: <what it returns>`."""
+    from gpuforge.nodes.metal import MetalError, site_hosts
+
+    site, credentials, spec = _site(stack)
+    try:
+        for h in site_hosts(site, hosts or []):
+            out.print(f"{escape(h.name)}: {escape(act(spec, h, credentials))}", highlight=False)
+    except MetalError as error:
+        _fail(error)
 
 
 @app.command()
@@ -95,18 +108,13 @@ def power(
     wait: Annotated[float, typer.Option(help="Seconds to wait for the power state the action leads to.")] = 60.0,
 ) -> None:
     """Power hosts on, off or through a cycle through their BMCs, and wait for the state it leads to."""
-    from gpuforge.nodes.metal import RESET_TYPES, MetalError, set_power, site_hosts
+    from gpuforge.nodes.metal import RESET_TYPES, PowerAction, set_power
 
     if action not in RESET_TYPES:
         err.print(f"[red]error[/]: unknown action {escape(action)!r}; use one of {', '.join(RESET_TYPES)}")
         raise typer.Exit(2)
-    site, credentials, spec = _site(stack)
-    try:
-        for h in site_hosts(site, host or []):
-            state = set_power(spec, h, credentials, action, wait)  # type: ignore[arg-type]  # checked above
-            out.print(f"{escape(h.name)}: {escape(action)} requested; power {escape(state)}")
-    except MetalError as error:
-        _fail(error)
+    checked = cast(PowerAction, action)
+    _on_each_host(stack, host, lambda spec, h, c: f"{action} requested; power {set_power(spec, h, c, checked, wait)}")
 
 
 @app.command()
@@ -118,15 +126,10 @@ def boot(
 ) -> None:
     """Set the next boot only (Redfish BootSourceOverrideEnabled Once) from PXE or virtual media; the boot after
     it is the host's usual one. Power-cycle the host to boot it now (gpuforge metal power STACK cycle)."""
-    from gpuforge.nodes.metal import MetalError, set_boot_once, site_hosts
+    from gpuforge.nodes.metal import BootTarget, set_boot_once
 
     if target not in ("pxe", "virtual-media"):
         err.print(f"[red]error[/]: unknown boot target {escape(target)!r}; use pxe or virtual-media")
         raise typer.Exit(2)
-    site, credentials, spec = _site(stack)
-    try:
-        for h in site_hosts(site, host or []):
-            result = set_boot_once(spec, h, credentials, target, image)  # type: ignore[arg-type]  # checked above
-            out.print(f"{escape(h.name)}: next boot from {escape(result)}")
-    except MetalError as error:
-        _fail(error)
+    checked = cast(BootTarget, target)
+    _on_each_host(stack, host, lambda spec, h, c: f"next boot from {set_boot_once(spec, h, c, checked, image)}")

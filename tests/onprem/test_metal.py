@@ -13,10 +13,8 @@ stand-in for the Pulumi secrets) never appear in any output."""
 
 from __future__ import annotations
 
-import datetime
 import functools
 import http.server
-import ipaddress
 import json
 import os
 import shutil
@@ -33,7 +31,7 @@ import yaml
 from typer.testing import CliRunner
 
 from gpuforge.cli import app
-from tests.support import skip_unless_ci
+from tests.support import private_ca_tls, skip_unless_ci
 
 VENV_BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
 EMULATOR = shutil.which("sushy-emulator") or str(VENV_BIN / "sushy-emulator")
@@ -50,37 +48,12 @@ def _free_port(address: str) -> int:
 
 
 def _certificates(directory: Path, addresses: list[str]) -> tuple[Path, Path, str]:
-    """A site CA and one server certificate for the BMC addresses: (certificate, key, the CA's PEM)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test site BMC CA")])
-    ca = (
-        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )  # fmt: skip
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bmc")]))
-        .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(a)) for a in addresses]),
-                       critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )  # fmt: skip
+    """The site CA and the BMCs' certificate: (certificate file, key file, the CA's PEM)."""
+    ca, cert, key = private_ca_tls("test site BMC CA", addresses)
     cert_path, key_path = directory / "bmc.pem", directory / "bmc.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_path, key_path, ca.public_bytes(serialization.Encoding.PEM).decode()
+    cert_path.write_bytes(cert)
+    key_path.write_bytes(key)
+    return cert_path, key_path, ca.decode()
 
 
 def _mockup(directory: Path, gpus: int) -> Path:
