@@ -16,6 +16,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from .errors import described_pattern
 from .models import ABSOLUTE_PATH, Name, NodeRole, Port, SpecModel, parse_cidr, parse_ipv4
+from .secrets import BMC_PASSWORD, BMC_USERNAME
 from .slurm_burst import SlurmBurstSpec
 
 HOST_NAME = described_pattern(
@@ -448,12 +449,12 @@ class SiteBmc(SpecModel):
     with credentials that live only as Pulumi secrets."""
 
     username_secret: str = Field(
-        default="bmcUsername",
+        default=BMC_USERNAME,
         description="Pulumi config key (namespace gpuforge) holding the BMC user, set with `pulumi config set "
         "--secret gpuforge:bmcUsername ...`.",
     )
     password_secret: str = Field(
-        default="bmcPassword",
+        default=BMC_PASSWORD,
         description="Pulumi config key (namespace gpuforge) holding the BMC password, set with `pulumi config set "
         "--secret gpuforge:bmcPassword`; never in the stack file as plain text, the plan or a message.",
     )

@@ -282,9 +282,10 @@ def test_bmc_certificates_are_verified(bmcs: dict[str, Any], tmp_path: Path) -> 
 
 def test_plain_text_credentials_in_the_stack_file_are_refused(bmcs: dict[str, Any], tmp_path: Path) -> None:
     """The stack's validation refuses a BMC password in clear text before any BMC is asked."""
-    stack = _stack(bmcs, tmp_path, {"gpuforge:bmcPassword": PASSWORD})
-    result = CliRunner().invoke(app, ["metal", "inventory", str(stack)], env={"GPUFORGE_BMC_USERNAME": USER})
+    stack = _stack(bmcs, tmp_path, {"gpuforge:bmcPassword": PASSWORD, "gpuforge:bmcUsername": USER})
+    result = CliRunner().invoke(app, ["metal", "inventory", str(stack)])
     text = " ".join(result.output.split())
-    assert result.exit_code == 2 and PASSWORD not in result.output
-    assert "config.gpuforge:bmcPassword: a credential in clear text in the stack file" in text
-    assert "pulumi config set --secret gpuforge:bmcPassword" in text
+    assert result.exit_code == 2 and PASSWORD not in result.output and USER not in result.output
+    for key in ("bmcPassword", "bmcUsername"):
+        assert f"config.gpuforge:{key}: a credential in clear text in the stack file" in text
+        assert f"pulumi config set --secret gpuforge:{key}" in text
