@@ -4,8 +4,12 @@ For each stack size, two fresh worker processes run: one plans the stack (spec r
 component logic, the real program under the mock monitor), the other registers the very
 same resources (types, names, parents, inputs) straight through the mock monitor with no
 component logic: the SDK floor. Both warm up first (imports, first registrations), then
-time REPEAT runs; the report gives medians and the plan/floor ratio measured in the same
-run, since absolute times on a shared machine are noise.
+time REPEAT runs in two interleaved rounds; the report gives the minimum of each (on a shared
+machine noise only ever adds time) and the plan/floor ratio measured in the same run.
+Then `gpuforge plan prod` end to end, as a user runs it (`python -m gpuforge`, imports included).
+
+A measured command that fails fails the bench (exit 1, its exit status and the end of its output):
+a time of a command that did not do its work is no figure.
 
 Re-bake: bake-image.yml twice into a fresh Debian 12 root file system (the EFA p5 profile of the
 playbook tests, every package source pointed at the stand-ins of tests/standins): the second run
@@ -159,10 +163,23 @@ def worker_floor(resources_file: Path) -> dict[str, Any]:
     return {"times": _time(run), "rss_mib": _peak_rss_mib()}
 
 
+class MeasuredCommandFailed(Exception):
+    """A command `make bench` times did not succeed: its time means nothing."""
+
+    def __init__(self, command: list[str], done: subprocess.CompletedProcess[str]) -> None:
+        tail = "\n".join((done.stderr or done.stdout or "").strip().splitlines()[-15:])
+        super().__init__(f"`{' '.join(command)}` failed (exit {done.returncode}):\n{tail}")
+
+
+def run_measured(command: list[str]) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(command, check=False, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise MeasuredCommandFailed(command, done)
+    return done
+
+
 def _spawn(*args: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-m", "gpuforge.bench", "--worker", *args], check=True, capture_output=True, text=True
-    )
+    done = run_measured([sys.executable, "-m", "gpuforge.bench", "--worker", *args])
     result: dict[str, Any] = json.loads(done.stdout)
     return result
 
@@ -191,12 +208,13 @@ def measure(groups: int, nodes_per_group: int, workdir: Path) -> dict[str, Any]:
     }
 
 
+PROD_PLAN = ["-m", "gpuforge", "plan", "prod", "--json", "/dev/null"]
+
+
 def prod_plan_seconds() -> float:
-    """End to end, as a user runs it: a fresh process, imports included."""
+    """End to end, as a user runs it: a fresh process, imports included (exit 0: prod plans unblocked)."""
     start = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "gpuforge.cli", "plan", "prod", "--json", "/dev/null"], check=False, capture_output=True
-    )
+    run_measured([sys.executable, *PROD_PLAN])
     return time.perf_counter() - start
 
 
@@ -369,6 +387,13 @@ def merge(document: str | None, sections: dict[str, list[str]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    try:
+        _main(argv)
+    except (MeasuredCommandFailed, RuntimeError) as error:  # RuntimeError: the re-bake's playbook failed
+        raise SystemExit(f"make bench: {error}") from None
+
+
+def _main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--worker", nargs=2, metavar=("KIND", "FILE"), help=argparse.SUPPRESS)
     parser.add_argument("--output", type=Path, help="Write the Markdown table here (default: stdout).")

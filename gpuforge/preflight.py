@@ -9,7 +9,10 @@ With the deployer's AWS credentials, for every node group of the stack:
   data/aws_wiring.yaml on_demand_quotas) against the vCPUs the plan launches plus those running
   outside the stack's node groups (after a deploy the plan's own instances run: counted once, as planned);
 - its image: a fixed AMI id or the AMI an SSM parameter names exists in the region (EC2
-  DescribeImages, SSM GetParameter).
+  DescribeImages, SSM GetParameter);
+
+and, for the account, EC2 Auto Scaling's service-linked role, which the cluster key's policy names: present when
+`placement.autoscaling_service_linked_role` is `existing`, absent (or this stack's) when it is `create` (IAM GetRole).
 
 Every finding names the spec's field path and the fix. An API the credentials may not call, or a
 stand-in does not implement, is reported as unchecked, never as passed.
@@ -66,6 +69,7 @@ class PreflightReport:
     region: str
     findings: list[Finding] = field(default_factory=list)
     checked: list[str] = field(default_factory=list)  # what was asked of AWS and answered
+    identity: str = ""  # the caller's ARN (STS GetCallerIdentity), "" when there are no usable credentials
 
     @property
     def problems(self) -> list[Finding]:
@@ -75,11 +79,30 @@ class PreflightReport:
     def unchecked(self) -> list[Finding]:
         return [f for f in self.findings if f.kind == "unchecked"]
 
+    @property
+    def nothing_checked(self) -> str | None:
+        """Why no check was answered, said once (None when one was): no usable credentials, or AWS refused
+        every call the credentials made. A preflight that checked nothing is not a pass."""
+        if self.checked or not self.unchecked:
+            return None
+        if not self.identity:
+            return f"no usable AWS credentials ({self.unchecked[0].message})"
+        return (
+            f"AWS answered none of the {len(self.unchecked)} checks for {self.identity}: it lacks the permissions "
+            "each line names"
+        )
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and self.nothing_checked is None
+
     def to_json(self) -> dict[str, Any]:
         return {
             "stack": self.stack,
             "region": self.region,
-            "ok": not self.problems,
+            "ok": self.ok,
+            "nothing_checked": self.nothing_checked,
+            "identity": self.identity,
             "problems": [asdict(f) for f in self.problems],
             "unchecked": [asdict(f) for f in self.unchecked],
             "checked": self.checked,
@@ -93,6 +116,8 @@ class AwsClients:
     ec2: Any
     service_quotas: Any
     ssm: Any
+    iam: Any = None  # global: the account's service-linked roles
+    sts: Any = None  # who the credentials are; None: not asked (a client built for one API)
 
     @classmethod
     def for_region(cls, region: str, session: Any = None) -> AwsClients:
@@ -103,6 +128,8 @@ class AwsClients:
             session.client("ec2", region_name=region),
             session.client("service-quotas", region_name=region),
             session.client("ssm", region_name=region),
+            iam=session.client("iam", region_name=region),
+            sts=session.client("sts", region_name=region),
         )
 
 
@@ -115,42 +142,135 @@ def preflight(
     groups = resolved.node_groups
     for name, group in groups.items():
         report.findings += check_block_start(name, group, now)
-        report.findings += check_reservation(name, group, clients.ec2, now, report.checked)
+    if clients.sts is not None:
+        # GetCallerIdentity needs no permission: when it fails the credentials are missing or invalid, and
+        # that is said once instead of as a missing permission on every check.
+        answer, failure = call_aws(clients.sts.get_caller_identity)
+        if failure is not None:
+            report.findings.append(Finding("aws", failure, CREDENTIALS_FIX, "unchecked"))
+            return report
+        report.identity = str(answer.get("Arn", ""))
+    report.findings += check_reservations(groups, clients.ec2, now, report.checked)
+    for name, group in groups.items():
         report.findings += check_image(name, group, clients, report.checked)
     report.findings += check_quotas(groups, clients, report.checked, resolved.spec.name)
+    if clients.iam is not None:
+        report.findings += check_autoscaling_role(resolved, clients.iam, report.checked)
     return report
 
+
+# --- the key policy's principals ---------------------------------------------------------------------------
+
+
+def check_autoscaling_role(resolved: ResolvedSpec, iam: Any, checked: list[str]) -> list[Finding]:
+    """The cluster key's policy names EC2 Auto Scaling's service-linked role, which KMS requires to exist
+    (MalformedPolicyDocumentException otherwise): with `existing` it must be there; with `create` it must not be
+    there already, unless this stack made it (its gpuforge:cluster tag), or CreateServiceLinkedRole fails."""
+    path = "cluster.placement.autoscaling_service_linked_role"
+    mode = getattr(resolved.spec.placement, "autoscaling_service_linked_role", "create")
+    role_path = load_aws_wiring().service_linked_roles["autoscaling"].path
+    role_name = role_path.rsplit("/", 1)[-1]
+    answer, failure = call_aws(lambda: iam.get_role(RoleName=role_name))
+    if failure is not None and not failure.startswith("NoSuchEntity"):
+        return [Finding(path, f"could not read the role {role_name}: {failure}",
+                        "allow iam:GetRole to the deployer, or check the role in the IAM console", "unchecked")]
+    checked.append(f"IAM role {role_name}")
+    exists = answer is not None
+    if mode == "existing" and not exists:
+        return [Finding(path, f"existing: this account has no {role_name}, which the cluster key's policy names "
+                        "(KMS refuses the key: MalformedPolicyDocumentException)",
+                        "set autoscaling_service_linked_role: create, or run `aws iam create-service-linked-role "
+                        "--aws-service-name autoscaling.amazonaws.com` once for the account")]
+    if mode == "create" and exists:
+        tags = {t["Key"]: t["Value"] for t in (answer.get("Role", {}).get("Tags") or [])}
+        if tags.get(CLUSTER_TAG) != resolved.spec.name:
+            owner = tags.get(CLUSTER_TAG)
+            return [Finding(path, f"create: {role_name} exists already in this account"
+                            + (f" (created by the stack of cluster {owner})" if owner else "")
+                            + "; CreateServiceLinkedRole would fail",
+                            "set autoscaling_service_linked_role: existing (the key's policy names the role as it "
+                            "is), or adopt it with `pulumi import aws:iam/serviceLinkedRole:ServiceLinkedRole "
+                            f"<cluster>-autoscaling-role arn:aws:iam::<account>:role/{role_path}`")]
+    return []
+
+
+CREDENTIALS_FIX = (
+    "sign in first (aws configure, aws sso login, or AWS_PROFILE / AWS_ACCESS_KEY_ID for the account that "
+    "deploys), then rerun"
+)
 
 # --- reservations and blocks -------------------------------------------------------------------------------
 
 
-def check_reservation(
-    name: str, group: ResolvedNodeGroup, ec2: Any, now: datetime, checked: list[str]
+def check_reservations(
+    groups: dict[str, ResolvedNodeGroup], ec2: Any, now: datetime, checked: list[str]
 ) -> list[Finding]:
-    spec = group.spec
-    capacity = spec.capacity
-    if capacity.type not in ("capacity_reservation", "capacity_block"):
-        return []
-    path = f"cluster.node_groups[{name}]"
-    rid = capacity.reservation_id
+    """Each reservation or Capacity Block once, against every group that launches into it: its type, AZ,
+    state and window per group, and the groups' count + spares together against its size."""
+    sharing: dict[str, dict[str, ResolvedNodeGroup]] = {}
+    for name, group in groups.items():
+        if group.spec.capacity.type in ("capacity_reservation", "capacity_block"):
+            sharing.setdefault(group.spec.capacity.reservation_id, {})[name] = group
+    findings: list[Finding] = []
+    for rid, members in sharing.items():
+        findings += _check_reservation(rid, members, ec2, now, checked)
+    return findings
+
+
+def _check_reservation(
+    rid: str, members: dict[str, ResolvedNodeGroup], ec2: Any, now: datetime, checked: list[str]
+) -> list[Finding]:
+    path = f"cluster.node_groups[{next(iter(members))}].capacity.reservation_id"
     answer, failure = call_aws(lambda: ec2.describe_capacity_reservations(CapacityReservationIds=[rid]))
     if failure is not None:
         if failure.startswith("InvalidCapacityReservationId"):
             return [
                 Finding(
-                    f"{path}.capacity.reservation_id",
+                    path,
                     f"{rid} does not exist in {_region(ec2)} ({failure})",
                     "name a reservation of this account and region (aws ec2 describe-capacity-reservations)",
                 )
             ]
-        return [Finding(f"{path}.capacity.reservation_id", f"could not read {rid}: {failure}",
+        return [Finding(path, f"could not read {rid}: {failure}",
                         "grant ec2:DescribeCapacityReservations to the deployer, then rerun", "unchecked")]
     found = (answer or {}).get("CapacityReservations") or []
     if not found:
-        return [Finding(f"{path}.capacity.reservation_id", f"{rid} was not returned by AWS",
-                        "name a reservation of this account and region")]
-    checked.append(f"reservation {rid} ({name})")
-    return _reservation_findings(path, group, found[0], now)
+        return [Finding(path, f"{rid} was not returned by AWS", "name a reservation of this account and region")]
+    checked.append(f"reservation {rid} ({', '.join(members)})")
+    findings: list[Finding] = []
+    for name, group in members.items():
+        findings += _reservation_findings(f"cluster.node_groups[{name}]", group, found[0], now)
+    return findings + _reservation_size(rid, members, found[0])
+
+
+def _reservation_size(rid: str, members: dict[str, ResolvedNodeGroup], cr: dict[str, Any]) -> list[Finding]:
+    total = int(cr.get("TotalInstanceCount") or 0)
+    last = f"cluster.node_groups[{list(members)[-1]}]"
+    findings: list[Finding] = []
+    stated: set[int] = {
+        count for g in members.values() if (count := getattr(g.spec.capacity, "instance_count", None)) is not None
+    }
+    if total and stated and stated != {total}:
+        findings.append(Finding(
+            f"{last}.capacity.instance_count",
+            f"the spec says {rid} holds {', '.join(map(str, sorted(stated)))} instances, AWS says {total}",
+            f"set capacity.instance_count: {total}",
+        ))
+    planned = sum(g.spec.total_nodes for g in members.values())
+    if not total or planned <= total:
+        return findings
+    if len(members) == 1:
+        spec = next(iter(members.values())).spec
+        what = f"count + spares ({spec.count} + {spec.spares} = {planned})"
+    else:
+        parts = " + ".join(f"{n} {g.spec.count}+{g.spec.spares}" for n, g in members.items())
+        what = f"count + spares of the groups on it ({parts} = {planned})"
+    return [*findings, Finding(
+        f"{last}.count",
+        f"{what} exceed {rid}'s {total} instances",
+        f"lower count + spares to {total}, or grow the reservation (aws ec2 modify-capacity-reservation "
+        f"--capacity-reservation-id {rid} --instance-count {planned})",
+    )]
 
 
 def _reservation_findings(path: str, group: ResolvedNodeGroup, cr: dict[str, Any], now: datetime) -> list[Finding]:
@@ -172,14 +292,6 @@ def _reservation_findings(path: str, group: ResolvedNodeGroup, cr: dict[str, Any
             f"{path}.availability_zone",
             f"{rid} is in {az}, the group is pinned to {spec.availability_zone}",
             f"set availability_zone: {az}",
-        ))
-    total = int(cr.get("TotalInstanceCount") or 0)
-    if total and spec.total_nodes > total:
-        findings.append(Finding(
-            f"{path}.count",
-            f"count + spares ({spec.count} + {spec.spares} = {spec.total_nodes}) exceed {rid}'s {total} instances",
-            f"lower count + spares to {total}, or grow the reservation (aws ec2 modify-capacity-reservation "
-            f"--capacity-reservation-id {rid} --instance-count {spec.total_nodes})",
         ))
     state = str(cr.get("State") or "")
     usable = USABLE_STATES | (UPCOMING_BLOCK_STATES if block else set())

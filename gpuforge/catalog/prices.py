@@ -62,12 +62,17 @@ class PriceTable(BaseModel):
     hours_per_month: float = 730
     discount_fraction: float = Field(default=0.0, ge=0, lt=1)
     instances: dict[str, InstancePrice] = Field(default_factory=dict)
+    rds_instances: dict[str, InstancePrice] = Field(default_factory=dict)  # by DB instance class, Single-AZ
     fsx_lustre: dict[str, LustrePrice] = Field(default_factory=dict)
     s3_standard: StoragePrice | None = None
     not_counted: tuple[str, ...] = ()
+    billed_not_priced: dict[str, str] = Field(default_factory=dict)  # resource type -> what AWS bills for it
 
     def instance(self, instance_type: str) -> InstancePrice | None:
         return self.instances.get(instance_type)
+
+    def database(self, instance_class: str) -> InstancePrice | None:
+        return self.rds_instances.get(instance_class)
 
     def lustre(self, deployment_type: str, per_unit_throughput: int | None) -> StoragePrice | None:
         entry = self.fsx_lustre.get(deployment_type)

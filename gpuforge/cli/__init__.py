@@ -13,14 +13,18 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
-from gpuforge.cli import metal, nodes, preflight, render, review
+from gpuforge.cli import day_two, metal, nodes, preflight, render, review
+from gpuforge.cli.common import cannot_write, fail, write_output
 from gpuforge.console import err, out
 from gpuforge.spec import SpecError
+
+if TYPE_CHECKING:
+    from gpuforge.plan.policy_check import PolicyReport
 
 app = typer.Typer(
     help="Infrastructure as code for AI training clusters.\n\n"
@@ -53,29 +57,41 @@ def main(
     """Infrastructure as code for AI training clusters."""
 
 
-def fail(error: SpecError) -> NoReturn:
-    err.print("[bold red]invalid spec[/]: " + escape(error.report()), highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
-
-
 @app.command()
 def validate(
     stack: StackArg,
     json_out: Annotated[
-        bool, typer.Option("--json", help="Print {valid, stack, problems: [{path, message, fix, line}]} on stdout.")
+        bool,
+        typer.Option(
+            "--json",
+            help="Print {valid, deploys, stack, problems: [{path, message, fix, line}], policies: [...]} on stdout.",
+        ),
+    ] = False,
+    spec_only: Annotated[
+        bool,
+        typer.Option(
+            "--spec-only", help="Check the file and spec only, without evaluating the program or the policy packs."
+        ),
     ] = False,
 ) -> None:
-    """Validate a stack: the cluster spec (models and catalog), its gpuforge:policy settings, and its
-    waivers (expired, or matching no resource of the offline plan). Exit 0 valid, 2 not."""
+    """Will this stack deploy? Checks the stack file, the cluster spec (models and catalog), its
+    gpuforge:policy settings and waivers, that no secret is in clear text anywhere in the file (by key or
+    by shape), then evaluates the program offline and runs the policy packs, as `pulumi preview
+    --policy-pack` would. Every problem at once, no secret quoted. Exit 0 when it deploys, 1 when a
+    mandatory policy blocks it, 2 when the spec is invalid. `gpuforge plan STACK` runs the same checks and
+    prints the whole plan."""
     from datetime import date
 
+    from gpuforge.plan.policy_check import check_plan
+    from gpuforge.plan.secrets import stack_secrets
     from gpuforge.plan.stacks import load_stack
     from gpuforge.plan.validation import check_stack, waiver_issues
 
+    report: PolicyReport | None = None
     try:
         stack_file = load_stack(stack)
         checked = check_stack(stack_file)
-        if checked.settings.policy.waivers:
+        if not spec_only:
             from gpuforge.plan.engine import run_program
             from gpuforge.plan.stacks import project_of
 
@@ -83,27 +99,72 @@ def validate(
             issues = waiver_issues(checked.settings, resources, date.today())
             if issues:
                 raise SpecError(issues, str(stack_file.path))
+            report = check_plan(resources, stack_file.config, str(stack_file.path))
+        unset = [s for s in stack_secrets(checked.resolved, stack_file.config) if s.state != "set"]
     except SpecError as error:
         if json_out:
-            sys.stdout.write(json.dumps(_validation_json(str(stack), error)) + "\n")
+            sys.stdout.write(json.dumps(_validation_json(str(stack), error, None)) + "\n")
             raise typer.Exit(2) from None
         fail(error)
+    blocked = report is not None and report.blocking
     if json_out:
-        sys.stdout.write(json.dumps(_validation_json(str(stack_file.path), None)) + "\n")
-        return
+        document = _validation_json(str(stack_file.path), None, report)
+        document["secrets_unset"] = [secret.to_json(stack_file.name) for secret in unset]
+        sys.stdout.write(json.dumps(document) + "\n")
+        raise typer.Exit(1 if blocked else 0)
     resolved = checked.resolved
     groups = ", ".join(
         f"{n} ({g.spec.nodes_text if g.spec.is_elastic else g.spec.count}x {g.spec.instance_type})"
         for n, g in resolved.node_groups.items()
     )
     hosts = f"{len(resolved.site.hosts)} site hosts" if resolved.site is not None else ""
-    out.print(f"[green]valid[/]: {escape(str(stack_file.path))} — {escape(', '.join(p for p in (groups, hosts) if p))}")
+    out.print(
+        f"[green]spec valid[/]: {escape(str(stack_file.path))} — {escape(', '.join(p for p in (groups, hosts) if p))}"
+    )
+    for secret in unset:  # `pulumi up` fails without them; the offline checks read a placeholder
+        out.print(
+            f"[yellow]before up[/]: {escape(secret.config_key)} is {secret.state} in the stack file "
+            f"({escape(secret.used_by)}): {escape(secret.command(stack_file.name))}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if report is None:
+        out.print(
+            f"policy packs not run (--spec-only): `gpuforge validate {escape(stack)}` without it says whether it "
+            "deploys",
+            highlight=False,
+        )
+        return
+    _print_policy_verdict(report, stack, secrets_unset=len(unset))
+    if blocked:
+        raise typer.Exit(1)
 
 
-def _validation_json(stack: str, error: SpecError | None) -> dict[str, object]:
+def _print_policy_verdict(report: PolicyReport, stack: str, secrets_unset: int) -> None:
+    counts = ", ".join(f"{len(report.by_level(level))} {level}" for level in ("mandatory", "advisory", "waived"))
+    out.print(f"policies ({escape(report.environment)}): {report.rules_run} rules, {counts}", highlight=False)
+    for finding in report.by_level("mandatory"):
+        out.print(f"  [red]{escape(finding.rule)}[/] {escape(finding.message)}", highlight=False, soft_wrap=True)
+    if report.blocking:
+        rules = ", ".join(sorted(report.rule_ids("mandatory")))
+        err.print(f"[bold red]blocked[/]: mandatory policy violations ({escape(rules)})", highlight=False)
+    else:
+        advisory = len(report.by_level("advisory"))
+        listed = f" ({advisory} advisory: `gpuforge plan {escape(stack)}` lists them)" if advisory else ""
+        then = f", once the {secrets_unset} secret(s) above are set" if secrets_unset else ""
+        out.print(f"[green]deploys[/]: no mandatory policy blocks it{then}{listed}", highlight=False)
+
+
+def _validation_json(stack: str, error: SpecError | None, report: PolicyReport | None) -> dict[str, object]:
     problems = [asdict(issue) for issue in error.issues] if error is not None else []
-    return {"valid": error is None, "stack": error.source if error is not None and error.source else stack,
-            "problems": problems}
+    return {
+        "valid": error is None,
+        # None: not known (--spec-only); false: an invalid spec or a mandatory policy blocks it
+        "deploys": False if error is not None else (None if report is None else not report.blocking),
+        "stack": error.source if error is not None and error.source else stack,
+        "problems": problems,
+        "policies": [finding.to_json() for finding in report.findings] if report is not None else None,
+    }
 
 
 @app.command()
@@ -126,11 +187,9 @@ def plan(
         raise typer.Exit(1 if result.policy is not None and result.policy.blocking else 0)
     out.print(console_plan(result, tree=tree))
     if json_file is not None:
-        json_file.write_text(json.dumps(result.to_json(), indent=2) + "\n")
-        out.print(f"wrote {json_file}")
+        write_output(json_file, json.dumps(result.to_json(), indent=2) + "\n")
     if markdown is not None:
-        markdown.write_text(markdown_plan(result))
-        out.print(f"wrote {markdown}")
+        write_output(markdown, markdown_plan(result))
     if result.policy is not None and result.policy.blocking:
         rules = ", ".join(sorted(result.policy.rule_ids("mandatory")))
         err.print(f"[bold red]blocked[/]: mandatory policy violations ({escape(rules)})", highlight=False)
@@ -161,7 +220,7 @@ def schema(
     if output is None:
         sys.stdout.write(text)
     else:
-        output.write_text(text)
+        write_output(output, text, announce=False)
 
 
 DEPLOY_ORDER = {"dev": 0, "staging": 1, "prod": 2}
@@ -171,7 +230,7 @@ DEPLOY_ORDER = {"dev": 0, "staging": 1, "prod": 2}
 def stacks(
     json_out: Annotated[bool, typer.Option("--json", help="One JSON object per stack (a CI matrix).")] = False,
 ) -> None:
-    """List the project's stacks (Pulumi.<stack>.yaml in its stackConfigDir) in deploy order (dev,
+    """List the project's stacks (`Pulumi.<stack>.yaml` in its stackConfigDir) in deploy order (dev,
     staging, prod): placement, region and environment, read from each stack file without planning it."""
     from gpuforge.plan.stacks import find_project, stack_summary
 
@@ -202,7 +261,10 @@ def init(
     it was installed (an index pin, a VCS commit, or the wheel, copied into wheels/). Existing files are kept."""
     from gpuforge.scaffold import scaffold
 
-    done = scaffold(directory, name)
+    try:
+        done = scaffold(directory, name)
+    except OSError as exc:
+        cannot_write(directory, exc)
     for relative in done.written:
         out.print(f"[green]wrote[/] {escape(str(directory / relative))}", highlight=False)
     for relative in done.kept:
@@ -220,6 +282,7 @@ def init(
 review.register(app)  # diff, preview, up, destroy, outputs
 nodes.register(app)  # inventory, bake, check
 preflight.register(app)  # preflight
+day_two.register(app)  # status, ssh
 app.add_typer(render.app, name="render")  # render slurm, render monitoring
 app.add_typer(metal.app, name="metal")  # metal inventory, check, power, boot (Redfish)
 

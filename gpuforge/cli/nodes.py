@@ -40,7 +40,7 @@ InventoryOpt = Annotated[
         "--inventory",
         "-i",
         help="Extra inventory (hosts file, directory or aws_ec2 plugin config) merged over the stack's "
-        "groups and variables; repeatable. Put hosts in ng_<group> (see gpuforge inventory STACK).",
+        "groups and variables; repeatable. Put hosts in `ng_<group>` (see `gpuforge inventory STACK`).",
     ),
 ]
 UserOpt = Annotated[str | None, typer.Option("--user", "-u", help="SSH user (ansible --user).")]

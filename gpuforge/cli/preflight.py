@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
+from gpuforge.cli.common import fail
 from gpuforge.console import err, out
 from gpuforge.spec import SpecError
+
+if TYPE_CHECKING:  # botocore loads only when preflight runs, not on every command
+    from gpuforge.preflight import PreflightReport
 
 
 def preflight(
@@ -21,28 +25,42 @@ def preflight(
     ] = False,
 ) -> None:
     """Check the stack against AWS with your credentials: reservations and Capacity Blocks (type, AZ,
-    size, state, window), the On-Demand vCPU quota per instance family, and each group's AMI in the
-    region. Exit 0 when nothing would fail, 1 on a finding, 2 for a spec error."""
+    state, window, and the size against every group launching into one), the On-Demand vCPU quota per
+    instance family, each group's AMI in the region, and the account's Auto Scaling service-linked role the
+    cluster key names. A check AWS does not answer is listed as unchecked. Exit 0 when nothing would fail,
+    1 on a finding or when nothing could be checked (no credentials, or none of the permissions: said once),
+    2 for a spec error."""
     from gpuforge.preflight import preflight_stack
 
     try:
         report = preflight_stack(stack)
     except SpecError as error:
-        err.print(escape(error.report()))
-        raise typer.Exit(2) from None
+        fail(error)
     if json_out:
         sys.stdout.write(json.dumps(report.to_json()) + "\n")
     else:
         for finding in report.problems:
             out.print(f"[red]problem[/] {escape(str(finding))}", highlight=False)
-        for finding in report.unchecked:
-            out.print(f"[yellow]unchecked[/] {escape(str(finding))}", highlight=False)
+        if report.identity or report.checked:
+            for finding in report.unchecked:
+                out.print(f"[yellow]unchecked[/] {escape(str(finding))}", highlight=False)
         for line in report.checked:
             out.print(f"[green]checked[/] {escape(line)}", highlight=False)
-        verdict = "[green]ok[/]" if not report.problems else f"[red]{len(report.problems)} problem(s)[/]"
-        out.print(f"preflight {escape(report.stack)} ({escape(report.region or 'no region')}): {verdict}")
-    if report.problems:
+        out.print(f"preflight {escape(report.stack)} ({escape(report.region or 'no region')}): {_verdict(report)}",
+                  highlight=False)
+    if not report.ok:
         raise typer.Exit(1)
+
+
+def _verdict(report: PreflightReport) -> str:
+    if report.problems:
+        return f"[red]{len(report.problems)} problem(s)[/]"
+    reason = report.nothing_checked
+    if reason is not None:
+        fix = f"; fix: {report.unchecked[0].fix}" if not report.identity else ""
+        return f"[red]nothing checked[/]: {escape(reason)}{escape(fix)}"
+    unchecked = f", {len(report.unchecked)} unchecked" if report.unchecked else ""
+    return f"[green]ok[/] ({len(report.checked)} checked{unchecked})"
 
 
 def pin_images(
@@ -58,8 +76,7 @@ def pin_images(
     try:
         pins = pin_stack(stack, dry_run=dry_run)
     except SpecError as error:
-        err.print(escape(error.report()))
-        raise typer.Exit(2) from None
+        fail(error)
     except PinError as error:
         err.print(f"[red]nothing pinned[/]\n{escape(str(error))}", highlight=False)
         raise typer.Exit(1) from None

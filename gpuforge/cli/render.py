@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from gpuforge.cli.common import fail, write_output
 from gpuforge.console import err, out
 from gpuforge.spec import SpecError
 
@@ -24,11 +25,6 @@ StackArg = Annotated[
 ]
 
 
-def _invalid(error: SpecError) -> typer.Exit:
-    err.print("[bold red]invalid spec[/]: " + escape(error.report()), highlight=False, soft_wrap=True)
-    return typer.Exit(2)
-
-
 @app.command()
 def monitoring(
     stack: StackArg,
@@ -37,26 +33,27 @@ def monitoring(
     ] = None,
 ) -> None:
     """The Prometheus configuration, rules (or PrometheusRule objects) and Alertmanager routes a stack gets.
-    Receiver secrets show as the files Alertmanager reads and the Pulumi config keys that fill them."""
+    Receiver secrets show as the files Alertmanager reads and the Pulumi config keys that fill them; alerts
+    whose series the stack's hardware, exporters or scheduler do not produce are listed as left out, with why."""
     from gpuforge.plan.stacks import load_stack
+    from gpuforge.plan.validation import check_stack
     from gpuforge.render.monitoring import render_monitoring
-    from gpuforge.spec import resolve
 
     try:
         stack_file = load_stack(stack)
-        resolved = resolve(stack_file.cluster, str(stack_file.path))
+        resolved = check_stack(stack_file).resolved
     except SpecError as error:
-        raise _invalid(error) from None
+        fail(error)
     if resolved.spec.monitoring is None:
         err.print(f"[bold red]error[/]: {escape(stack)} declares no monitoring section (see docs/monitoring.md)")
         raise typer.Exit(2)
     bundle = render_monitoring(resolved)
+    left_out = "".join(f"# {alert}: {why}\n" for alert, why in bundle.left_out.items())
     if output is not None:
         for name, text in bundle.files.items():
-            target = output / name.lstrip("/")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
-            out.print(f"wrote {target}")
+            write_output(output / name.lstrip("/"), text)
+        if left_out:
+            write_output(output / "left-out.txt", left_out)  # alerts this stack does not get, and why
         return
     grafana = [name for name in bundle.files if "grafana" in name or name.endswith("dashboards.yaml")]
     for name, text in bundle.files.items():
@@ -64,6 +61,8 @@ def monitoring(
             sys.stdout.write(f"# --- {name}\n{text}")
     sys.stdout.write("# --- Grafana dashboards and provisioning (written with --output)\n")
     sys.stdout.writelines(f"# {name}\n" for name in grafana)
+    if left_out:
+        sys.stdout.write("# --- alerts left out: the series they read do not exist on this stack\n" + left_out)
     if bundle.secret_keys:
         sys.stdout.write("# --- secrets (the alertmanager role's files or a Kubernetes Secret's keys; never values)\n")
         for path, key in bundle.secret_keys.items():
@@ -87,15 +86,15 @@ def slurm(
     job_container.conf, topology.conf, cli_filter.lua (hybrid), and /etc/default/slurmd per node group
     (docs/slurm.md)."""
     from gpuforge.plan.stacks import load_stack
+    from gpuforge.plan.validation import check_stack
     from gpuforge.render.slurm import SlurmRenderError, render_slurm, slurm_config
-    from gpuforge.spec import resolve
 
     try:
         stack_file = load_stack(stack)
-        resolved = resolve(stack_file.cluster, str(stack_file.path))
+        resolved = check_stack(stack_file).resolved
         files = render_slurm(slurm_config(resolved, stand_in_gpus=stand_in_gpus))
     except SpecError as error:
-        raise _invalid(error) from None
+        fail(error)
     except SlurmRenderError as error:
         err.print(f"[bold red]error[/]: {escape(str(error))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
@@ -105,9 +104,8 @@ def slurm(
         raise typer.Exit(2)
     chosen = {name: text for name, text in files.items() if not file or name in file}
     if output is not None:
-        output.mkdir(parents=True, exist_ok=True)
         for name, text in chosen.items():
-            (output / name).write_text(text)
+            write_output(output / name, text, announce=False)
         out.print(f"wrote {len(chosen)} files to {output}")
         return
     for name, text in chosen.items():

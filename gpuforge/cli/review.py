@@ -12,6 +12,7 @@ import typer
 from rich.markdown import Markdown
 from rich.markup import escape
 
+from gpuforge.cli.common import write_output
 from gpuforge.console import err, out
 
 StackArg = Annotated[str, typer.Argument(help="A stack name in stacks/ (dev, prod, ...).", show_default=False)]
@@ -28,9 +29,18 @@ def diff(
     fail_on_data_loss: Annotated[
         bool, typer.Option(help="Exit 1 when the change deletes or replaces a bucket, file system or key.")
     ] = False,
+    fail_on_compute_loss: Annotated[
+        bool,
+        typer.Option(
+            help="Exit 1 when the change terminates nodes outright (a node group deleted or replaced, an instance "
+            "type changed), not when nodes roll through their group's update strategy."
+        ),
+    ] = False,
 ) -> None:
     """GPU-aware diff of two plans: resources created/updated/replaced/deleted, GPUs and nodes, nodes
-    that roll, power and cost deltas, storage, policy results, and data-loss warnings."""
+    that roll or are terminated, power and cost deltas, storage, policy results, and data-loss warnings.
+    Exit 0, or 1 with --fail-on-data-loss / --fail-on-compute-loss when the change does that; 2 when a
+    side cannot be read."""
     from gpuforge.review.diff import DiffError, diff_plans, load_side, render_markdown
 
     try:
@@ -48,13 +58,16 @@ def diff(
     else:
         out.print(Markdown(text))
         if json_file is not None:
-            json_file.write_text(json.dumps(result.to_json(), indent=2) + "\n")
-            out.print(f"wrote {json_file}")
+            write_output(json_file, json.dumps(result.to_json(), indent=2) + "\n")
     if markdown is not None:
-        markdown.write_text(text)
-        if json_file is None or str(json_file) != "-":
-            out.print(f"wrote {markdown}")
+        write_output(markdown, text, announce=json_file is None or str(json_file) != "-")
     if fail_on_data_loss and result.risks:
+        raise typer.Exit(1)
+    if fail_on_compute_loss and result.nodes_terminated:
+        err.print(
+            f"[bold red]compute loss[/]: {result.nodes_terminated} nodes ({result.gpus_terminated} GPUs) terminated",
+            highlight=False,
+        )
         raise typer.Exit(1)
 
 

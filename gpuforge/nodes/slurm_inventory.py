@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuforge.plan.stacks import find_stack, load_stack
+from gpuforge.plan.validation import check_stack
 from gpuforge.render.slurm import slurm_config
-from gpuforge.spec import SpecError, resolve
+from gpuforge.spec import SpecError
 
 # Stack output hybrid.burst.scaler (gpuforge/infra/hybrid/placement.py) -> the lifecycle configuration's keys.
 SCALER_ARNS = {"trustAnchorArn": "trust_anchor_arn", "profileArn": "profile_arn", "roleArn": "role_arn"}
@@ -34,7 +35,7 @@ def slurm_inventory(stack: str, outputs: Mapping[str, Any], group_name: Any) -> 
     except SpecError:
         return {}, {}  # an inventory from outputs alone (no stack file): no spec to render Slurm from
     stack_file = load_stack(stack)
-    resolved = resolve(stack_file.cluster, str(stack_file.path))
+    resolved = check_stack(stack_file).resolved  # the spec, and no clear-text secret, before anything is printed
     if resolved.scheduler is None:
         return {}, {}
     config = slurm_config(resolved)

@@ -6,6 +6,7 @@ Works on plan resources or their JSON form alike (anything with type, name and i
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -16,17 +17,27 @@ NODE_GROUP = "gpuforge:aws:GpuNodeGroup"
 LUSTRE = "gpuforge:aws:LustreFileSystem"
 OBJECT_STORE = "gpuforge:aws:ObjectStore"
 CLUSTER = "gpuforge:index:TrainingCluster"
+INSTANCE = "aws:ec2/instance:Instance"  # single instances: Slurm controllers, the bastion
+DATABASE = "aws:rds/instance:Instance"  # Slurm accounting (slurmdbd's MariaDB)
+EFS = "aws:efs/fileSystem:FileSystem"  # /home and the controllers' state: billed per GB stored
 GIB_TO_GB = 1.073741824  # FSx capacity is provisioned in GiB and priced per GB-month
+# Billed by what they hold, which the plan cannot know: listed with their rate, never in the total.
+SIZE_UNKNOWN = ("bucket", "efs")
 
 
 @dataclass(frozen=True)
 class CostLine:
-    kind: str  # node_group | file_system | bucket
+    kind: str  # node_group | instance | database | file_system | efs | bucket
     name: str
     detail: str
-    monthly_usd: float | None  # None: not priced (no row in the table, or size unknown)
+    monthly_usd: float | None  # None: not priced (no row in the table, or size unknown); elastic: at its max
     basis: str
     verified: bool
+    monthly_min_usd: float | None = None  # an elastic group at its min (None: a fixed size, monthly_usd)
+
+    @property
+    def floor(self) -> float | None:
+        return self.monthly_min_usd if self.monthly_min_usd is not None else self.monthly_usd
 
 
 @dataclass
@@ -38,16 +49,26 @@ class CostEstimate:
     lines: list[CostLine] = field(default_factory=list)
     not_counted: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    not_priced_resources: list[str] = field(default_factory=list)  # declared, billed, no price: "2 x NAT ..."
 
     @property
     def total(self) -> float:
-        """The priced lines only: see `unpriced` for what it leaves out."""
+        """The priced lines, elastic groups at their max: see `unpriced` for what it leaves out."""
         return round(sum(line.monthly_usd or 0.0 for line in self.lines), 2)
 
     @property
+    def total_min(self) -> float:
+        """The same with elastic groups at their min (what runs while the queue is empty)."""
+        return round(sum(line.floor or 0.0 for line in self.lines), 2)
+
+    @property
     def unpriced(self) -> list[str]:
-        """Node groups and file systems the table has no price for (buckets: size unknown)."""
-        return [line.name for line in self.lines if line.monthly_usd is None and line.kind != "bucket"]
+        """What the plan declares and the table has no price for (size-unknown storage is listed apart)."""
+        return [line.name for line in self.lines if line.monthly_usd is None and line.kind not in SIZE_UNKNOWN]
+
+    @property
+    def size_unknown(self) -> list[str]:
+        return [line.name for line in self.lines if line.kind in SIZE_UNKNOWN]
 
     @property
     def caveats(self) -> list[str]:
@@ -64,14 +85,17 @@ class CostEstimate:
     def to_json(self) -> dict[str, Any]:
         return {
             "total_monthly_usd": self.total,
+            "total_min_monthly_usd": self.total_min,
             "region": self.region,
             "price_region": self.price_region,
             "currency": self.currency,
             "discount_fraction": self.discount_fraction,
             "lines": [asdict(line) for line in self.lines],
             "not_counted": self.not_counted,
+            "not_priced_resources": self.not_priced_resources,
             "warnings": self.warnings,
             "unpriced": self.unpriced,
+            "size_unknown": self.size_unknown,
             "caveats": self.caveats,
         }
 
@@ -81,8 +105,10 @@ def _field(resource: Any, name: str) -> Any:
 
 
 def estimate_cost(resources: Iterable[Any], prices: PriceTable) -> CostEstimate:
-    """Per node group (count + spares, every hour of the month), per file system (provisioned
-    capacity) and per bucket (contents unknown: listed, not priced)."""
+    """Every resource the plan declares that AWS bills by the hour or by size: per node group (count +
+    spares every hour of the month; an elastic group from its min to its max), per single instance
+    (controllers, bastion), per database, per Lustre file system (provisioned capacity); EFS and
+    buckets are billed by what they hold, unknown to the plan: listed with their rate, not priced."""
     items = [(str(_field(r, "type")), str(_field(r, "name")), dict(_field(r, "inputs") or {})) for r in resources]
     cluster = next((inputs for type_, _, inputs in items if type_ == CLUSTER), {})
     region = cluster.get("region")
@@ -103,6 +129,14 @@ def estimate_cost(resources: Iterable[Any], prices: PriceTable) -> CostEstimate:
             estimate.lines.append(_node_group_line(inputs, prices, keep))
         elif type_ == LUSTRE:
             estimate.lines.append(_lustre_line(name, inputs, prices, keep))
+        elif type_ == INSTANCE:
+            estimate.lines.append(_instance_line(name, inputs, prices, keep))
+        elif type_ == DATABASE:
+            estimate.lines.append(_database_line(name, inputs, prices, keep))
+        elif type_ == EFS:
+            estimate.lines.append(
+                CostLine("efs", name, "EFS, elastic", None, "billed per GB stored; size unknown to the plan", False)
+            )
         elif type_ == OBJECT_STORE:
             estimate.lines.append(
                 CostLine(
@@ -115,9 +149,14 @@ def estimate_cost(resources: Iterable[Any], prices: PriceTable) -> CostEstimate:
                     prices.s3_standard.verified if prices.s3_standard else False,
                 )
             )
+    declared = Counter(type_ for type_, _, _ in items if type_ in prices.billed_not_priced)
+    estimate.not_priced_resources = [
+        f"{count} x {prices.billed_not_priced[type_]}" for type_, count in sorted(declared.items())
+    ]
     if estimate.unpriced:
         estimate.warnings.append(
-            f"no price for: {', '.join(estimate.unpriced)}: left out of the total (add rows under catalog.prices)"
+            f"no price for: {', '.join(estimate.unpriced)}: left out of the total (add their rows under "
+            "catalog.prices: instances, rds_instances, fsx_lustre)"
         )
     return estimate
 
@@ -128,16 +167,43 @@ def _node_group_line(inputs: dict[str, Any], prices: PriceTable, keep: float) ->
     name = str(inputs.get("nodeGroup", "?"))
     detail = f"{nodes} x {instance_type} ({inputs.get('count', 0)} + {inputs.get('spares', 0)} spare)"
     scaling = inputs.get("scaling")
-    if isinstance(scaling, dict):  # elastic: priced as if it ran its max around the clock (the worst case)
-        detail = f"{scaling.get('min', 0)}-{nodes} x {instance_type} (elastic; priced at its max of {nodes})"
+    least = int(scaling.get("min", 0)) if isinstance(scaling, dict) else None
+    if least is not None:  # elastic: min nodes run around the clock, up to max while the queue asks
+        detail = f"{least}-{nodes} x {instance_type} (elastic: {least} always, up to {nodes} while jobs wait)"
     price = prices.instance(instance_type)
     if price is None:
         return CostLine("node_group", name, detail, None, f"no on-demand price for {instance_type}", False)
     capacity = inputs.get("capacity", "on_demand")
     note = "" if capacity in ("on_demand", "capacity_reservation") else f"; {capacity} priced at on-demand"
-    monthly = round(nodes * price.hourly_usd * prices.hours_per_month * keep, 2)
+    hourly = price.hourly_usd * prices.hours_per_month * keep
     basis = f"{price.hourly_usd} USD/h x {prices.hours_per_month:g} h ({price.as_of}){note}"
-    return CostLine("node_group", name, detail, monthly, basis, price.verified)
+    floor = round(least * hourly, 2) if least is not None else None
+    return CostLine("node_group", name, detail, round(nodes * hourly, 2), basis, price.verified, floor)
+
+
+def _instance_line(name: str, inputs: dict[str, Any], prices: PriceTable, keep: float) -> CostLine:
+    instance_type = str(inputs.get("instanceType"))
+    price = prices.instance(instance_type)
+    if price is None:
+        basis = f"no on-demand price for {instance_type}"
+        return CostLine("instance", name, f"1 x {instance_type}", None, basis, False)
+    monthly = round(price.hourly_usd * prices.hours_per_month * keep, 2)
+    basis = f"{price.hourly_usd} USD/h x {prices.hours_per_month:g} h ({price.as_of})"
+    return CostLine("instance", name, f"1 x {instance_type}", monthly, basis, price.verified)
+
+
+def _database_line(name: str, inputs: dict[str, Any], prices: PriceTable, keep: float) -> CostLine:
+    """An RDS instance: the class's hourly rate, twice for Multi-AZ ("billed per DB instance-hour for both
+    the primary and standby instances", Amazon RDS User Guide, Multi-AZ DB instances), storage apart."""
+    instance_class = str(inputs.get("instanceClass"))
+    copies = 2 if inputs.get("multiAz") else 1
+    detail = f"{instance_class}{' Multi-AZ' if copies == 2 else ''}, {inputs.get('allocatedStorage', '?')} GiB"
+    price = prices.database(instance_class)
+    if price is None:
+        return CostLine("database", name, detail, None, f"no RDS price for {instance_class}", False)
+    monthly = round(copies * price.hourly_usd * prices.hours_per_month * keep, 2)
+    basis = f"{copies} x {price.hourly_usd} USD/h x {prices.hours_per_month:g} h ({price.as_of}); storage not counted"
+    return CostLine("database", name, detail, monthly, basis, price.verified)
 
 
 def _lustre_line(name: str, inputs: dict[str, Any], prices: PriceTable, keep: float) -> CostLine:

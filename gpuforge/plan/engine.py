@@ -27,6 +27,7 @@ from gpuforge.assets import ASSETS_DIR
 from gpuforge.plan.cost import estimate_cost
 from gpuforge.plan.model import COMPUTED, SECRET, Plan, PlanResource
 from gpuforge.plan.policy_check import check_plan
+from gpuforge.plan.secrets import stack_secrets
 from gpuforge.plan.stacks import Project, StackFile, load_stack, project_of
 from gpuforge.plan.summary import summarize
 from gpuforge.plan.validation import check_stack
@@ -244,4 +245,5 @@ def plan_stack(stack: str | Path, project: Project | None = None) -> Plan:
         resolved=resolved,
         cost=cost,
         policy=check_plan(resources, stack_file.config, str(stack_file.path)),
+        secrets=stack_secrets(resolved, stack_file.config),
     )

@@ -11,6 +11,7 @@ from gpuforge.render.slurm import render_slurm, slurm_config
 if TYPE_CHECKING:
     from gpuforge.plan.cost import CostEstimate
     from gpuforge.plan.policy_check import PolicyReport
+    from gpuforge.plan.secrets import StackSecret
     from gpuforge.plan.summary import Summary
     from gpuforge.spec import ResolvedSpec
 
@@ -46,6 +47,7 @@ class Plan:
     resolved: ResolvedSpec
     cost: CostEstimate | None = None
     policy: PolicyReport | None = None  # gpuforge.policy_check: the packs run on this plan
+    secrets: list[StackSecret] = field(default_factory=list)  # what `pulumi up` reads; never values
 
     def by_type(self, type_: str) -> list[PlanResource]:
         return [r for r in self.resources if r.type == type_]
@@ -65,6 +67,7 @@ class Plan:
             "summary": asdict(self.summary),
             "outputs": self.outputs,
             "cost": self.cost.to_json() if self.cost else None,
+            "secrets": [secret.to_json(self.stack) for secret in self.secrets],
             **(self.policy.to_json() if self.policy else {}),
             "rendered": self.rendered(),
             "resources": [

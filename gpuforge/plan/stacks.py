@@ -8,7 +8,7 @@ same as this one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ import yaml
 
 from gpuforge.spec import SpecError, SpecIssue
 from gpuforge.spec.loader import parse_yaml, read_stack_text
-from gpuforge.spec.secrets import clear_text_secrets
+from gpuforge.spec.secrets import ClearTextSecret, clear_text_secrets
 from gpuforge.spec.suggest import did_you_mean, suggestion
 
 CLUSTER_KEY = "gpuforge:cluster"
@@ -40,15 +40,21 @@ def find_project(start: Path | None = None) -> Project:
     for directory in (begin, *begin.parents):
         if (directory / MANIFEST).is_file():
             return _read_project(directory)
-    raise SpecError(
-        [
-            SpecIssue(
-                "project",
-                f"no {MANIFEST} in {begin} or any directory above it",
-                "run gpuforge inside your stacks repository, or create one there with `gpuforge init`",
-            )
-        ]
-    )
+    raise ProjectNotFound(begin)
+
+
+class ProjectNotFound(SpecError):
+    """No Pulumi.yaml at or above a directory: the user is outside a project, which is no spec problem
+    and is reported as what it is."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        fix = "run gpuforge inside your stacks repository, or create one there with `gpuforge init`"
+        super().__init__([SpecIssue("project", f"no {MANIFEST} at or above {directory}", fix)])
+
+    def report(self) -> str:
+        issue = self.issues[0]
+        return f"{issue.message}; fix: {issue.fix}"
 
 
 def _read_project(root: Path) -> Project:
@@ -70,6 +76,8 @@ class StackFile:
     name: str
     path: Path
     config: dict[str, Any]
+    # Clear-text secrets of the file as read: check_stack reports them beside every other problem.
+    secrets: tuple[ClearTextSecret, ...] = field(default=(), repr=False)
 
     @property
     def cluster(self) -> Any:
@@ -140,11 +148,8 @@ def stack_from_text(text: str, path: Path) -> StackFile:
             ],
             source,
         )
-    secrets = clear_text_secrets(config)
-    if secrets:
-        raise SpecError(secrets, str(path))
     name = path.name.removeprefix("Pulumi.").removesuffix(".yaml").removesuffix(".yml")
-    return StackFile(name, path, config)
+    return StackFile(name, path, config, tuple(clear_text_secrets(config)))
 
 
 def _kind(value: object) -> str:

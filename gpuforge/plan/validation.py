@@ -16,6 +16,7 @@ from gpuforge.policy.rules import REGISTRY
 from gpuforge.policy.settings import POLICY_KEY, Settings, resource_name, settings_from_config
 from gpuforge.spec import ResolvedSpec, SpecError, SpecIssue, resolve
 from gpuforge.spec.errors import with_lines
+from gpuforge.spec.secrets import withheld
 from gpuforge.spec.suggest import suggestion
 
 
@@ -27,7 +28,8 @@ class CheckedStack:
 
 
 def check_stack(stack_file: StackFile) -> CheckedStack:
-    """The spec and the policy settings, both checked; a SpecError lists every problem of both."""
+    """The spec, the policy settings and the file's clear-text secrets, all checked; a SpecError lists
+    every problem of all three."""
     source = str(stack_file.path)
     issues: list[SpecIssue] = []
     resolved = settings = None
@@ -39,9 +41,10 @@ def check_stack(stack_file: StackFile) -> CheckedStack:
         settings = settings_from_config(stack_file.config, source)
     except SpecError as error:
         issues += error.issues
-    if issues or resolved is None or settings is None:
+    if issues or stack_file.secrets or resolved is None or settings is None:
         roots = {"cluster": stack_file.config.get(CLUSTER_KEY), "policy": stack_file.config.get(POLICY_KEY)}
-        raise SpecError(with_lines(issues, roots), source)
+        # Clear-text secrets are problems like any other, reported with the rest; no message quotes one.
+        raise SpecError(with_lines(withheld(issues, list(stack_file.secrets)), roots), source)
     return CheckedStack(stack_file, resolved, settings)
 
 

@@ -23,11 +23,13 @@ from string import Template
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gpuforge.assets import MONITORING_DIR
+from gpuforge.catalog.flows import load_flows
 from gpuforge.catalog.models import DATA_DIR, AlertmanagerFacts
-from gpuforge.render.dashboards import dashboards, provisioning
+from gpuforge.render.dashboards import PROVISIONED_DATASOURCE_UID, DashboardView, dashboards, provisioning
+from gpuforge.render.exporters import SOURCES, Sources, stack_sources
 from gpuforge.render.labels import NODE_LABEL_GROUP
 from gpuforge.spec import ResolvedSpec
 from gpuforge.spec.monitoring import (
@@ -44,6 +46,7 @@ from gpuforge.spec.monitoring import (
     secret_file_name,
 )
 from gpuforge.spec.power import GroupLoad, facility_power_kw
+from gpuforge.spec.scheduler_checks import CONTROLLER_NODE_GROUP
 
 XID_FILE = DATA_DIR / "gpu_xids.yaml"
 RUNBOOK = "docs/monitoring.md"
@@ -53,10 +56,27 @@ RUNBOOK = "docs/monitoring.md"
 PROMETHEUS_DIR = "/etc/prometheus"
 GRAFANA_DASHBOARDS_DIR = "/var/lib/grafana/dashboards/gpuforge"
 GRAFANA_PROVISIONING_DIR = "/etc/grafana/provisioning"
-NODE_EXPORTER_PORT = 9100  # gpuforge/assets/playbooks/roles/node_exporter
-DCGM_EXPORTER_PORT = 9400  # gpuforge/assets/playbooks/roles/dcgm_exporter
+# The exporters' ports, as the flow model opens them (gpuforge/catalog/data/flows.yaml, with their sources).
+NODE_EXPORTER_PORT = load_flows().ports["node_exporter"].ports[0]  # playbooks/roles/node_exporter
+DCGM_EXPORTER_PORT = load_flows().ports["dcgm_exporter"].ports[0]  # playbooks/roles/dcgm_exporter
 PROMETHEUS_PORT = 9090
 ALERTMANAGER_PORT = 9093
+# What kube-prometheus-stack creates (charts/kube-prometheus-stack/values.yaml, kube-prometheus-stack-88.5.3,
+# verbatim in tests/fixtures/monitoring/): its Grafana's Prometheus data source (grafana.sidecar.datasources.uid)
+# and its node-exporter's job (the Service label prometheus-node-exporter.service.labels.jobLabel, which the
+# ServiceMonitor's jobLabel: jobLabel reads).
+KUBE_PROMETHEUS_STACK_DATASOURCE_UID = "prometheus"
+KUBE_PROMETHEUS_STACK_NODE_JOB = "node-exporter"
+# The GPU Operator's dcgm-exporter Service carries app: nvidia-dcgm-exporter; gpuforge's ServiceMonitor takes
+# the job from it (jobLabel: app).
+GPU_OPERATOR_DCGM_JOB = "nvidia-dcgm-exporter"
+# prometheus.yml's remote write URL where the stack writes to AMP: a placeholder the prometheus role fills from
+# prometheus_remote_write_url (the stack output monitoring.remoteWrite.url), with its [[ ]] delimiters.
+REMOTE_WRITE_URL_PLACEHOLDER = "[[ prometheus_remote_write_url ]]"
+# The node_group label of a site's Slurm controllers (file_sd).
+SLURM_CONTROLLER_GROUP = CONTROLLER_NODE_GROUP  # the site file_sd label and the AWS controllers' tag
+# The file each of node_textfile_collectors' scripts writes into the textfile directory, without .prom.
+TEXTFILE_COLLECTOR_FILES = ("efa", "lustre", "slurm")
 # Kubernetes service discovery's name for a node's gpuforge.dev/node-group label (label names sanitised:
 # every character outside [a-zA-Z0-9_] becomes "_").
 NODE_GROUP_META_LABEL = "__meta_kubernetes_node_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", NODE_LABEL_GROUP)
@@ -71,12 +91,21 @@ class _Data(BaseModel):
 
 class Alert(_Data):
     name: str = Field(pattern=r"^[A-Z][A-Za-z0-9]+$")
-    severity: Literal["critical", "warning"]
+    severity: Literal["critical", "warning", "none"]  # none: the Watchdog, for the dead man's switch alone
     for_: str = Field(alias="for", pattern=r"^(\d+[smh]|\$\{\w+\})$")
     summary: str
     description: str
     expr: str
     requires: str | None = None  # a parameter without which the alert is left out
+    needs: tuple[str, ...] = ()  # series sources (exporters.SOURCES) without which the alert is left out
+
+    @field_validator("needs")
+    @classmethod
+    def _known_sources(cls, needs: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = sorted(set(needs) - set(SOURCES))
+        if unknown:
+            raise ValueError(f"unknown source(s) {', '.join(unknown)}; known: {', '.join(sorted(SOURCES))}")
+        return needs
 
     @property
     def runbook(self) -> str:
@@ -91,6 +120,7 @@ class AlertGroup(_Data):
 class RecordingRule(_Data):
     record: str
     expr: str
+    needs: tuple[str, ...] = ()  # series sources (exporters.SOURCES) without which the rule is left out
 
 
 class RecordingGroup(_Data):
@@ -128,6 +158,7 @@ class GroupFacts:
 
     gpus_per_node: int
     overhead_watts: float  # node power the catalog counts beyond the GPUs' own draw
+    expected_targets: int = 0  # nodes the plan runs (count + spares, an elastic group's minimum, a pool's hosts)
 
 
 @dataclass(frozen=True)
@@ -147,6 +178,12 @@ class RuleParams:
     node_job: str = "node"
     dcgm_job: str = "dcgm"
     evaluation_interval_s: int = 30
+    sources: Sources = field(default_factory=Sources)  # default: every source (the promtool cases)
+    # The job whose targets carry node_group, counted against the plan: node_exporter's on a monitoring host;
+    # on Kubernetes dcgm-exporter's (kube-prometheus-stack's node-exporter series carry no node group).
+    group_targets_job: str = "node"
+    # Ten of the textfile collectors' 30 s timer runs (node_textfile_collectors_interval_s).
+    textfile_stale_seconds: int = 300
 
     def values(self) -> dict[str, str | None]:
         xids = sorted(critical_xids())
@@ -154,7 +191,7 @@ class RuleParams:
         budget = self.budget_kw
         return {
             "xid_critical_list": ", ".join(map(str, xids)),
-            "xid_critical_expr": " or ".join(f"DCGM_FI_DEV_XID_ERRORS == {x}" for x in xids),
+            "xid_critical_regex": "|".join(map(str, xids)),
             "job_pending_minutes": str(self.job_pending_minutes),
             "job_pending_seconds": str(self.job_pending_minutes * 60),
             "disk_full_percent": str(self.disk_full_percent),
@@ -162,9 +199,14 @@ class RuleParams:
             "lustre_mountpoint": self.lustre_mountpoint,
             "lustre_node_groups": "|".join(gpu_groups) if gpu_groups else None,
             "node_down_for": self.node_down_for,
+            "group_targets_job": self.group_targets_job,
+            "textfile_stale_seconds": str(self.textfile_stale_seconds),
+            # The files the textfile collectors write (efa.prom, lustre.prom, slurm.prom).
+            "textfile_collectors": "|".join(TEXTFILE_COLLECTOR_FILES),
             "node_job": self.node_job,
             "dcgm_job": self.dcgm_job,
             "pue": f"{self.pue:g}",
+            "evaluation_interval_s": str(self.evaluation_interval_s),
             "power_budget_kw": f"{budget:g}" if budget is not None else None,
             "power_alert_percent": f"{self.power_alert_fraction * 100:g}",
             "power_alert_kw": f"{budget * self.power_alert_fraction:g}" if budget is not None else None,
@@ -189,20 +231,27 @@ def rule_params(resolved: ResolvedSpec, monitoring: Monitoring | None = None) ->
     loads: list[GroupLoad] = []
     for name, group in resolved.node_groups.items():
         tdp = _gpu_tdp(resolved, group.instance.gpu_model) if group.gpus_per_node else 0.0
-        groups[name] = GroupFacts(group.gpus_per_node, group.node_power_kw * 1000 - tdp * group.gpus_per_node)
+        groups[name] = GroupFacts(
+            group.gpus_per_node, group.node_power_kw * 1000 - tdp * group.gpus_per_node, group.spec.min_nodes
+        )
         loads.append(GroupLoad(name, group.spec.active_nodes, group.spec.spares, group.node_power_kw))
     planned = facility_power_kw(loads, resolved.pue, spec.power.spare_draw_fraction)
     if resolved.site is not None:
         for pool, hosts in resolved.site.pools().items():
             first = hosts[0]
             tdp = _gpu_tdp(resolved, first.server.gpu_model) if first.gpus else 0.0
-            groups[pool] = GroupFacts(first.gpus, first.node_power_kw * 1000 - tdp * first.gpus)
+            groups[pool] = GroupFacts(first.gpus, first.node_power_kw * 1000 - tdp * first.gpus, len(hosts))
         planned += resolved.site.facility_kw
+        # Targets without GPUs or a power figure of their own, counted against the plan too (file_sd_targets).
+        scheduler = spec.scheduler
+        if scheduler is not None and scheduler.kind == "slurm" and scheduler.controller.hosts:
+            groups[SLURM_CONTROLLER_GROUP] = GroupFacts(0, 0.0, len(scheduler.controller.hosts))
     lustre = None
     if spec.storage.parallel_fs is not None:
         lustre = "/fsx"  # gpuforge/assets/playbooks/roles/lustre_client's default mount point for FSx
     elif spec.site is not None:
         lustre = next((m.mount_point for m in spec.site.storage.mounts.values() if m.kind == "lustre"), None)
+    sources = stack_sources(resolved)
     on_k8s = mon is not None and isinstance(mon.server, KubernetesServer)
     params = RuleParams(
         groups=groups,
@@ -210,9 +259,11 @@ def rule_params(resolved: ResolvedSpec, monitoring: Monitoring | None = None) ->
         planned_kw=round(planned, 1),
         budget_kw=power_budget_kw(spec),
         lustre_mountpoint=lustre,
-        # kube-prometheus-stack's node-exporter job; the GPU Operator's dcgm-exporter ServiceMonitor (jobLabel app)
-        node_job="node-exporter" if on_k8s else "node",
-        dcgm_job="nvidia-dcgm-exporter" if on_k8s else "dcgm",
+        node_job=KUBE_PROMETHEUS_STACK_NODE_JOB if on_k8s else "node",
+        dcgm_job=GPU_OPERATOR_DCGM_JOB if on_k8s else "dcgm",
+        group_targets_job=GPU_OPERATOR_DCGM_JOB if on_k8s else "node",
+        sources=sources,
+
     )
     if mon is None:
         return params
@@ -258,6 +309,15 @@ def rule_groups(params: RuleParams) -> list[dict[str, Any]]:
                 "labels": {"node_group": name},
             },
         ]
+        # Counted only where the group's targets are in group_targets_job: GPU groups where that is dcgm-exporter.
+        if facts.expected_targets and (params.group_targets_job == params.node_job or facts.gpus_per_node):
+            constants.append(
+                {
+                    "record": "gpuforge:node_group_expected_targets",
+                    "expr": f"vector({facts.expected_targets})",
+                    "labels": {"node_group": name},
+                }
+            )
     constants.append({"record": "cluster:power_kw:planned", "expr": f"vector({params.planned_kw:g})"})
     if params.budget_kw is not None:
         constants.append({"record": "cluster:power_kw:budget", "expr": f"vector({params.budget_kw:g})"})
@@ -268,13 +328,18 @@ def rule_groups(params: RuleParams) -> list[dict[str, Any]]:
             {
                 "name": rgroup.name,
                 "interval": interval,
-                "rules": [{"record": r.record, "expr": _fill(r.expr, values)} for r in rgroup.rules],
+                "rules": [
+                    {"record": r.record, "expr": _fill(r.expr, values)}
+                    for r in rgroup.rules
+                    if params.sources.missing(r.needs) is None
+                ],
             }
         )
+    left_out = left_out_alerts(params)
     for agroup in alert_groups():
         rules = []
         for alert in agroup.alerts:
-            if alert.requires is not None and values.get(alert.requires) is None:
+            if alert.name in left_out:
                 continue
             rules.append(
                 {
@@ -291,6 +356,21 @@ def rule_groups(params: RuleParams) -> list[dict[str, Any]]:
             )
         groups.append({"name": agroup.name, "interval": interval, "rules": rules})
     return groups
+
+
+def left_out_alerts(params: RuleParams) -> dict[str, str]:
+    """Alert -> why this stack does not get it: a source its hardware, exporters or scheduler lack, or a
+    per-stack value it does not set."""
+    values = params.values()
+    out: dict[str, str] = {}
+    for agroup in alert_groups():
+        for alert in agroup.alerts:
+            missing = params.sources.missing(alert.needs)
+            if missing is not None:
+                out[alert.name] = f"needs {missing}"
+            elif alert.requires is not None and values.get(alert.requires) is None:
+                out[alert.name] = f"needs {alert.requires}, which the stack does not set"
+    return out
 
 
 def rule_file(params: RuleParams) -> dict[str, Any]:
@@ -397,6 +477,17 @@ def file_sd_targets(resolved: ResolvedSpec) -> dict[str, list[dict[str, Any]]]:
             out["node"].append({"targets": [f"{address}:{NODE_EXPORTER_PORT}"], "labels": dict(labels)})
             if host.gpus:
                 out["dcgm"].append({"targets": [f"{address}:{DCGM_EXPORTER_PORT}"], "labels": dict(labels)})
+    # The site's Slurm controllers: node_exporter with slurm-textfile-collector (playbooks/slurm.yml), the only
+    # source of the gpuforge_slurm_* series.
+    scheduler = resolved.spec.scheduler
+    if site is not None and scheduler is not None and scheduler.kind == "slurm":
+        for name, address in sorted(scheduler.controller.hosts.items()):
+            out["node"].append(
+                {
+                    "targets": [f"{address}:{NODE_EXPORTER_PORT}"],
+                    "labels": {"instance": name, "node_group": SLURM_CONTROLLER_GROUP},
+                }
+            )
     mon = resolved.spec.monitoring
     if mon is not None and isinstance(mon.server, SiteHostServer):
         out["node"].append(
@@ -419,6 +510,10 @@ def prometheus_config(resolved: ResolvedSpec, paths: Paths | None = None) -> dic
         {"job_name": "alertmanager", "static_configs": [{"targets": [paths.alertmanager_address]}]},
     ]
     cloud = sorted(resolved.node_groups)
+    if cloud and spec.region is not None and spec.placement.kind == "aws" and resolved.scheduler is not None:
+        # The Slurm controllers carry their own gpuforge:node-group value (gpuforge/infra/aws/slurm.py): node_exporter
+        # and the Slurm collector's textfile series on them are scraped with the nodes'.
+        cloud.append(CONTROLLER_NODE_GROUP)
     if cloud and spec.region is not None:
         gpu = sorted(n for n, g in resolved.node_groups.items() if g.gpus_per_node)
         scrape.append(_ec2_job("node", NODE_EXPORTER_PORT, spec.region, spec.name, cloud, interval))
@@ -433,6 +528,15 @@ def prometheus_config(resolved: ResolvedSpec, paths: Paths | None = None) -> dic
                 scrape.append(sd)
             else:
                 existing["file_sd_configs"] = sd["file_sd_configs"]
+    remote: dict[str, Any] = {}
+    if mon is not None and mon.remote_write is not None and spec.region is not None:
+        # The workspace's URL exists once `pulumi up` made it (stack output monitoring.remoteWrite.url): the prometheus
+        # role fills it in (prometheus_remote_write_url); SigV4 signs as the node's instance role.
+        remote = {
+            "remote_write": [
+                {"url": REMOTE_WRITE_URL_PLACEHOLDER, "sigv4": {"region": spec.region}, "send_exemplars": False}
+            ]
+        }
     return {
         "global": {
             "scrape_interval": f"{interval}s",
@@ -444,7 +548,15 @@ def prometheus_config(resolved: ResolvedSpec, paths: Paths | None = None) -> dic
         "alerting": {"alertmanagers": [{"static_configs": [{"targets": [paths.alertmanager_address]}]}]},
         "rule_files": [paths.rules],
         "scrape_configs": scrape,
+        **remote,
     }
+
+
+def namespace_teams(resolved: ResolvedSpec) -> dict[str, str]:
+    """Kubernetes namespace -> the team the spec gives it (kubernetes.platform.teams)."""
+    kubernetes = resolved.spec.kubernetes
+    teams = kubernetes.platform.teams if kubernetes is not None else {}
+    return {team.namespace_for(name): name for name, team in teams.items()}
 
 
 def kubernetes_monitors(resolved: ResolvedSpec, server: KubernetesServer) -> list[dict[str, Any]]:
@@ -475,6 +587,18 @@ def kubernetes_monitors(resolved: ResolvedSpec, server: KubernetesServer) -> lis
                             {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "instance"},
                             {"sourceLabels": [NODE_GROUP_META_LABEL], "targetLabel": "node_group"},
                         ],
+                        # A GPU a pod holds carries the pod's namespace (dcgm-exporter's Kubernetes mode; exported_
+                        # because the target's own namespace label is gpu-operator's): its team, from the spec,
+                        # on every series, so alerts carry it and route to the team's receiver.
+                        "metricRelabelings": [
+                            {
+                                "sourceLabels": ["exported_namespace"],
+                                "regex": re.escape(namespace),
+                                "targetLabel": "team",
+                                "replacement": team,
+                            }
+                            for namespace, team in sorted(namespace_teams(resolved).items())
+                        ],
                     }
                 ],
             },
@@ -491,6 +615,11 @@ class RouteTiming:
     group_interval: str = "5m"
     repeat_interval: str = "4h"
 
+
+# The always-firing alert (monitoring/alerts.yaml) and, where the spec names no dead man's switch, the receiver
+# that takes it and sends nothing.
+WATCHDOG = "Watchdog"
+WATCHDOG_NULL_RECEIVER = "gpuforge-watchdog"
 
 # The alertmanager role writes alertmanager.yml with ansible.builtin.template and these delimiters, so that
 # Alertmanager's own {{ }} templates pass through and only the inline-secret placeholders are filled.
@@ -582,13 +711,26 @@ def alertmanager_config(
     """Routes by severity: each receiver gets the severities it asked for; nothing else is sent. Secrets
     are files where the release reads them from files (*fields*; default: the newest release)."""
     timing, paths, fields = timing or RouteTiming(), paths or Paths(), fields or SecretFields(None)
-    routes = [
+    watchdog = monitoring.dead_mans_switch or WATCHDOG_NULL_RECEIVER
+    routes: list[dict[str, Any]] = [
+        # First, and final: the dead man's switch hears only Watchdog, every minute, and nobody else hears it.
+        {
+            "receiver": watchdog,
+            "matchers": [f'alertname="{WATCHDOG}"'],
+            "group_wait": "0s",
+            "group_interval": "1m",
+            "repeat_interval": "1m",
+        }
+    ]
+    routes += [
         {
             "receiver": name,
-            "matchers": [f'severity=~"{"|".join(r.severities)}"'],
+            "matchers": [f'severity=~"{"|".join(r.severities)}"']
+            + ([f'team=~"{"|".join(r.teams)}"'] if r.teams else []),
             "continue": True,
         }
         for name, r in sorted(monitoring.receivers.items())
+        if name != monitoring.dead_mans_switch
     ]
     return {
         "route": {
@@ -608,6 +750,7 @@ def alertmanager_config(
             }
         ],
         "receivers": [{"name": "gpuforge-unrouted"}]
+        + ([{"name": WATCHDOG_NULL_RECEIVER}] if monitoring.dead_mans_switch is None else [])
         + [_receiver_config(n, r, paths, fields) for n, r in sorted(monitoring.receivers.items())],
     }
 
@@ -707,6 +850,7 @@ class MonitoringBundle:
     placement: str
     files: dict[str, str] = field(default_factory=dict)
     secret_keys: dict[str, str] = field(default_factory=dict)  # secret file -> Pulumi config key
+    left_out: dict[str, str] = field(default_factory=dict)  # alert -> why the stack does not get it
 
 
 def dump(data: Any) -> str:
@@ -720,7 +864,11 @@ def render_monitoring(
     if mon is None:
         raise ValueError(f"{resolved.spec.name} declares no monitoring section")
     paths = paths or Paths()
-    bundle = MonitoringBundle(placement=mon.server.kind, secret_keys=receiver_secret_files(mon, paths))
+    bundle = MonitoringBundle(
+        placement=mon.server.kind,
+        secret_keys=receiver_secret_files(mon, paths),
+        left_out=left_out_alerts(rule_params(resolved)),
+    )
     if isinstance(mon.server, KubernetesServer):
         srv = mon.server
         objects = operator_objects(resolved, srv)
@@ -743,7 +891,7 @@ def render_monitoring(
     facts = resolved.catalog.alertmanager  # the release the monitoring host runs in production
     fields = SecretFields(facts.production.version, facts)
     bundle.files[paths.alertmanager] = alertmanager_yaml(mon, timing, paths, fields)
-    for name, text in dashboards().items():
+    for name, text in dashboards(dashboard_view(resolved)).items():
         bundle.files[f"{GRAFANA_DASHBOARDS_DIR}/{name}"] = text
     for name, text in provisioning(GRAFANA_DASHBOARDS_DIR, f"http://{paths.prometheus}").items():
         bundle.files[f"{GRAFANA_PROVISIONING_DIR}/{name}"] = text
@@ -756,10 +904,24 @@ def operator_objects(resolved: ResolvedSpec, server: KubernetesServer) -> list[d
     ServiceMonitors and the dashboards' ConfigMaps."""
     name = f"gpuforge-{resolved.spec.name}"
     rule = prometheus_rule(rule_params(resolved), name, server.namespace, server.rule_labels)
-    return [rule, *kubernetes_monitors(resolved, server), *dashboard_configmaps(server.namespace)]
+    view = dashboard_view(resolved)
+    return [rule, *kubernetes_monitors(resolved, server), *dashboard_configmaps(server.namespace, view)]
 
 
-def dashboard_configmaps(namespace: str) -> list[dict[str, Any]]:
+def dashboard_view(resolved: ResolvedSpec) -> DashboardView:
+    """The dashboards as the stack's Grafana and Prometheus have them: data source, job names, panels."""
+    params = rule_params(resolved)
+    mon = resolved.spec.monitoring
+    on_k8s = mon is not None and isinstance(mon.server, KubernetesServer)
+    return DashboardView(
+        datasource_uid=KUBE_PROMETHEUS_STACK_DATASOURCE_UID if on_k8s else PROVISIONED_DATASOURCE_UID,
+        node_job=params.node_job,
+        dcgm_job=params.dcgm_job,
+        sources=frozenset(s for s in SOURCES if params.sources.has(s)),
+    )
+
+
+def dashboard_configmaps(namespace: str, view: DashboardView | None = None) -> list[dict[str, Any]]:
     """The dashboards as ConfigMaps that kube-prometheus-stack's Grafana sidecar loads (label
     grafana_dashboard: "1", its default)."""
     return [
@@ -773,7 +935,7 @@ def dashboard_configmaps(namespace: str) -> list[dict[str, Any]]:
             },
             "data": {name: text},
         }
-        for name, text in dashboards().items()
+        for name, text in dashboards(view).items()
     ]
 
 

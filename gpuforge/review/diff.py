@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from gpuforge.catalog import load_catalog
-from gpuforge.plan.cost import LUSTRE, NODE_GROUP, OBJECT_STORE, estimate_cost
+from gpuforge.plan.cost import LUSTRE, NODE_GROUP, OBJECT_STORE, SIZE_UNKNOWN, estimate_cost
 from gpuforge.plan.stacks import find_project
 from gpuforge.review.windows import block_windows
 from gpuforge.spec.capacity import MAINTENANCE_ON_DEMAND, MAINTENANCE_RESERVED
@@ -372,7 +372,9 @@ def _cost_of(plan: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
 
 def _unpriced(cost: Mapping[str, Any] | None) -> list[str]:
     lines = (cost or {}).get("lines", [])
-    return [str(line["name"]) for line in lines if line.get("monthly_usd") is None and line.get("kind") != "bucket"]
+    return [
+        str(line["name"]) for line in lines if line.get("monthly_usd") is None and line.get("kind") not in SIZE_UNKNOWN
+    ]
 
 
 def _policy_key(v: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -433,15 +435,20 @@ def diff_plans(
         totals[metric] = {"base": b, "head": h, "delta": round(h - b, 3) if b is not None and h is not None else None}
     b_total = base_cost["total_monthly_usd"] if base_cost else None
     h_total = head_cost["total_monthly_usd"] if head_cost else None
-    unpriced = sorted(set(_unpriced(base_cost)) | set(_unpriced(head_cost)))
+    base_unpriced, head_unpriced = set(_unpriced(base_cost)), set(_unpriced(head_cost))
+    # Both totals leaving out the same items compare like for like; an item priced on one side only would
+    # make the delta its price, so that delta is not given.
+    comparable = b_total is not None and h_total is not None and base_unpriced == head_unpriced
     totals["monthly_cost_usd"] = {
         "base": b_total,
         "head": h_total,
-        # A side that leaves a group out of its total has no honest delta.
-        "delta": round(h_total - b_total, 2) if b_total is not None and h_total is not None and not unpriced else None,
+        "delta": round(h_total - b_total, 2) if comparable and b_total is not None and h_total is not None else None,
     }
-    if unpriced:
-        notes.append(f"cost: not priced on a side: {', '.join(unpriced)}, so no total delta")
+    if base_unpriced != head_unpriced:
+        one_side = sorted(base_unpriced ^ head_unpriced)
+        notes.append(f"cost: not priced on one side only: {', '.join(one_side)}, so no total delta")
+    elif base_unpriced:
+        notes.append(f"cost: both totals leave out {', '.join(sorted(base_unpriced))} (not priced)")
     base_pol = {_policy_key(v): dict(v) for v in base.get("policies") or []}
     head_pol = {_policy_key(v): dict(v) for v in head.get("policies") or []}
     other_stack = ""
@@ -662,7 +669,7 @@ def _cost_lines(base: Mapping[str, Any] | None, head: Mapping[str, Any] | None) 
         return {(line["kind"], line["name"]): line for line in (c or {}).get("lines", [])}
 
     old, new = index(base), index(head)
-    order = {"node_group": 0, "file_system": 1, "bucket": 2}
+    order = {"node_group": 0, "instance": 1, "database": 2, "file_system": 3, "efs": 4, "bucket": 5}
     out = []
     for key in sorted(set(old) | set(new), key=lambda k: (order.get(k[0], 9), k[1])):
         b = old.get(key, {}).get("monthly_usd")
@@ -953,7 +960,8 @@ def _cost_markdown(d: PlanDiff) -> list[str]:
     for line in d.cost["lines"]:
         detail = _change(line["detail_base"], line["detail_head"])
         if line["base"] is None and line["head"] is None:
-            out.append(f"| {line['name']} | {detail} | size unknown | size unknown | |")
+            why = "size unknown" if line["kind"] in SIZE_UNKNOWN else "not priced"
+            out.append(f"| {line['name']} | {detail} | {why} | {why} | |")
             continue
         out.append(
             f"| {line['name']} | {detail} | {_num(line['base'], money=True)} | "
@@ -967,6 +975,8 @@ def _cost_markdown(d: PlanDiff) -> list[str]:
         "",
     ]
     out += ["Not counted: " + "; ".join(head.get("not_counted", [])) + "."]
+    if head.get("not_priced_resources"):
+        out += ["", "Billed by AWS, not priced here: " + "; ".join(head["not_priced_resources"]) + "."]
     out += [f"- {w}" for w in head.get("warnings", [])]
     out += ["", "</details>"]
     return out

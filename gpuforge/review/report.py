@@ -16,6 +16,7 @@ from gpuforge.plan.policy_check import console_policies, markdown_policies
 from gpuforge.plan.summary import NODE_GROUP
 from gpuforge.review.pins import pin_warnings
 from gpuforge.review.windows import block_windows
+from gpuforge.spec.models import NodeGroup as NodeGroupSpec
 
 
 def children_by_parent(resources: Iterable[PlanResource]) -> dict[str | None, list[PlanResource]]:
@@ -53,7 +54,7 @@ def summary_rows(plan: Plan) -> list[tuple[str, str]]:
     budget = f" of {s.power_budget_kw:,.1f} kW budget" if s.power_budget_kw else ""
     return [
         ("resources", f"{s.resources} ({plural(s.node_groups, 'node group')})"),
-        ("nodes", f"{s.nodes} active + {s.spare_nodes} spare"),
+        ("nodes", _nodes(plan)),
         ("GPUs", f"{s.gpus}"),
         ("EFA interfaces", f"{s.efa_interfaces}"),
         ("parallel file system", _parallel_fs(plan)),
@@ -61,8 +62,42 @@ def summary_rows(plan: Plan) -> list[tuple[str, str]]:
         ("monthly cost (on-demand)", _cost(plan)),
         *placement_rows(plan),
         *[("Capacity Block", w.text()) for w in block_windows(r.inputs for r in plan.by_type(NODE_GROUP))],
+        *reservation_rows(plan),
         *[("unpinned image", line) for line in pin_warnings(plan)],
     ]
+
+
+def reservation_rows(plan: Plan) -> list[tuple[str, str]]:
+    """Per reservation or Capacity Block: the groups launching into it and their nodes against its size.
+    Spares stay per group (a spare is an instance of one group's launch template and partition), so teams
+    sharing a reservation each keep their own; one group with a partition per team shares them."""
+    sharing: dict[str, list[tuple[str, NodeGroupSpec]]] = {}
+    for name, group in plan.resolved.node_groups.items():
+        rid = getattr(group.spec.capacity, "reservation_id", None)
+        if rid is not None:
+            sharing.setdefault(rid, []).append((name, group.spec))
+    rows = []
+    for rid, groups in sharing.items():
+        parts = " + ".join(f"{name} {spec.nodes_text}" for name, spec in groups)
+        size = next((c for _, spec in groups if (c := getattr(spec.capacity, "instance_count", None))), None)
+        total = sum(spec.total_nodes for _, spec in groups)
+        of = f" of {size}" if size else " (size not in the spec: capacity.instance_count; preflight asks AWS)"
+        text = f"{parts} = {total}{of}"
+        if len(groups) > 1:
+            text += "; spares are per group, not shared across the reservation"
+        rows.append((f"reservation {rid}", text))
+    return rows
+
+
+def _nodes(plan: Plan) -> str:
+    """Fixed nodes as active + spare; elastic groups apart as min-max, never counted active at their max."""
+    s = plan.summary
+    elastic = [g.spec.scaling for g in plan.resolved.node_groups.values() if g.spec.scaling is not None]
+    most = sum(scaling.max for scaling in elastic)
+    text = f"{s.nodes - most} active + {s.spare_nodes} spare"
+    if elastic:
+        text += f" + elastic {sum(scaling.min for scaling in elastic)}-{most} (following the queue)"
+    return text
 
 
 def _parallel_fs(plan: Plan) -> str:
@@ -79,17 +114,25 @@ def _cost(plan: Plan) -> str:
     total = plan.summary.monthly_cost_usd
     if total is None or plan.cost is None:
         return "not priced"
-    text = f"${total:,.0f}"
+    floor = plan.cost.total_min
+    # An elastic group runs its min around the clock and its max only while jobs wait: a range, not a max.
+    text = f"${floor:,.0f}..${total:,.0f} (elastic groups min..max)" if floor != total else f"${total:,.0f}"
     if plan.cost.unpriced:  # never a total that silently drops a group
         text += f" + not priced: {', '.join(plan.cost.unpriced)}"
-    if plan.cost.caveats:
-        text += f" ({plural(len(plan.cost.caveats), 'caveat')} below)"
+    if plan.cost.size_unknown:
+        text += f" + size unknown: {', '.join(plan.cost.size_unknown)}"
+    notes = len(plan.cost.caveats) + (1 if plan.cost.not_priced_resources else 0)
+    if notes:
+        text += f" ({plural(notes, 'caveat')} below)"
     # Site hardware is owned, not rented: only the cloud side has a price list.
     return text + (" (cloud resources only; site hosts not priced)" if plan.placement != "aws" else "")
 
 
 def cost_caveats(plan: Plan) -> list[str]:
-    return plan.cost.caveats if plan.cost is not None else []
+    if plan.cost is None:
+        return []
+    billed = plan.cost.not_priced_resources
+    return [*plan.cost.caveats, *([f"billed by AWS, not priced here: {'; '.join(billed)}"] if billed else [])]
 
 
 def placement_rows(plan: Plan) -> list[tuple[str, str]]:
@@ -188,12 +231,37 @@ def node_group_table(plan: Plan) -> Table:
     return table
 
 
+NODES_LEGEND = (
+    "nodes: 64+2 = 64 active + 2 hot spares, always running; 0-4 = elastic, 0 to 4 following the queue "
+    "(its GPUs and power at 4)"
+)
+
+
+SECRET_STATE = {"set": "[green]set (secure)[/]", "missing": "[red]missing[/]", "clear text": "[red]clear text[/]"}
+
+
+def secrets_lines(plan: Plan) -> Text:
+    """Each secret `pulumi up` reads: its key, whether the stack file holds it, and the command (no value)."""
+    lines = ["[bold]secrets[/] `pulumi up` reads (values never shown):"]
+    for secret in plan.secrets:
+        lines.append(
+            f"  {escape(secret.config_key)}  {SECRET_STATE[secret.state]}  {escape(secret.purpose)} "
+            f"({escape(secret.used_by)})"
+        )
+        if secret.state != "set":
+            lines.append(f"    {escape(secret.command(plan.stack))}")
+    return Text.from_markup("\n".join(lines))
+
+
 def console_plan(plan: Plan, tree: bool = True) -> Group:
     parts: list[Table | Tree | Group | Text] = [summary_table(plan)]
     if plan.resolved.node_groups or plan.resolved.site is None:
         parts.append(node_group_table(plan))
+        parts.append(Text(NODES_LEGEND, style="dim"))
     if plan.resolved.site is not None:
         parts.append(site_table(plan))
+    if plan.secrets:
+        parts.append(secrets_lines(plan))
     if tree:
         parts.insert(0, resource_tree(plan))
     if cost_caveats(plan):
@@ -221,6 +289,15 @@ def markdown_plan(plan: Plan) -> str:
             f"| {name} | {g.spec.role} | {g.spec.instance_type} | {g.spec.nodes_text} | "
             f"{g.spec.active_nodes * g.gpus_per_node} | {fabric} | {', '.join(g.azs)} |"
         )
+    lines += ["", NODES_LEGEND]
+    if plan.secrets:
+        lines += ["", "### Secrets `pulumi up` reads", "", "| config key | used by | in the stack file | set it with |",
+                  "|---|---|---|---|"]
+        lines += [
+            f"| `{s.config_key}` | `{s.used_by}` | {'set (secure)' if s.state == 'set' else s.state} | "
+            f"`{s.command(plan.stack)}` |"
+            for s in plan.secrets
+        ]
     counts = Counter(r.type for r in plan.resources if r.custom)
     lines += ["", "### Resources by type", "", "| type | count |", "|---|---|"]
     lines += [f"| `{t}` | {n} |" for t, n in sorted(counts.items())]

@@ -3,9 +3,12 @@ orchestrator), each reported with its field path and the fix (issue 12)."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from .capacity import ELASTIC_ORCHESTRATORS
 from .errors import SpecIssue
-from .models import KUBERNETES_ORCHESTRATORS, NodeGroup
+from .limits import capacity_block_problem
+from .models import KUBERNETES_ORCHESTRATORS, ClusterSpec, NodeGroup
 
 
 def check_group_capacity(path: str, group: NodeGroup) -> list[SpecIssue]:
@@ -68,6 +71,10 @@ def _capacity_block(path: str, group: NodeGroup) -> list[SpecIssue]:
                 "write the block's window as AWS shows it (describe-capacity-reservations StartDate, EndDate)",
             )
         )
+    else:
+        for field, problem in capacity_block_problem(block.start, block.end):
+            message, _, fix = problem.rpartition("; ")
+            issues.append(SpecIssue(f"{path}.capacity.{field}", message, fix))
     if block.instance_type != group.instance_type:
         issues.append(
             SpecIssue(
@@ -113,3 +120,91 @@ def _update_strategy(path: str, group: NodeGroup) -> list[SpecIssue]:
             )
         ]
     return []
+
+
+# Spares belong to one Auto Scaling group (its launch template, its Slurm partition): a spare of one group
+# cannot stand in for a node of another. Teams that want to share spares share a group.
+SHARED_SPARES_HINT = (
+    "; to share spares, make the teams one group on the reservation with a partition (or account) per team: "
+    "a group's spares cannot stand in for another group's nodes"
+)
+
+
+def check_shared_reservations(spec: ClusterSpec) -> list[SpecIssue]:
+    """Groups launching into one reservation or Capacity Block (teams sharing it): a reservation holds one
+    instance type in one AZ (EC2 CreateCapacityReservation: InstanceType, AvailabilityZone), and every
+    group's count + spares come out of its one size."""
+    sharing: dict[str, list[str]] = {}
+    for name, group in spec.node_groups.items():  # the stack file's order: a tie goes to the first group
+        rid = getattr(group.capacity, "reservation_id", None)
+        if rid is not None:
+            sharing.setdefault(rid, []).append(name)
+    issues: list[SpecIssue] = []
+    for rid, names in sharing.items():
+        groups = [(name, spec.node_groups[name]) for name in names]
+        if len(groups) > 1:
+            issues += _one_kind_per_reservation(rid, groups)
+        issues += _reservation_size(rid, groups)
+    return issues
+
+
+def _one_kind_per_reservation(rid: str, groups: list[tuple[str, NodeGroup]]) -> list[SpecIssue]:
+    """Each group that differs from what most groups on *rid* say (the first group's on a tie)."""
+    issues: list[SpecIssue] = []
+    # A block's groups each state its type (capacity.instance_type, checked against the group's own type
+    # per group); a reservation's type is the groups' instance_type.
+    blocks = all(group.capacity.type == "capacity_block" for _, group in groups)
+    for field in ("capacity.type", "capacity.instance_type" if blocks else "instance_type", "availability_zone"):
+        values = [(name, _field(group, field)) for name, group in groups]
+        usual = Counter(value for _, value in values).most_common(1)[0][0]
+        if all(value == usual for _, value in values):
+            continue
+        said = ", ".join(f"{name}: {value}" for name, value in values)
+        for name, value in values:
+            if value != usual:
+                issues.append(
+                    SpecIssue(
+                        f"cluster.node_groups[{name}].{field}",
+                        f"{value}, while the groups launching into {rid} say {said}: a reservation holds one "
+                        "instance type in one AZ",
+                        f"set {field}: {usual} as the others do, or give {name} a reservation of its own",
+                    )
+                )
+    return issues
+
+
+def _field(group: NodeGroup, field: str) -> str | None:
+    if field.startswith("capacity."):
+        return str(getattr(group.capacity, field.removeprefix("capacity.")))
+    return getattr(group, field)
+
+
+def _reservation_size(rid: str, groups: list[tuple[str, NodeGroup]]) -> list[SpecIssue]:
+    """count + spares of every fixed group on *rid* against the size the spec states (a block's
+    instance_count, a reservation's optional one). One group over a block is _capacity_block's finding."""
+    sizes: set[int] = {count for _, g in groups if (count := getattr(g.capacity, "instance_count", None)) is not None}
+    if len(sizes) > 1:
+        stated = ", ".join(f"{n}: {getattr(g.capacity, 'instance_count', None)}" for n, g in groups)
+        return [
+            SpecIssue(
+                f"cluster.node_groups[{groups[-1][0]}].capacity.instance_count",
+                f"the groups on {rid} state different sizes ({stated})",
+                "write the reservation's one size in each group's capacity.instance_count",
+            )
+        ]
+    if not sizes:
+        return []
+    size = sizes.pop()
+    fixed = [(n, g) for n, g in groups if g.scaling is None]
+    total = sum(g.total_nodes for _, g in fixed)
+    if total <= size or (len(fixed) == 1 and fixed[0][1].capacity.type == "capacity_block"):
+        return []
+    parts = " + ".join(f"{n} {g.count}+{g.spares}" for n, g in fixed)
+    return [
+        SpecIssue(
+            f"cluster.node_groups[{fixed[-1][0]}].count",
+            f"count + spares on {rid} add up to {total} ({parts}), past its {size} instances",
+            f"lower the groups' count or spares to fit {size}, or grow the reservation and its instance_count"
+            + (SHARED_SPARES_HINT if len(fixed) > 1 and all(g.spares for _, g in fixed) else ""),
+        )
+    ]

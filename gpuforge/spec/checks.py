@@ -18,11 +18,13 @@ from pydantic import ValidationError
 from gpuforge.catalog import Catalog, CatalogError, InstanceType, load_catalog
 from gpuforge.catalog.models import CatalogData
 
-from .capacity_checks import check_group_capacity
+from .address_checks import check_host_addresses
+from .capacity_checks import check_group_capacity, check_shared_reservations
 from .errors import SpecError, SpecIssue, issues_from_validation_error
+from .image_os_checks import check_image_os
 from .models import KUBERNETES_ORCHESTRATORS, ClusterSpec, FsxLustre, NodeGroup
 from .monitoring import check_monitoring
-from .scheduler_checks import ResolvedScheduler, check_scheduler
+from .scheduler_checks import ResolvedScheduler, check_scheduler, raw_duplicate_uids
 from .site_checks import ResolvedSite, check_hybrid, check_site
 from .sizing import LustreSizing, size_lustre
 from .slurm_os_checks import check_slurm_os
@@ -102,7 +104,8 @@ def resolve(data: Any, source: str = "") -> ResolvedSpec:
         spec = parse_spec(data, source)
     except SpecError as error:
         # Structural problems do not hide catalog ones: check what remains valid as well.
-        raise SpecError([*error.issues, *_catalog_issues_beside(data, error.issues)], source) from None
+        beside = [*_catalog_issues_beside(data, error.issues), *raw_duplicate_uids(data)]
+        raise SpecError([*error.issues, *beside], source) from None
     try:
         catalog = load_catalog(spec.catalog or None)
     except CatalogError as exc:
@@ -122,6 +125,11 @@ _LOCAL_CHECKS = (
     "cluster.placement.",
     "cluster.network.availability_zones",
     "cluster.site.hosts[",
+    "cluster.scheduler.controller.hosts[",
+    "cluster.scheduler.users[",
+    "cluster.scheduler.login.hosts[",
+    "cluster.monitoring.server.address",
+    "cluster.hybrid.link.customer_gateway.",
     "cluster.storage.",
     "cluster.image_pipeline.build_instance_type",
     "cluster.catalog",
@@ -168,7 +176,8 @@ def _catalog_issues_beside(data: Any, structural: list[SpecIssue], rounds: int =
             for issue in error.issues
             if issue.path.startswith(_LOCAL_CHECKS)
             and not any(issue.path.startswith(p) or p.startswith(issue.path) for p in pruned)
-            and not any(re.search(rf"\b{re.escape(k)}\b", issue.message) for k in keys)
+            # a pruned section's name in any case ("needs a Kubernetes control plane" for kubernetes)
+            and not any(re.search(rf"\b{re.escape(k)}\b", issue.message, re.IGNORECASE) for k in keys)
         ]
     except CatalogError:
         return []
@@ -209,7 +218,6 @@ def catalog_issues(exc: CatalogError) -> list[SpecIssue]:
     """Invalid catalog overrides, each at its path under cluster.catalog."""
     if exc.validation is None:
         return [SpecIssue("cluster.catalog", str(exc), "correct the override")]
-
     error, document = exc.validation
     return issues_from_validation_error(error, document, root="cluster.catalog", model=CatalogData)
 
@@ -253,8 +261,11 @@ def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
     issues += scheduler_issues
     issues += _check_bucket_names(spec)
     issues += check_monitoring(spec)
+    issues += check_host_addresses(spec)
     issues += check_software(spec, catalog)
     issues += check_slurm_os(spec, catalog)
+    issues += check_shared_reservations(spec)
+    issues += check_image_os(spec)
 
     if issues:
         raise SpecError(issues, source)
@@ -734,6 +745,11 @@ def _check_kubernetes(
             continue
         available[model] = available.get(model, 0) + resolved.spec.active_nodes * resolved.gpus_per_node
         per_node[model] = resolved.gpus_per_node
+    unresolved = [n for n, g in kube_groups.items() if g.orchestrator == "eks" and n not in groups]
+    if unresolved and spec.placement.kind != "hybrid":
+        # A group that did not resolve (its own problem is reported at its path) leaves the GPU count
+        # unknown: judging the quotas against the rest would report a second, unrelated problem.
+        return issues
     asked: dict[str, int] = {}
     teams_path = "cluster.kubernetes.platform.teams"
     for team_name, team in kube.platform.teams.items():

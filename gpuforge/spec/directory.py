@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from .keys import CaCertificates
+from .limits import port_problem
 from .models import SpecModel
 
 # One RDN per comma: attribute=value (escaped commas inside values are not supported).
@@ -32,9 +34,8 @@ class LdapDirectory(SpecModel):
         pattern=DN,
         description="Base DN of users and groups (RFC 2307 posixAccount/posixGroup), e.g. dc=lab,dc=example.",
     )
-    ca_certificate: str | None = Field(
+    ca_certificate: CaCertificates | None = Field(
         default=None,
-        pattern=r"^-----BEGIN CERTIFICATE-----",
         description="The CA that signed the directory's certificate, in PEM (a site's private CA): the only CA "
         "SSSD trusts for it. Default: the node's system trust store (a directory certified by a public CA).",
     )
@@ -51,6 +52,15 @@ class LdapDirectory(SpecModel):
         "vault_slurm_munge_key) holding bind_dn's password; the sssd role reads it on the node, never logged.",
     )
 
+    @field_validator("uri")
+    @classmethod
+    def _port(cls, value: str) -> str:
+        port = value.rsplit(":", 1)[1] if value.count(":") == 2 else None
+        problem = port_problem(int(port) if port else None, "directory URI")
+        if problem:
+            raise ValueError(problem)
+        return value
+
     @model_validator(mode="after")
     def _password_needs_a_bind_dn(self) -> LdapDirectory:
         if self.bind_dn is None and "bind_password_secret" in self.model_fields_set:
@@ -64,3 +74,4 @@ class LdapDirectory(SpecModel):
     def start_tls(self) -> bool:
         """ldap:// reaches the directory in clear text until StartTLS: SSSD must require it."""
         return self.uri.startswith("ldap://")
+

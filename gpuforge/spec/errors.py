@@ -113,6 +113,17 @@ def _union_member(tp: Any, tag: Any) -> Any:
     return None
 
 
+def _member_of_data(tp: Any, data: Mapping[Any, Any]) -> Any:
+    """The member of a discriminated union the data's own discriminator (type: slack, kind: lustre) names."""
+    for member in typing.get_args(tp):
+        base = _model_of(member)
+        for name, field in (base.model_fields.items() if base is not None else ()):
+            choices = _literal_choices(field.annotation)
+            if choices and name in data and data[name] in choices:
+                return member
+    return None
+
+
 def _model_of(tp: Any) -> type[BaseModel] | None:
     base, _ = _unwrap(tp)
     return base if isinstance(base, type) and issubclass(base, BaseModel) else None
@@ -134,10 +145,14 @@ def walk(loc: Iterable[int | str], data: Any, root: str, model: type[BaseModel] 
             isinstance(container, list) and isinstance(part, int) and 0 <= part < len(container)
         )
         last = i == len(parts) - 1
-        if not in_data and not (last and isinstance(container, Mapping)):
+        # The tag of a union member a model validator failed in ([email]) is no field, even in last place.
+        union_tag = typing.get_origin(tp) in (Union, types.UnionType) and _union_member(tp, part) is not None
+        if not in_data and (union_tag or not (last and isinstance(container, Mapping))):
             if typing.get_origin(tp) in (Union, types.UnionType):
                 step.annotation = _union_member(tp, part)
             continue  # a union tag
+        if typing.get_origin(tp) in (Union, types.UnionType) and isinstance(container, Mapping):
+            tp = _member_of_data(tp, container) or tp  # a path from the data alone carries no union tag
         model_here = _model_of(tp)
         if model_here is not None and isinstance(part, str):
             field = model_here.model_fields.get(part)
@@ -176,7 +191,7 @@ _TYPE_WORDS = {
 _FIX_VERBS = frozenset(
     {
         "use", "write", "set", "remove", "raise", "lower", "give", "add", "list", "merge", "choose", "rename",
-        "drop", "quote", "pin", "keep", "split", "move", "replace", "retype", "delete", "shorten",
+        "drop", "quote", "pin", "keep", "split", "move", "replace", "retype", "delete", "shorten", "rewrite", "flatten",
     }
 )
 _YAML_11_BOOLS = {"yes": "true", "no": "false", "on": "true", "off": "false", "y": "true", "n": "false"}
@@ -216,8 +231,11 @@ def _quoted_hint(value: Any, written: str | None) -> tuple[str, str]:
 
 def _expected_text(field: FieldInfo | None, annotation: Any) -> str:
     pattern = None
-    for m in field.metadata if field else []:
-        pattern = getattr(m, "pattern", None) or pattern
+    # The field's own constraints, then those of its type (Annotated[str, Field(pattern=...), ...]).
+    _, type_metadata = _unwrap(annotation)
+    for m in [*(field.metadata if field else []), *type_metadata]:
+        for constraint in [m, *getattr(m, "metadata", [])]:
+            pattern = pattern or getattr(constraint, "pattern", None)
     if pattern in _PATTERN_WORDS:
         words, example = _PATTERN_WORDS[pattern]
         return words + (f", e.g. {example}" if example else "")

@@ -12,11 +12,18 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from .base import SpecModel
 from .capacity import EffectiveUpdateStrategy, Scaling, UpdateStrategy
 from .errors import described_pattern
+from .limits import (
+    cron_problem,
+    eks_public_cidrs_problem,
+    read_parameter_problem,
+    refusing,
+    written_parameter_problem,
+)
 
 NAME_PATTERN = described_pattern(
     r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$",
@@ -79,9 +86,22 @@ KUBERNETES_ORCHESTRATORS: tuple[Orchestrator, ...] = ("eks", "kubernetes")
 # --- placement -------------------------------------------------------------------------
 
 
+AUTOSCALING_ROLE_DESCRIPTION = (
+    "EC2 Auto Scaling's service-linked role (AWSServiceRoleForAutoScaling), which the cluster key's policy names: "
+    "KMS refuses a key policy naming a role that does not exist, and an account gets this one only with its first "
+    "Auto Scaling group. create: the stack declares it (aws.iam.ServiceLinkedRole, the key waits for it, kept on "
+    "destroy); existing: the account has it already (another stack of the account created it, or `aws iam "
+    "create-service-linked-role --aws-service-name autoscaling.amazonaws.com`). One stack per account creates it; "
+    "`gpuforge preflight` says which this account needs."
+)
+
+
 class AwsPlacement(SpecModel):
     kind: Literal["aws"] = Field(description="Place the cluster in one AWS region.")
     region: str = Field(description="AWS region, e.g. us-east-1. No default: it is the environment's choice.")
+    autoscaling_service_linked_role: Literal["create", "existing"] = Field(
+        default="create", description=AUTOSCALING_ROLE_DESCRIPTION
+    )
 
 
 class OnPremPlacement(SpecModel):
@@ -93,6 +113,9 @@ class HybridPlacement(SpecModel):
     kind: Literal["hybrid"] = Field(description="An on-premises site that bursts into one AWS region.")
     site: Name = Field(description="Site name, as declared in the site model.")
     region: str = Field(description="AWS region the burst node groups run in.")
+    autoscaling_service_linked_role: Literal["create", "existing"] = Field(
+        default="create", description=AUTOSCALING_ROLE_DESCRIPTION
+    )
 
 
 Placement = Annotated[AwsPlacement | OnPremPlacement | HybridPlacement, Field(discriminator="kind")]
@@ -261,6 +284,12 @@ class OnDemand(SpecModel):
 class CapacityReservation(SpecModel):
     type: Literal["capacity_reservation"] = Field(description="Launch into an On-Demand Capacity Reservation.")
     reservation_id: str = Field(pattern=RESERVATION_ID, description="The reservation id, cr-...")
+    instance_count: int | None = Field(
+        default=None,
+        ge=1,
+        description="The reservation's size as bought (optional). When set, validate and plan check that the "
+        "count + spares of every group launching into it fit; preflight checks it against AWS either way.",
+    )
     placement_group: str | None = Field(
         default=None,
         description="The cluster placement group the reservation was created in, if any: instances launch into "
@@ -279,11 +308,12 @@ class CapacityBlock(SpecModel):
     # way the JSON Schema's `format: date-time` judges it.
     start: datetime = Field(
         strict=False,
-        description="When the block starts, with its zone (blocks start at 11:30 UTC), e.g. 2026-12-01T11:30:00Z.",
+        description="When the block starts, with its zone, e.g. 2026-12-01T11:30:00Z.",
     )
     end: datetime = Field(
         strict=False,
-        description="When the block ends, with its zone, e.g. 2026-12-15T11:30:00Z. Its instances are "
+        description="When the block ends, with its zone: 11:30 UTC, when every block ends, e.g. "
+        "2026-12-15T11:30:00Z. Its instances are "
         "terminated shortly before; the group scales to 0 ahead of that.",
     )
 
@@ -340,9 +370,13 @@ def default_image_parameter(orchestrator: str) -> str:
     return DLAMI_2404_SSM if orchestrator == "slurm" else DLAMI_SSM
 
 
+CronSchedule = Annotated[str, Field(pattern=CRON_SCHEDULE), AfterValidator(refusing(cron_problem))]
+ReadParameter = Annotated[str, AfterValidator(refusing(read_parameter_problem))]
+
+
 class Image(SpecModel):
     ami_id: str | None = Field(default=None, pattern=AMI_ID, description="A fixed AMI id.")
-    ssm_parameter: str | None = Field(
+    ssm_parameter: ReadParameter | None = Field(
         default=None,
         description="An SSM parameter holding the AMI id, resolved at launch. Default: the AWS Deep Learning "
         "Base OSS NVIDIA driver AMI for Ubuntu 22.04 (Ubuntu 24.04 for orchestrator: slurm, whose packaged "
@@ -414,7 +448,10 @@ class NodeGroup(SpecModel):
     renamed_from: str | None = Field(
         default=None,
         description="The group's previous key, when it was renamed: its Pulumi resources keep their identity "
-        "(aliases), so the rename terminates no node. Remove it once the rename is deployed everywhere.",
+        "(aliases), so no resource is deleted and no node is terminated outright. The nodes carry the group's key "
+        "(launch template user data and tags, Slurm node names), so each one is still replaced through the "
+        "group's update_strategy (drain: its jobs finish first), as `gpuforge diff` shows under nodes that roll. "
+        "Remove it once the rename is deployed everywhere.",
     )
 
     @model_validator(mode="after")
@@ -697,8 +734,14 @@ SSM_PARAMETER_PATTERN = described_pattern(
 )
 
 
+# A parameter gpuforge writes may not be under /aws or /ssm (ReadParameter above may: AWS's public ones).
+WrittenParameter = Annotated[
+    str, Field(pattern=SSM_PARAMETER_PATTERN), AfterValidator(refusing(written_parameter_problem))
+]
+
+
 class ImagePipelineSpec(SpecModel):
-    parent_image_ssm_parameter: str = Field(
+    parent_image_ssm_parameter: ReadParameter = Field(
         default=UBUNTU_2204_SSM,
         pattern=SSM_PARAMETER_PATTERN,
         description="SSM parameter holding the parent AMI id the bake starts from. Default: Canonical's "
@@ -712,15 +755,13 @@ class ImagePipelineSpec(SpecModel):
     root_volume_gib: int = Field(
         default=100, ge=20, le=16384, description="Root volume of the baked AMI in GiB (encrypted, cluster key)."
     )
-    schedule: str | None = Field(
+    schedule: CronSchedule | None = Field(
         default=None,
-        pattern=CRON_SCHEDULE,
         description="Image Builder cron expression (six fields, UTC), e.g. cron(0 4 ? * SUN *); the pipeline "
         "then rebuilds when the parent image or the playbooks changed. None: build on demand only.",
     )
-    ssm_parameter: str | None = Field(
+    ssm_parameter: WrittenParameter | None = Field(
         default=None,
-        pattern=SSM_PARAMETER_PATTERN,
         description="SSM parameter the pipeline writes the baked AMI id to; node groups with image: "
         "{pipeline: true} launch from it. Default: /gpuforge/<cluster>/gpu-node-ami.",
     )
@@ -730,12 +771,6 @@ class ImagePipelineSpec(SpecModel):
         "the ones derived from the spec.",
     )
 
-    @field_validator("ssm_parameter")
-    @classmethod
-    def _not_reserved(cls, value: str | None) -> str | None:
-        if value is not None and value.lower().split("/")[1].startswith(("aws", "ssm")):
-            raise ValueError(f"{value}: names under /aws and /ssm are reserved; use e.g. /gpuforge/<cluster>/...")
-        return value
 
     def parameter_for(self, cluster: str) -> str:
         return self.ssm_parameter or f"/gpuforge/{cluster}/gpu-node-ami"
@@ -909,6 +944,9 @@ class KubernetesSpec(SpecModel):
             net = parse_cidr(cidr, example="203.0.113.0/24")
             if net.prefixlen == 0:
                 raise ValueError(f"{cidr} opens the API server to the whole internet; list your own ranges")
+        problem = eks_public_cidrs_problem(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
     @model_validator(mode="after")

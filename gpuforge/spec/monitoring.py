@@ -16,9 +16,17 @@ import ipaddress
 from typing import TYPE_CHECKING, Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from .errors import SpecIssue, described_pattern
+from .limits import (
+    email_problem,
+    kubernetes_label_problem,
+    port_problem,
+    refusing,
+    slack_channel_problem,
+    smarthost_problem,
+)
 from .models import Name, SpecModel
 
 if TYPE_CHECKING:
@@ -32,6 +40,7 @@ CONFIG_KEY = described_pattern(
     "alertPagerdutyKey",
 )
 ConfigKey = Annotated[str, Field(pattern=CONFIG_KEY)]
+Mailbox = Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+$"), AfterValidator(refusing(email_problem))]
 SECTION = "cluster.monitoring"
 
 
@@ -80,6 +89,17 @@ class KubernetesServer(SpecModel):
         "the labels your alertmanagerSpec.alertmanagerConfigSelector matches.",
     )
 
+    @field_validator("rule_labels", "alertmanager_config_labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        # They land on PrometheusRule, ServiceMonitor and AlertmanagerConfig objects, whose selectors the
+        # operator matches: a label the API server refuses would fail the deploy.
+        for key, text in value.items():
+            problem = kubernetes_label_problem(key, text)
+            if problem:
+                raise ValueError(problem)
+        return value
+
 
 MonitoringServer = Annotated[NodeGroupServer | SiteHostServer | KubernetesServer, Field(discriminator="kind")]
 
@@ -92,6 +112,11 @@ class ReceiverBase(SpecModel):
         default_factory=lambda: list(SEVERITIES),
         min_length=1,
         description="Severities routed to this receiver: critical, warning.",
+    )
+    teams: list[Name] = Field(
+        default_factory=list,
+        description="Only alerts of these teams (keys of kubernetes.platform.teams): those on a GPU a team's pod "
+        "holds carry its team. Empty: every alert of the severities.",
     )
 
 
@@ -107,7 +132,14 @@ class WebhookReceiver(ReceiverBase):
     def _url(cls, value: str) -> str:
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"{value!r} is not an http(s) URL; write it like https://hooks.example.com/alerts")
+            raise ValueError("not an http(s) URL; write it like https://hooks.example.com/alerts")
+        try:
+            port = parts.port
+        except ValueError:
+            port = int(parts.netloc.rsplit(":", 1)[1]) if parts.netloc.rsplit(":", 1)[-1].isdigit() else 0
+        problem = port_problem(port, "webhook URL")
+        if problem:
+            raise ValueError(problem)
         if parts.username or parts.password or parts.query:
             raise ValueError(
                 f"{parts.scheme}://{parts.hostname}/...: credentials in the URL would be in the plan; "
@@ -118,19 +150,31 @@ class WebhookReceiver(ReceiverBase):
 
 class EmailReceiver(ReceiverBase):
     type: Literal["email"] = Field(description="Send alerts by email (Alertmanager email_config).")
-    to: str = Field(pattern=r"^[^@\s]+@[^@\s]+$", description="Recipient address, e.g. oncall@example.com.")
-    from_address: str = Field(pattern=r"^[^@\s]+@[^@\s]+$", description="Sender address.")
-    smarthost: str = Field(
+    to: Mailbox = Field(description="Recipient address, e.g. oncall@example.com.")
+    from_address: Mailbox = Field(description="Sender address.")
+    smarthost: Annotated[str, AfterValidator(refusing(smarthost_problem))] = Field(
         pattern=r"^[A-Za-z0-9.-]+:\d+$", description="SMTP relay host:port, e.g. smtp.example.com:587."
     )
     username: str | None = Field(default=None, description="SMTP user, when the relay needs authentication.")
-    password_secret: ConfigKey | None = Field(default=None, description="Pulumi config key of the SMTP password.")
+    password_secret: ConfigKey | None = Field(
+        default=None, description="Pulumi config key of the SMTP password; needs username."
+    )
+
+    @model_validator(mode="after")
+    def _password_needs_a_user(self) -> EmailReceiver:
+        # Alertmanager authenticates (auth_username/auth_password) only with a user; the password would be
+        # a secret delivered to the host and never used.
+        if self.password_secret is not None and not self.username:
+            raise ValueError("password_secret without username: the relay login needs both; add username")
+        return self
 
 
 class SlackReceiver(ReceiverBase):
     type: Literal["slack"] = Field(description="Post alerts to Slack (incoming webhook).")
     url_secret: ConfigKey = Field(description="Pulumi config key holding the Slack incoming-webhook URL.")
-    channel: str = Field(pattern=r"^[#@][A-Za-z0-9._-]+$", description="Channel, e.g. #gpu-oncall.")
+    channel: Annotated[str, AfterValidator(refusing(slack_channel_problem))] = Field(
+        pattern=r"^[#@][A-Za-z0-9._-]+$", description="Channel, e.g. #gpu-oncall."
+    )
 
 
 class PagerDutyReceiver(ReceiverBase):
@@ -161,6 +205,17 @@ def receiver_secret_names(monitoring: Monitoring) -> dict[str, str]:
     return out
 
 
+# --- durability ------------------------------------------------------------------------------
+
+
+class RemoteWrite(SpecModel):
+    kind: Literal["amp"] = Field(
+        description="amp: an Amazon Managed Service for Prometheus workspace the program declares; Prometheus "
+        "writes every sample there, signed with SigV4 as its node's instance role (granted aps:RemoteWrite on "
+        "that workspace only), so a lost services node loses no history."
+    )
+
+
 # --- the section -----------------------------------------------------------------------------
 
 
@@ -173,6 +228,19 @@ class Monitoring(SpecModel):
     scrape_interval_s: int = Field(default=30, ge=5, le=300, description="Scrape and rule evaluation interval, s.")
     receivers: dict[Name, Receiver] = Field(
         min_length=1, description="Who is told, keyed by name: webhook, email, slack or pagerduty."
+    )
+    remote_write: RemoteWrite | None = Field(
+        default=None,
+        description="Write the samples beyond the monitoring node as well: {kind: amp} on the aws placement, "
+        "where Prometheus runs on a node group (server.kind node_group). Default: none, history lives on the "
+        "data volume only.",
+    )
+    dead_mans_switch: Name | None = Field(
+        default=None,
+        description="Key of a receiver in receivers that gets the always-firing Watchdog alert, and nothing else "
+        "(a webhook to a dead man's switch service, e.g. healthchecks.io or PagerDuty's): when it stops "
+        "arriving, Prometheus, Alertmanager or the path between them is down. Without one Watchdog goes to a "
+        "receiver that sends nothing.",
     )
     power_budget_kw: float | None = Field(
         default=None,
@@ -254,6 +322,35 @@ def check_monitoring(spec: ClusterSpec) -> list[SpecIssue]:
                 f"{where}.kind",
                 "kubernetes needs the Prometheus operator in the cluster",
                 "set kubernetes.platform.prometheus_operator: true, or run Prometheus on a node group",
+            )
+        )
+    if mon.remote_write is not None and (kind != "aws" or not isinstance(server, NodeGroupServer)):
+        issues.append(
+            SpecIssue(
+                f"{SECTION}.remote_write",
+                f"kind {mon.remote_write.kind} needs Prometheus on a node group of an AWS placement (its instance "
+                f"role signs the writes); this stack has placement {kind} and server kind {server.kind}",
+                "set monitoring.server to {kind: node_group, node_group: <a services group>}, or remove remote_write",
+            )
+        )
+    declared = set(spec.kubernetes.platform.teams) if spec.kubernetes is not None else set()
+    for name, receiver in mon.receivers.items():
+        unknown = [t for t in receiver.teams if t not in declared]
+        if unknown:
+            issues.append(
+                SpecIssue(
+                    f"{SECTION}.receivers.{name}.teams",
+                    f"{', '.join(unknown)} is not a team "
+                    f"(kubernetes.platform.teams: {', '.join(sorted(declared)) or 'none'})",
+                    "name a declared team, or remove teams to route every alert of the severities",
+                )
+            )
+    if mon.dead_mans_switch is not None and mon.dead_mans_switch not in mon.receivers:
+        issues.append(
+            SpecIssue(
+                f"{SECTION}.dead_mans_switch",
+                f"{mon.dead_mans_switch} is not a receiver (receivers: {', '.join(mon.receivers)})",
+                "name a receiver declared under monitoring.receivers, e.g. a webhook to the dead man's switch service",
             )
         )
     return issues

@@ -13,14 +13,52 @@ import ipaddress
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
+
+from gpuforge.catalog.spec_limits import spec_limits
 
 from .directory import LdapDirectory
+from .keys import ssh_public_key_problem
+from .limits import rds_class_problem, refusing
 from .models import Name, SpecModel
 
 # Slurm's time format (slurm.conf MaxTime/DefaultTime): minutes, [days-]hours:minutes:seconds, or UNLIMITED.
 SLURM_TIME = re.compile(r"^(UNLIMITED|INFINITE|\d+|\d+:\d{2}(:\d{2})?|\d+-\d{1,2}(:\d{2}(:\d{2})?)?)$")
-UserName = Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")]
+
+
+def _not_a_defaults_record(name: str) -> str:
+    limits = spec_limits().slurm
+    if name.lower() in limits.reserved_partition_names:
+        raise ValueError(
+            f"{name} is not a partition in slurm.conf but the defaults of the partitions after it "
+            f"({limits.reserved_partition_names_source}); rename it, e.g. main"
+        )
+    return name
+
+
+def _not_a_system_account(name: str) -> str:
+    limits = spec_limits().slurm
+    if name in limits.system_accounts or name.startswith(("systemd-", "_")):
+        raise ValueError(
+            f"{name} is a system account on every node ({limits.system_accounts_source}): the slurm_users role "
+            "would change its uid, group and shell; rename it to the person's own login"
+        )
+    return name
+
+
+def _public_key(text: str) -> str:
+    problem = ssh_public_key_problem(text)
+    if problem:
+        raise ValueError(
+            f"{problem} ({spec_limits().ssh.source}; a private key never belongs in a stack file); give the public "
+            "key line of the user's .pub file (type, base64, comment)"
+        )
+    return text
+
+
+UserName = Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$"), AfterValidator(_not_a_system_account)]
+PartitionName = Annotated[Name, AfterValidator(_not_a_defaults_record)]
+SshPublicKey = Annotated[str, AfterValidator(_public_key)]
 HostRef = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{0,61}[a-z0-9]$")]
 
 
@@ -76,7 +114,9 @@ class Accounting(SpecModel):
         "backups, Multi-AZ in prod; AWS placement) or controller (MariaDB on the controller host, dumped "
         "nightly). Default: managed on AWS, controller on a site.",
     )
-    instance_class: str = Field(default="db.t4g.medium", description="RDS instance class (managed database).")
+    instance_class: Annotated[str, AfterValidator(refusing(rds_class_problem))] = Field(
+        default="db.t4g.medium", description="RDS instance class (managed database): db.<type>.<size>."
+    )
     backup_retention_days: int = Field(
         default=7, ge=1, le=35, description="Days of automated database backups (point-in-time recovery)."
     )
@@ -136,7 +176,10 @@ class SlurmLogin(SpecModel):
 class LocalUser(SpecModel):
     uid: int = Field(ge=1000, le=60000, description="Numeric user id, the same on every node.")
     account: Name = Field(description="Slurm account (scheduler.accounts) the user's jobs are charged to.")
-    ssh_public_keys: list[str] = Field(default_factory=list, description="Public keys allowed to log in.")
+    ssh_public_keys: list[SshPublicKey] = Field(
+        default_factory=list,
+        description="Public keys allowed to log in: OpenSSH public key lines (ssh-ed25519 AAAA... comment).",
+    )
 
 
 class Account(SpecModel):
@@ -148,7 +191,9 @@ class SchedulerSpec(SpecModel):
     kind: Literal["slurm"] = Field(description="slurm. (Kubernetes clusters use the kubernetes section.)")
     controller: SlurmController = Field(description="Where slurmctld and slurmdbd run.")
     accounting: Accounting = Field(default_factory=Accounting, description="slurmdbd and its database.")
-    partitions: dict[Name, Partition] = Field(min_length=1, description="Partitions keyed by their Slurm name.")
+    partitions: dict[PartitionName, Partition] = Field(
+        min_length=1, description="Partitions keyed by their Slurm name (not default: slurm.conf's defaults record)."
+    )
     login: SlurmLogin = Field(default_factory=SlurmLogin, description="Login nodes and how users reach them.")
     accounts: dict[Name, Account] = Field(default_factory=dict, description="Slurm accounts keyed by name.")
     users: dict[UserName, LocalUser] = Field(
@@ -169,3 +214,4 @@ class SchedulerSpec(SpecModel):
         default=True,
         description="Per-job private /tmp and /dev/shm (job_container/tmpfs), on local NVMe where the node has it.",
     )
+

@@ -11,6 +11,7 @@ a site, host pools whose hosts have `orchestrator: slurm` (static nodes, listed 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpuforge.catalog import Catalog, CatalogError
@@ -60,6 +61,12 @@ class ResolvedScheduler:
     def default_partition(self) -> str:
         marked = [n for n, p in self.spec.partitions.items() if p.default]
         return marked[0] if marked else next(iter(self.spec.partitions))
+
+
+# The gpuforge:node-group tag value the AWS controllers carry, so Prometheus' ec2_sd selects them beside the node
+# groups (gpuforge/infra/aws/slurm.py, gpuforge/render/monitoring.py). A node group's name cannot take it: names
+# have no underscore (models.NAME_PATTERN).
+CONTROLLER_NODE_GROUP = "slurm_controllers"
 
 
 def secret_names(cluster: str) -> dict[str, str]:
@@ -155,6 +162,7 @@ def check_scheduler(
                                 "add it to a partition's node_groups or to scheduler.login.node_groups"))
     issues += _bastion(spec, catalog)
 
+    issues += duplicate_uids({name: user.uid for name, user in sched.users.items()})
     for uname, user in sched.users.items():
         if user.account not in sched.accounts:
             issues.append(SpecIssue(f"{PATH}.users[{uname}].account", f"no account named {user.account!r}",
@@ -365,7 +373,24 @@ def _database(spec: ClusterSpec) -> tuple[str, list[SpecIssue]]:
     assert spec.scheduler is not None
     wanted = spec.scheduler.accounting.database
     if spec.placement.kind == "aws":
-        return wanted or "managed", []
+        issues = []
+        if wanted == "controller":
+            # Never both: the AWS control plane declares RDS for accounting, and a MariaDB on the controller
+            # would share the instance's fate with no backup of its own (docs/slurm.md, "Accounting database").
+            issues.append(SpecIssue(f"{PATH}.accounting.database", "controller: MariaDB on the controller is for a "
+                                    "site; on AWS accounting runs on Amazon RDS, which outlives a controller's "
+                                    "replacement", "remove database (managed is AWS's default) or set database: "
+                                    "managed"))
+        azs = spec.network.availability_zones if spec.network is not None else []
+        if len(set(azs)) < 2:
+            # An RDS DB subnet group must cover at least two AZs, Multi-AZ or not (RDS User Guide, "Working with
+            # a DB instance in a VPC": "Each DB subnet group must have subnets in at least two Availability Zones").
+            issues.append(SpecIssue("cluster.network.availability_zones", f"{len(set(azs))} availability zone: "
+                                    "the Slurm accounting database (RDS) needs a DB subnet group with subnets in at "
+                                    "least two availability zones", "list a second AZ of the region in "
+                                    "network.availability_zones (node groups may stay pinned to one with "
+                                    "availability_zone)"))
+        return "managed", issues
     if wanted == "managed":
         return "managed", [SpecIssue(f"{PATH}.accounting.database", "a managed (RDS) database is for AWS placement; "
                                      "this cluster's controller runs on the site", "use database: controller")]
@@ -382,3 +407,28 @@ def _home(spec: ClusterSpec) -> tuple[str, list[SpecIssue]]:
     return "", [SpecIssue("cluster.site.storage.mounts", "a Slurm cluster on a site needs the shared /home",
                           "add the site's NFS export: mounts: {home: {kind: nfs, server: ..., export: ..., "
                           "mount_point: /home}}")]
+
+
+def duplicate_uids(uids: Mapping[str, object]) -> list[SpecIssue]:
+    """Users sharing a uid. A YAML merge key (<<: *alice) copies a uid as easily as a typo does. Judged on
+    the uids alone, so a spec with other problems in its users still hears of this one."""
+    first: dict[int, str] = {}
+    issues = []
+    for name, uid in uids.items():
+        if not isinstance(uid, int) or isinstance(uid, bool):
+            continue
+        if uid in first:
+            issues.append(SpecIssue(f"{PATH}.users[{name}].uid", f"{uid} is already users[{first[uid]}]'s: both "
+                                    "logins would be one Unix user, sharing files and jobs",
+                                    "give each user its own uid"))
+        first.setdefault(uid, name)
+    return issues
+
+
+def raw_duplicate_uids(cluster: object) -> list[SpecIssue]:
+    """duplicate_uids on a spec that did not parse (its users as the file gives them)."""
+    scheduler = cluster.get("scheduler") if isinstance(cluster, Mapping) else None
+    users = scheduler.get("users") if isinstance(scheduler, Mapping) else None
+    if not isinstance(users, Mapping):
+        return []
+    return duplicate_uids({str(n): u.get("uid") for n, u in users.items() if isinstance(u, Mapping)})

@@ -12,9 +12,11 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
 from .errors import described_pattern
+from .keys import CaCertificates
+from .limits import customer_gateway_problem, datasync_schedule_problem, port_problem, refusing
 from .models import ABSOLUTE_PATH, Name, NodeRole, Port, SpecModel, parse_cidr, parse_ipv4
 from .secrets import BMC_PASSWORD, BMC_USERNAME
 from .slurm_burst import SlurmBurstSpec
@@ -359,13 +361,27 @@ class SiteObjectStore(SpecModel):
         host = self.endpoint.removeprefix("https://").rstrip("/")
         return int(host.rsplit(":", 1)[1]) if ":" in host else 443
 
-    ca_certificate: str | None = Field(
+    ca_certificate: CaCertificates | None = Field(
         default=None,
-        pattern=r"^-----BEGIN CERTIFICATE-----",
         description="PEM chain of the private CA that signed the store's certificate. Needed when the endpoint "
         "is an internal name or a private address, which no public CA certifies: DataSync trusts only the "
         "chain it is given.",
     )
+
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint_port(cls, value: str) -> str:
+        return _url_port(value, "object store endpoint")
+
+
+def _url_port(value: str, what: str) -> str:
+    host = value.split("://", 1)[-1].split("/", 1)[0]
+    port = host.rsplit(":", 1)[1] if ":" in host else ""
+    problem = port_problem(int(port) if port.isdigit() else None, what)
+    if problem:
+        raise ValueError(problem)
+    return value
 
 
 class StorageNetwork(SpecModel):
@@ -425,6 +441,7 @@ class SiteKubernetes(SpecModel):
     api_server: str = Field(pattern=HTTPS_API_SERVER, description="The site cluster's API server URL.")
     kubeconfig_secret: str = Field(
         default="siteKubeconfig",
+        pattern=r"^[A-Za-z][A-Za-z0-9_]{0,63}$",
         description="Pulumi config key (namespace gpuforge) holding the kubeconfig, set with "
         "`pulumi config set --secret gpuforge:siteKubeconfig < kubeconfig`.",
     )
@@ -435,6 +452,11 @@ class SiteKubernetes(SpecModel):
         "the burst worker's API admits them (the MultiKueue manager runs in a pod). Empty: pods leave the site "
         "SNATed to node addresses in site.cidrs.",
     )
+
+    @field_validator("api_server")
+    @classmethod
+    def _api_port(cls, value: str) -> str:
+        return _url_port(value, "API server URL")
 
     @field_validator("pod_cidrs")
     @classmethod
@@ -459,9 +481,8 @@ class SiteBmc(SpecModel):
         "--secret gpuforge:bmcPassword`; never in the stack file as plain text, the plan or a message.",
     )
     port: Port = Field(default=443, description="The BMCs' Redfish HTTPS port.")
-    ca_certificate: str | None = Field(
+    ca_certificate: CaCertificates | None = Field(
         default=None,
-        pattern=r"^-----BEGIN CERTIFICATE-----",
         description="PEM chain of the CA that signed the BMCs' certificates (a site CA); none: the system's trust "
         "store. Certificates are always verified.",
     )
@@ -504,7 +525,10 @@ class CustomerGateway(SpecModel):
     @field_validator("ip_address")
     @classmethod
     def _address(cls, value: str) -> str:
-        return _ip(value, "customer gateway address")
+        _ip(value, "customer gateway address")
+        for _, problem in customer_gateway_problem(value, 64512, None):
+            raise ValueError(problem)
+        return value
 
 
 class SiteLinkSpec(SpecModel):
@@ -548,7 +572,11 @@ class ObjectSync(SpecModel):
         pattern=DATASYNC_AGENT_ARN,
         description="The DataSync agent deployed on the site (it reaches the site's object store).",
     )
-    schedule: str = Field(default="rate(1 hour)", description="DataSync schedule expression.")
+    schedule: Annotated[str, AfterValidator(refusing(datasync_schedule_problem))] = Field(
+        default="rate(1 hour)",
+        description="DataSync schedule expression: rate(N hours|days) or an EventBridge cron(...) of six fields, "
+        "at most hourly.",
+    )
 
 
 class BurstSpec(SpecModel):

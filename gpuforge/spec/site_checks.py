@@ -17,6 +17,7 @@ from gpuforge.spec.power import CONTINUOUS_DERATE, Feed, PsuLoad, RackLoad, feed
 
 from .errors import SpecIssue
 from .host_network_checks import check_host_network
+from .limits import customer_gateway_problem
 from .models import ClusterSpec
 from .site import Host, Site
 from .slurm_burst import SlurmBurstSpec
@@ -496,6 +497,12 @@ def check_hybrid(spec: ClusterSpec, site: ResolvedSite | None) -> list[SpecIssue
     """Site vs VPC addresses, object sync ends, and the burst worker cluster (MultiKueue)."""
     issues: list[SpecIssue] = []
     hybrid = spec.hybrid
+    if hybrid is not None:
+        gateway = hybrid.link.customer_gateway
+        for field, problem in customer_gateway_problem(gateway.ip_address, gateway.bgp_asn, spec.region):
+            if field == "bgp_asn":  # the address is the model's (no region needed); the ASN's reservation is per region
+                message, _, fix = problem.rpartition("; ")
+                issues.append(SpecIssue("cluster.hybrid.link.customer_gateway.bgp_asn", message, fix))
     if spec.site is not None and spec.network is not None:
         vpc = ipaddress.ip_network(spec.network.cidr)
         pods = spec.site.kubernetes.pod_cidrs if spec.site.kubernetes else []
@@ -538,7 +545,6 @@ def _check_burst(spec: ClusterSpec) -> list[SpecIssue]:
     site's Kueue dispatches to: the join
     needs the worker's API reachable from the site over the link (a private endpoint, whose public
     DNS name EKS advertises with private addresses), and quotas of whole cloud nodes per team."""
-
     hybrid = spec.hybrid
     burst = hybrid.burst if hybrid else None
     issues: list[SpecIssue] = check_slurm_burst(spec)

@@ -15,14 +15,12 @@ cluster's groups. No long-lived access key exists to leak or rotate (an IAM user
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
+from .keys import CaCertificates
 from .models import SpecModel
-
-PEM_CERTIFICATE = re.compile(r"-----BEGIN CERTIFICATE-----[A-Za-z0-9+/=\s]+-----END CERTIFICATE-----")
 
 
 class SlurmBurstSpec(SpecModel):
@@ -30,7 +28,7 @@ class SlurmBurstSpec(SpecModel):
         description="slurm: cloud node groups (orchestrator: slurm) are partitions of the site's Slurm controller; "
         "their nodes join it over the link (docs/onprem-hybrid.md)."
     )
-    scaler_ca_certificate: str = Field(
+    scaler_ca_certificate: CaCertificates = Field(
         description="PEM chain of the site CA that issues the Slurm controller hosts' certificates: the IAM Roles "
         "Anywhere trust anchor through which the site's scaler gets short-lived AWS credentials for the cloud "
         "Auto Scaling groups (a certificate, never a key: public data).",
@@ -42,13 +40,3 @@ class SlurmBurstSpec(SpecModel):
         description="How long one Roles Anywhere session of the scaler lasts, minutes (the signing helper renews).",
     )
 
-    @field_validator("scaler_ca_certificate")
-    @classmethod
-    def _pem(cls, value: str) -> str:
-        if not PEM_CERTIFICATE.search(value):
-            raise ValueError(
-                "not a PEM certificate; paste the CA's public certificate chain (-----BEGIN CERTIFICATE----- ...)"
-            )
-        if "PRIVATE KEY" in value:
-            raise ValueError("contains a private key; give only the CA's public certificate chain")
-        return value

@@ -54,7 +54,10 @@ def test_diff_dev_to_prod_prints_gpu_power_and_cost(plans: dict[str, Path], tmp_
     assert data["impact"]["totals"]["gpus"] == {"base": 8, "head": 512, "delta": 504}
     power = {side: json.loads(plans[side].read_text())["summary"]["power_kw"] for side in ("dev", "prod")}
     assert data["impact"]["totals"]["power_kw"]["delta"] == pytest.approx(power["prod"] - power["dev"], abs=0.01)
-    assert data["impact"]["totals"]["monthly_cost_usd"]["delta"] > 0
+    # each side leaves out its own accounting database (no RDS price row): totals, and no delta between them
+    cost = data["impact"]["totals"]["monthly_cost_usd"]
+    assert cost["head"] > cost["base"] > 0 and cost["delta"] is None
+    assert "not priced on one side only: forge-dev-slurm-db, forge-prod-slurm-db" in md.read_text()
     resources = {side: json.loads(plans[side].read_text())["resources"] for side in ("dev", "prod")}
     custom = {side: sum(r["custom"] for r in rs) for side, rs in resources.items()}
     assert (data["counts"]["delete"], data["counts"]["create"]) == (custom["dev"], custom["prod"])  # no URN in common

@@ -5,7 +5,11 @@ gpuforge/assets/playbooks/monitoring.yml), mon2 a GPU host of the site (node_exp
 gpuforge renders for a stack naming them (file_sd from the site inventory, the rules, the routes).
 Prometheus scrapes both exporters; when mon2's exporter stops, NodeDown fires and Alertmanager
 delivers it to a webhook receiver on 127.0.0.1 that the test runs. The time from stop to delivery is
-measured and reported (no assertion on it).
+measured and reported (no assertion on it). Every exporter kind of a GPU host reaches Prometheus: node_exporter,
+dcgm-exporter (a stand-in serving every field of the dcgm_exporter role's counters file, one GPU with XID 79
+in its window, which pages GpuXidCritical) and a textfile collector (efa-counters' output from a recorded
+sysfs, in the node_exporter role's textfile directory); the Watchdog reaches the dead man's switch alone.
+The Slurm collector and team routing are not booted here (no slurmctld, no Kubernetes).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,10 +28,13 @@ import pytest
 
 from gpuforge.assets import PLAYBOOKS_DIR
 from gpuforge.nodes.bake import run_playbook
+from gpuforge.render.exporters import dcgm_counters_csv
 from gpuforge.render.monitoring import Paths, RouteTiming, render_monitoring, role_vars
 from gpuforge.spec import ResolvedSpec, resolve
 from tests.machines.boot import MachinePool, Machines
 from tests.machines.images import SSH_IMAGE
+from tests.monitoring.test_collectors import run_collector, sysfs_device
+from tests.standins.dcgm_exporter import counter_records, exposition
 
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).resolve().parent
@@ -72,7 +80,11 @@ class Webhook:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/alerts"
 
-    def wait_for(self, alertname: str, instance: str, timeout: float) -> tuple[float, dict[str, Any]] | None:
+    @property
+    def heartbeat_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/heartbeat"
+
+    def wait_for(self, alertname: str, instance: str | None, timeout: float) -> tuple[float, dict[str, Any]] | None:
         deadline = time.monotonic() + timeout
         with self.arrived:
             while True:
@@ -133,8 +145,10 @@ def site_spec(machines: Machines, webhook_url: str) -> ResolvedSpec:
                 "server": {"kind": "site_host", "host": mon1.name, "address": mon1.address},
                 "scrape_interval_s": SCRAPE_S,
                 "node_down_minutes": 1,
+                "dead_mans_switch": "test-heartbeat",
                 "receivers": {
                     "test-hook": {"type": "webhook", "url": webhook_url},
+                    "test-heartbeat": {"type": "webhook", "url": webhook_url.replace("/alerts", "/heartbeat")},
                     # The production release (0.23) reads the SMTP password only inline: the role fills it in.
                     "test-mail": {
                         "type": "email",
@@ -220,7 +234,40 @@ def configured(
         changed = [line for line in again.stdout.splitlines() if line.startswith(("changed:", "TASK", "failed:"))]
         journal = mon1.run("journalctl --no-pager -n 40 -u prometheus -u prometheus-alertmanager", root=True)
         pytest.fail(f"not idempotent: {again.summary_rows()}\n" + "\n".join(changed) + "\n" + journal.stdout)
+    serve_gpu_and_textfile_series(mon2, tmp_path_factory.mktemp("efa"))
     return {"resolved": resolved, "inventory": inventory}
+
+
+DCGM_STANDIN_DIR = "/var/lib/gpuforge-standin/dcgm"
+TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"  # the node_exporter role's node_exporter_textfile_dir
+XID_GPU = 3
+
+
+def serve_gpu_and_textfile_series(mon2: Any, tmp: Path) -> None:
+    """mon2 as a DGX host's exporters show it: dcgm-exporter on 9400 (the stand-in, serving the role's counters
+    for the host's 8 GPUs, GPU 3 with XID 79 in the window), and efa.prom as efa-counters writes it from a
+    recorded sysfs, in the directory node_exporter's textfile collector reads."""
+    metrics = mon2.root / DCGM_STANDIN_DIR.lstrip("/") / "metrics"
+    metrics.parent.mkdir(parents=True, exist_ok=True)
+    metrics.write_text(exposition(dcgm_counters_csv(), gpus=8, hostname=mon2.name, xids={XID_GPU: 79}))
+    mon2.run(
+        "systemd-run --unit=dcgm-exporter-standin python3 -m http.server 9400 "
+        f"--bind {mon2.address} --directory {DCGM_STANDIN_DIR}",
+        root=True,
+    )
+    sysfs = tmp / "sys"
+    sysfs_device(sysfs, "rdmap16s27", "efa", {"rx_drops": "5", "rdma_read_wr_err": "0"})
+    efa = run_collector("efa-counters", tmp / "out", str(sysfs))
+    target = mon2.root / TEXTFILE_DIR.lstrip("/") / "efa.prom"
+    target.write_text(efa)
+    target.chmod(0o644)
+
+
+def query(address: str, promql: str) -> list[dict[str, Any]]:
+    result: list[dict[str, Any]] = prometheus_api(address, "/api/v1/query?query=" + urllib.parse.quote(promql))["data"][
+        "result"
+    ]
+    return result
 
 
 def test_prometheus_scrapes_the_real_node_exporters_of_both_machines(
@@ -287,3 +334,46 @@ def test_a_stopped_exporter_pages_node_down_through_alertmanager(
         f"\nNodeDown: exporter stopped -> webhook delivery in {seconds:.1f} s "
         f"(scrape {SCRAPE_S} s, for: 1m, group_wait 1s)"
     )
+
+
+def test_every_exporter_kind_of_a_gpu_host_reaches_prometheus(
+    monitoring_machines: Machines, configured: dict[str, Any]
+) -> None:
+    """The dcgm job scrapes every field the role's counters file exports, with file_sd's labels; the textfile
+    collector's series arrive through the real node_exporter."""
+    mon1 = monitoring_machines[0]
+    expected = {name for name, kind, _ in counter_records(dcgm_counters_csv()) if kind != "label"}
+    deadline = time.monotonic() + WAIT_UP_S
+    names: set[str] = set()
+    efa: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        names = {s["metric"]["__name__"] for s in query(mon1.address, '{job="dcgm", instance="mon2"}')}
+        efa = query(mon1.address, 'gpuforge_efa_hw_total{job="node", instance="mon2"}')
+        if names >= expected and efa:
+            break
+        time.sleep(2)
+    assert names >= expected, f"missing: {sorted(expected - names)}"
+    assert {s["metric"]["counter"] for s in efa} == {"rx_drops", "rdma_read_wr_err"}
+    temps = query(mon1.address, 'DCGM_FI_DEV_GPU_TEMP{instance="mon2"}')
+    assert len(temps) == 8 and {s["metric"]["node_group"] for s in temps} == {"train"}
+
+
+def test_a_windowed_xid_pages_naming_the_gpu_and_the_xid(
+    monitoring_machines: Machines, configured: dict[str, Any], webhook: Webhook
+) -> None:
+    delivered = webhook.wait_for("GpuXidCritical", "mon2", WAIT_DELIVERY_S)
+    assert delivered is not None, f"webhook got {webhook.received}\n{alert_path(monitoring_machines[0])}"
+    _, body = delivered
+    alert = next(a for a in body["alerts"] if a["labels"]["alertname"] == "GpuXidCritical")
+    assert (alert["labels"]["gpu"], alert["labels"]["xid"], body["receiver"]) == (str(XID_GPU), "79", "test-hook")
+
+
+def test_the_dead_mans_switch_hears_the_watchdog_and_nobody_else_does(
+    monitoring_machines: Machines, configured: dict[str, Any], webhook: Webhook
+) -> None:
+    delivered = webhook.wait_for("Watchdog", None, WAIT_DELIVERY_S)
+    assert delivered is not None, f"webhook got {webhook.received}\n{alert_path(monitoring_machines[0])}"
+    assert delivered[1]["receiver"] == "test-heartbeat"
+    others = [body["receiver"] for _, body in webhook.received
+              if any(a["labels"]["alertname"] == "Watchdog" for a in body["alerts"])]  # fmt: skip
+    assert set(others) == {"test-heartbeat"}

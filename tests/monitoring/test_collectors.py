@@ -65,6 +65,8 @@ def test_slurm_collector_reports_unavailable_nodes_jobs_and_the_scheduler(tmp_pa
     oldest = next(line for line in lines if line.startswith("gpuforge_slurm_oldest_pending_job_seconds"))
     assert oldest.startswith('gpuforge_slurm_oldest_pending_job_seconds{job_id="4242",partition="train"} ')
     assert "gpuforge_slurm_scheduler_last_cycle_seconds 0.001234" in lines
+    assert 'gpuforge_slurm_job_info{job_id="4240",partition="train",account="llm",user="alice"} 1' in lines
+    assert not any('job_id="4242"' in line for line in lines if line.startswith("gpuforge_slurm_job_info"))
     assert "gpuforge_slurm_dbd_agent_queue_size 2" in lines
 
 

@@ -133,8 +133,8 @@ def test_every_receiver_type_agrees_with_the_file_render_and_the_crd() -> None:
     assert (route["groupWait"], route["groupInterval"], route["repeatInterval"]) == (
         file_route["group_wait"], file_route["group_interval"], file_route["repeat_interval"],
     )  # fmt: skip
-    assert [(r["receiver"], [_matcher(m) for m in r["matchers"]], r["continue"]) for r in route["routes"]] == [
-        (r["receiver"], r["matchers"], r["continue"]) for r in file_route["routes"]
+    assert [(r["receiver"], [_matcher(m) for m in r["matchers"]], r.get("continue")) for r in route["routes"]] == [
+        (r["receiver"], r["matchers"], r.get("continue")) for r in file_route["routes"]
     ]
     (inhibit,) = spec["inhibitRules"]
     (file_inhibit,) = file["inhibit_rules"]
@@ -142,7 +142,8 @@ def test_every_receiver_type_agrees_with_the_file_render_and_the_crd() -> None:
     assert [_matcher(m) for m in inhibit["targetMatch"]] == file_inhibit["target_matchers"]
     receivers = {r["name"]: r for r in spec["receivers"]}
     files = {r["name"]: r for r in file["receivers"]}
-    assert set(receivers) == set(files) == {"gpuforge-unrouted", "staging-hook", "mail", "chat", "pager"}
+    names = {"gpuforge-unrouted", "gpuforge-watchdog", "staging-hook", "mail", "chat", "pager"}
+    assert set(receivers) == set(files) == names
     key = {f"{name}-{suffix}" for name, suffix in
            (("staging-hook", "token"), ("mail", "password"), ("chat", "url"), ("pager", "routing-key"))}  # fmt: skip
     assert key == set(receiver_secret_names(mon))

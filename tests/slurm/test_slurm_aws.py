@@ -16,6 +16,7 @@ from gpuforge.nodes.inventory import build_inventory
 from gpuforge.plan.engine import MOCK_SECRET_PREFIX, plan_stack
 from gpuforge.plan.model import Plan
 from gpuforge.review.report import console_plan, markdown_plan
+from tests.crypto_material import ssh_public_key
 from tests.support import planned
 
 SLURM = "gpuforge:aws:SlurmControlPlane"
@@ -111,7 +112,7 @@ def _with_bastion(tmp_path: Path, *rules: dict, environment: str = "dev") -> Pla
     cluster["environment"] = environment
     cluster["network"]["allowed_ingress"] = list(rules)
     cluster["scheduler"]["login"]["bastion"] = True
-    cluster["scheduler"]["users"]["alice"]["ssh_public_keys"] = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample alice"]
+    cluster["scheduler"]["users"]["alice"]["ssh_public_keys"] = [ssh_public_key("alice")]
     path = tmp_path / "Pulumi.dev-bastion.yaml"
     path.write_text(yaml.safe_dump(document))
     return plan_stack(path)

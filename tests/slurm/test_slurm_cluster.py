@@ -89,6 +89,18 @@ def test_daemons_run_where_their_roles_put_them(slurm_cluster: SlurmCluster) -> 
     assert decoded.returncode == 0, decoded.stderr
 
 
+def test_the_controllers_node_exporter_serves_the_slurm_collectors_series(slurm_cluster: SlurmCluster) -> None:
+    """What Prometheus scrapes on a controller (flows.yaml: monitoring -> controller on 9100; issue 23): the Slurm
+    collector's textfile series, which every Slurm alert reads, through node_exporter."""
+    ctl = slurm_cluster.controller
+    assert ctl.run("systemctl is-enabled gpuforge-slurm-metrics.timer", root=True).stdout.strip() == "enabled"
+    ctl.run("systemctl start gpuforge-slurm-metrics.service", root=True)
+    # The machine's python (Ansible's), as Prometheus would ask: HTTP GET /metrics on the exporter's port.
+    metrics = ctl.run("python3 -c \"import urllib.request as u; "
+                      "print(u.urlopen('http://127.0.0.1:9100/metrics').read().decode())\"").stdout
+    assert "gpuforge_slurm_up 1" in metrics, metrics[-2000:]
+
+
 def test_every_slurm_machine_has_the_shared_home_in_fstab_and_its_automount_unit(slurm_cluster: SlurmCluster) -> None:
     """slurm.yml mounts slurm_config.home on the controller, the login machine and every compute (site_mounts):
     the fstab entry and its automount unit, active. Not accessed: this kernel has no NFS client and there is

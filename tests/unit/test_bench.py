@@ -117,3 +117,23 @@ def test_a_new_page_gets_both_sections_with_their_markers(tmp_path: Path, monkey
     assert "## Re-bake\n\n<!-- make bench: rebake -->\n" in text and text.rstrip().endswith(
         "<!-- make bench: end rebake -->"
     )
+
+
+def test_a_failing_measured_command_fails_the_bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A time of a command that did not plan is no figure: `make bench` stops with its exit and output."""
+    monkeypatch.setattr(bench, "PROD_PLAN", ["-m", "gpuforge", "plan", "no-such-stack"])
+    monkeypatch.setattr(bench, "CASES", [])
+    monkeypatch.setattr(bench, "rebake_unavailable", lambda: "not root")
+    output = tmp_path / "benchmarks.md"
+    output.write_text(DOC.read_text())
+    with pytest.raises(SystemExit) as stopped:
+        bench.main(["--output", str(output)])
+    message = str(stopped.value.code)
+    assert message.startswith("make bench: `") and "gpuforge plan no-such-stack` failed (exit 2)" in message
+    assert "no stack 'no-such-stack'" in message
+    assert output.read_text() == DOC.read_text()  # nothing written from a failed measurement
+
+
+def test_the_prod_plan_it_times_is_the_real_command() -> None:
+    assert bench.PROD_PLAN[:3] == ["-m", "gpuforge", "plan"]
+    assert bench.prod_plan_seconds() > 0  # exits 0, or MeasuredCommandFailed would have been raised

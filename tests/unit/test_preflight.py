@@ -30,7 +30,7 @@ from moto.servicequotas import models as sq_models
 from typer.testing import CliRunner
 
 from gpuforge.cli import app
-from gpuforge.preflight import AwsClients, check_reservation, preflight
+from gpuforge.preflight import AwsClients, check_reservations, preflight
 from gpuforge.spec import resolve
 from gpuforge.spec.loader import parse_yaml
 
@@ -190,7 +190,7 @@ def test_a_reservation_too_small_for_count_plus_spares() -> None:
         "AvailabilityZone": "us-east-1a", "TotalInstanceCount": 64, "AvailableInstanceCount": 64, "State": "active",
     })
     checked: list[str] = []
-    (finding,) = check_reservation("train", group, ec2, NOW, checked)
+    (finding,) = check_reservations({"train": group}, ec2, NOW, checked)
     assert finding.path == "cluster.node_groups[train].count"
     assert finding.message == "count + spares (64 + 2 = 66) exceed cr-0a1b2c3d4e5f67890's 64 instances"
     assert "modify-capacity-reservation --capacity-reservation-id cr-0a1b2c3d4e5f67890 --instance-count 66" in (
@@ -207,7 +207,7 @@ def test_a_block_of_another_type_in_another_az_and_another_window() -> None:
         "ReservationType": "capacity-block",
         "StartDate": datetime(2026, 12, 1, 11, 30, tzinfo=UTC), "EndDate": datetime(2026, 12, 8, 11, 30, tzinfo=UTC),
     })
-    found = {f.path: f for f in check_reservation("train", group, ec2, NOW, [])}
+    found = {f.path: f for f in check_reservations({"train": group}, ec2, NOW, [])}
     assert set(found) == {
         "cluster.node_groups[train].instance_type",
         "cluster.node_groups[train].availability_zone",
@@ -225,7 +225,7 @@ def test_an_expired_block_is_a_finding() -> None:
         "AvailabilityZone": "us-east-1a", "TotalInstanceCount": 9, "State": "expired",
         "StartDate": datetime(2026, 12, 1, 11, 30, tzinfo=UTC), "EndDate": datetime(2026, 12, 15, 11, 30, tzinfo=UTC),
     })
-    found = check_reservation("train", group, ec2, datetime(2026, 12, 16, tzinfo=UTC), [])
+    found = check_reservations({"train": group}, ec2, datetime(2026, 12, 16, tzinfo=UTC), [])
     assert {f.path for f in found} == {"cluster.node_groups[train].capacity.reservation_id",
                                        "cluster.node_groups[train].capacity.end"}
     assert any("is expired: nothing launches into it" in f.message for f in found)
@@ -272,3 +272,76 @@ def test_cli_refuses_a_bad_spec_with_exit_2(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["preflight", str(stack)])
     assert result.exit_code == 2
     assert "cluster.node_groups[train].count" in result.output and "Traceback" not in result.output
+
+
+# --- EC2 Auto Scaling's service-linked role, which the cluster key's policy names ---------------------------
+
+
+def autoscaling_findings(aws: AwsClients, mode: str) -> list[str]:
+    data = cluster("dev")
+    data["placement"]["autoscaling_service_linked_role"] = mode
+    report = preflight(resolve(data), aws, now=NOW)
+    return [str(f) for f in report.findings if f.path == "cluster.placement.autoscaling_service_linked_role"]
+
+
+def test_existing_in_an_account_that_never_used_auto_scaling_is_a_finding(aws: AwsClients) -> None:
+    (finding,) = autoscaling_findings(aws, "existing")
+    assert "no AWSServiceRoleForAutoScaling" in finding and "create-service-linked-role" in finding
+    assert autoscaling_findings(aws, "create") == []
+
+
+def test_create_where_another_stack_made_the_role_is_a_finding(aws: AwsClients) -> None:
+    aws.iam.create_service_linked_role(AWSServiceName="autoscaling.amazonaws.com")
+    (finding,) = autoscaling_findings(aws, "create")
+    assert "exists already" in finding and "autoscaling_service_linked_role: existing" in finding
+    assert autoscaling_findings(aws, "existing") == []
+
+
+def test_create_after_this_stacks_own_deploy_passes(aws: AwsClients) -> None:
+    name = aws.iam.create_service_linked_role(AWSServiceName="autoscaling.amazonaws.com")["Role"]["RoleName"]
+    aws.iam.tag_role(RoleName=name, Tags=[{"Key": "gpuforge:cluster", "Value": "forge-dev"}])
+    assert autoscaling_findings(aws, "create") == []
+
+
+def test_the_plan_creates_the_role_before_the_key() -> None:
+    from tests.support import planned
+
+    plan = planned("dev")
+    (role,) = plan.by_type("aws:iam/serviceLinkedRole:ServiceLinkedRole")
+    assert role.inputs["awsServiceName"] == "autoscaling.amazonaws.com"
+    (key,) = plan.by_type("aws:kms/key:Key")
+    assert role.urn in key.depends_on
+def test_teams_sharing_a_reservation_are_checked_together_against_its_size() -> None:
+    """Two 8+1 teams on one 16-instance reservation: each fits alone, together they need 18."""
+    data = cluster("prod")
+    team = data["node_groups"]["train"]
+    team.update(count=8, spares=1)
+    data["node_groups"]["team-b"] = json.loads(json.dumps(team))
+    data["scheduler"]["partitions"]["train"]["node_groups"].append("team-b")
+    groups = resolve(data).node_groups
+    ec2 = answered({
+        "CapacityReservationId": "cr-0a1b2c3d4e5f67890", "InstanceType": "p5.48xlarge",
+        "AvailabilityZone": "us-east-1a", "TotalInstanceCount": 16, "State": "active",
+    })
+    checked: list[str] = []
+    (finding,) = check_reservations(groups, ec2, NOW, checked)  # one DescribeCapacityReservations, not two
+    assert finding.path == "cluster.node_groups[team-b].count"
+    assert finding.message == (
+        "count + spares of the groups on it (train 8+1 + team-b 8+1 = 18) exceed cr-0a1b2c3d4e5f67890's 16 instances"
+    )
+    assert checked == ["reservation cr-0a1b2c3d4e5f67890 (train, team-b)"]
+
+
+def test_a_stated_reservation_size_is_compared_with_aws() -> None:
+    data = cluster("prod")
+    data["node_groups"]["train"]["capacity"]["instance_count"] = 66
+    group = resolve(data).node_groups["train"]
+    ec2 = answered({
+        "CapacityReservationId": "cr-0a1b2c3d4e5f67890", "InstanceType": "p5.48xlarge",
+        "AvailabilityZone": "us-east-1a", "TotalInstanceCount": 64, "State": "active",
+    })
+    found = {f.path: f for f in check_reservations({"train": group}, ec2, NOW, [])}
+    assert found["cluster.node_groups[train].capacity.instance_count"].message == (
+        "the spec says cr-0a1b2c3d4e5f67890 holds 66 instances, AWS says 64"
+    )
+    assert "cluster.node_groups[train].count" in found

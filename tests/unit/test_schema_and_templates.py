@@ -44,8 +44,11 @@ def test_node_user_data_matches_golden(dev_plan: Plan) -> None:
     node = json.loads(document["write_files"][0]["content"])
     assert (node["instanceType"], node["efaInterfacesPerNode"]) == ("g5.12xlarge", 1)
     # dev's file system is not EFA-enabled: the FSx guide's options, no LNet unit required.
-    fstab = document["write_files"][1]
-    assert (fstab["path"], fstab["append"]) == ("/etc/fstab", True)
+    (fstab,) = [f for f in document["write_files"] if f["path"] == "/etc/fstab"]
+    assert fstab["append"] is True
+    # The controller's name as slurm.conf gives it, which VPC DNS does not know (issue 23).
+    (hosts,) = [f for f in document["write_files"] if f["path"] == "/etc/hosts"]
+    assert (hosts["append"], hosts["content"]) == (True, "10.20.128.10 forge-dev-ctl-0\n")
     source, path, fstype, options, *_ = fstab["content"].split()
     assert (source, path, fstype) == ("forge-dev-lustre-fs.fsx.mock.amazonaws.com@tcp:/mockmnt", "/fsx", "lustre")
     assert "gpuforge-lnet.service" not in options

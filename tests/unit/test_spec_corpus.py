@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from gpuforge.plan import engine as plan_module
-from gpuforge.spec import SpecError, resolve
+from gpuforge.spec import ClusterSpec, SpecError, resolve
 
 SPECS = Path(__file__).parent.parent / "fixtures" / "specs"
 VALID = sorted((SPECS / "valid").glob("*.yaml"))
@@ -71,3 +71,18 @@ def test_unknown_instance_type_suggests_close_names() -> None:
     with pytest.raises(SpecError) as caught:
         resolve(yaml.safe_load(path.read_text()))
     assert "p5.48xlarge" in str(caught.value)
+
+
+def test_every_top_level_section_has_an_invalid_fixture() -> None:
+    """A section added to ClusterSpec arrives with at least one invalid fixture (a spec here, or a stack in
+    tests/fixtures/stacks/invalid) whose '# expect:' names a path inside it."""
+    stacks = sorted((SPECS.parent / "stacks" / "invalid").glob("*.yaml"))
+    covered = {
+        match.group(1)
+        for path in [*INVALID, *stacks]
+        for expected in expected_paths(path)
+        for match in [re.match(r"cluster\.([a-z_]+)", expected)]
+        if match
+    }
+    missing = [section for section in ClusterSpec.model_fields if section not in covered]
+    assert not missing, f"no invalid fixture expects a problem in {missing}"

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -24,12 +25,16 @@ from typer.testing import CliRunner
 from gpuforge.cli import app
 from gpuforge.plan.stacks import stack_from_text
 from gpuforge.plan.validation import check_stack
-from gpuforge.spec import SpecError
+from gpuforge.spec import ClusterSpec, SpecError
 from gpuforge.spec.loader import decode_stack, parse_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-SEEDS = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))
+# The example stacks, the test stacks (a Kubernetes site, a MultiKueue burst, booted labs) and the valid specs.
+SEEDS = sorted((ROOT / "stacks").glob("Pulumi.*.yaml")) + sorted(
+    (ROOT / "tests" / "fixtures" / "stacks").glob("Pulumi.*.yaml")
+)
 SPECS = sorted((ROOT / "tests" / "fixtures" / "specs" / "valid").glob("*.yaml"))
+SECTIONS = list(ClusterSpec.model_fields)  # every top-level section of the spec
 
 
 def _documents() -> list[dict[str, Any]]:
@@ -114,10 +119,33 @@ def _apply(value: Any, path: tuple[Any, ...], action: str, new: Any, key: str) -
     return new
 
 
+def _seeds_with(section: str) -> list[dict[str, Any]]:
+    return [d for d in DOCUMENTS if section in (d.get("config", {}).get("gpuforge:cluster") or {})]
+
+
 @st.composite
-def stack_texts(draw: st.DrawFn) -> str:
+def section_documents(draw: st.DrawFn, section: str) -> Any:
+    """A seed holding `section`, mutated inside that section only: every section gets its own share of
+    examples, however rarely the free walk of `mutated_documents` reaches it."""
+    seeds = _seeds_with(section)
+    doc = seeds[draw(st.integers(0, len(seeds) - 1))]
+    for _ in range(draw(st.integers(1, 3))):
+        prefix = ("config", "gpuforge:cluster", section)
+        value: Any = doc
+        for key in prefix:
+            value = value[key]
+        path = prefix + _random_path(value, draw)
+        action = ("replace", "replace", "replace", "drop", "rename", "add", "wrap")[draw(st.integers(0, 6))]
+        new = HOSTILE[draw(st.integers(0, len(HOSTILE) - 1))]
+        doc = _apply(doc, path, action, new, KEY_TYPOS[draw(st.integers(0, len(KEY_TYPOS) - 1))])
+    return doc
+
+
+@st.composite
+def stack_texts(draw: st.DrawFn, documents: st.SearchStrategy[Any] | None = None) -> str:
     """YAML text of a mutated stack, sometimes with a scalar spliced in as raw YAML text."""
-    text = yaml.dump(draw(mutated_documents()), Dumper=DUMPER, allow_unicode=True, sort_keys=False)
+    document = draw(mutated_documents() if documents is None else documents)
+    text = yaml.dump(document, Dumper=DUMPER, allow_unicode=True, sort_keys=False)
     if draw(st.booleans()):
         values = [m.start() for m in re.finditer(r": (?=\S)", text)]
         if values:
@@ -173,6 +201,28 @@ def test_any_stack_file_resolves_or_raises_spec_error(raw: bytes) -> None:
         assert "Input should" not in report and "discriminator" not in report, report
 
 
+def test_every_top_level_section_has_a_seed_to_fuzz() -> None:
+    """A section added to ClusterSpec without a seed stack or valid spec that uses it is never fuzzed:
+    add one (a stack in stacks/ or tests/fixtures/stacks/, or a spec in tests/fixtures/specs/valid/)."""
+    unseeded = [section for section in SECTIONS if not _seeds_with(section)]
+    assert not unseeded, f"no fuzz seed holds {unseeded}"
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+@settings(FUZZ, max_examples=25)
+@given(data=st.data())
+def test_each_section_mutated_resolves_or_raises_spec_error(section: str, data: st.DataObject) -> None:
+    if not _seeds_with(section):
+        pytest.fail(f"no fuzz seed holds {section}")
+    text = data.draw(stack_texts(section_documents(section)))
+    try:
+        check(text.encode())
+    except SpecError as error:
+        report = error.report()
+        assert error.issues and all(issue.path and issue.message for issue in error.issues)
+        assert "Traceback" not in report and "pydantic" not in report.lower() and "Input should" not in report
+
+
 @settings(max_examples=300, derandomize=True, deadline=None, database=None)
 @given(st.text(max_size=400) | st.binary(max_size=400).map(lambda b: b.decode("utf-8", "replace")))
 def test_arbitrary_text_never_escapes_the_loader(text: str) -> None:
@@ -188,8 +238,9 @@ def _invoke(command: str, raw: bytes) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         stack = Path(tmp) / "Pulumi.fuzz.yaml"
         stack.write_bytes(raw)
-        result = runner.invoke(app, [command, str(stack), *(["--no-tree"] if command == "plan" else [])],
-                               env={"COLUMNS": "200"})
+        # validate --spec-only: the spec's exits (0 or 2); the program and the packs are plan's fuzz
+        options = {"plan": ["--no-tree"], "validate": ["--spec-only"]}[command]
+        result = runner.invoke(app, [command, str(stack), *options], env={"COLUMNS": "200"})
     # plan exits 1 for a mandatory policy violation on a valid spec; never anything else
     assert result.exit_code in ((0, 2) if command == "validate" else (0, 1, 2)), result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)

@@ -24,12 +24,19 @@ def hardened_instance(
     template_opts: pulumi.ResourceOptions,
     instance_profile_arn: pulumi.Input[str] | None = None,
     image_parameter: str = UBUNTU_2204_SSM,
+    user_data: str | None = None,
     opts: pulumi.ResourceOptions,
     **instance_args: Any,
 ) -> aws.ec2.Instance:
     """Declare the template *template_name* and the instance *name*, booting the AMI *image_parameter* (an
-    SSM parameter; Canonical's Ubuntu 22.04 unless given); *instance_args* are the instance's own (type,
-    subnet, security groups, tags, ...)."""
+    SSM parameter; Canonical's Ubuntu 22.04 unless given) with *user_data* (base64, as launch templates take
+    it); *instance_args* are the instance's own (type, subnet, security groups, tags, ...).
+
+    The instance launches from the template's version as of this deployment, never "$Latest": the AWS
+    provider replaces an instance whenever "$Latest" resolves to another version than the one it runs
+    (terraform-provider-aws internal/service/ec2/ec2_instance.go), so any edit of the template would replace
+    a controller in the next `up` and lose its local state; pinned, a new version is a visible change of
+    the instance in the diff, as for the node groups (wiring-launchtemplate-pinned-version)."""
     template = aws.ec2.LaunchTemplate(
         template_name,
         image_id=f"resolve:ssm:{image_parameter}",
@@ -47,11 +54,12 @@ def hardened_instance(
         iam_instance_profile=(
             aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=instance_profile_arn) if instance_profile_arn else None
         ),
+        user_data=user_data,
         opts=template_opts,
     )
     return aws.ec2.Instance(
         name,
-        launch_template=aws.ec2.InstanceLaunchTemplateArgs(id=template.id, version="$Latest"),
+        launch_template=aws.ec2.InstanceLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
         metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
             http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1
         ),

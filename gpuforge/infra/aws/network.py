@@ -29,6 +29,7 @@ class SegmentedNetworkArgs:
     region: str
     subnets: dict[tuple[Tier, str], IPv4Network]
     kms_key_arn: pulumi.Input[str] | None = None  # encrypts the flow-log group
+    lustre: bool = True  # a Lustre file system in the storage tier: open LNet's ports to it (flows.yaml lustre)
 
 
 class SegmentedNetwork(pulumi.ComponentResource):
@@ -113,7 +114,7 @@ class SegmentedNetwork(pulumi.ComponentResource):
             )
         if spec.flow_logs:
             self._flow_logs(name, spec, vpc, args, child)
-        self.security_group_ids = self._security_groups(name, spec, vpc, child)
+        self.security_group_ids = self._security_groups(name, spec, vpc, child, lustre=args.lustre)
         if spec.nat == "none":
             self._interface_endpoints(name, spec, args.region, vpc, subnets["management"], child)
         # Private route tables by AZ: a hybrid link propagates the site's routes into them.
@@ -245,7 +246,7 @@ class SegmentedNetwork(pulumi.ComponentResource):
 
     @staticmethod
     def _security_groups(
-        name: str, spec: Network, vpc: aws.ec2.Vpc, child: pulumi.ResourceOptions
+        name: str, spec: Network, vpc: aws.ec2.Vpc, child: pulumi.ResourceOptions, *, lustre: bool
     ) -> dict[str, pulumi.Output[str]]:
         purposes = {
             "ingress": "Ingress tier: load balancers and bastions; only the spec's allowed_ingress opens it",
@@ -300,7 +301,9 @@ class SegmentedNetwork(pulumi.ComponentResource):
         ingress("ssh-from-ingress", "management", source="ingress", ports=(22, 22), why="SSH from bastions")
         ingress("ssh-from-management", "compute", source="management", ports=(22, 22), why="SSH from login nodes")
         ingress("compute-self", "compute", source="compute", protocol="-1", why="Node to node (control traffic)")
-        for client in ("compute", "management"):
+        # LNet's ports only where a Lustre file system listens on them (no flow needs them otherwise:
+        # wiring-flows-security-groups).
+        for client in ("compute", "management") if lustre else ():
             for low, high in LUSTRE_PORTS:
                 ingress(
                     f"lustre-{low}-{client}",
@@ -311,7 +314,7 @@ class SegmentedNetwork(pulumi.ComponentResource):
                 )
         # The file system's servers talk to each other on both ranges too (FSx for Lustre User Guide,
         # "File system access control with Amazon VPC"); the 988 rule keeps its name (no replacement).
-        for low, high in LUSTRE_PORTS:
+        for low, high in LUSTRE_PORTS if lustre else ():
             suffix = "" if low == 988 else f"-{low}"
             ingress(
                 f"lustre-self{suffix}",

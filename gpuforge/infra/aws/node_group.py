@@ -87,6 +87,8 @@ class GpuNodeGroupArgs:
     home: pulumi.Input[str] | None = None
     tags: dict[str, str] = field(default_factory=dict)
     eks: EksAttachment | None = None  # set for orchestrator eks: an EKS managed node group instead of an ASG
+    # A Slurm group's controllers, name -> address: the names slurm.conf gives them, written to /etc/hosts.
+    slurm_controllers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -405,7 +407,8 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 "home": {"file_system": values[2], "fstype": load_aws_wiring().efs.mount_helper.fstype,
                          "options": EFS_MOUNT_OPTIONS} if args.home is not None else None,
             }
-            return base64.b64encode(wrap(render("cloud-init/node.yaml.j2", node=node, **mounts)).encode()).decode()
+            text = render("cloud-init/node.yaml.j2", node=node, controllers=args.slurm_controllers, **mounts)
+            return base64.b64encode(wrap(text).encode()).decode()
 
         return pulumi.Output.all(
             lustre.dns_name if lustre else "", lustre.mount_name if lustre else "", args.home or ""

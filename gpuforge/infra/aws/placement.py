@@ -11,6 +11,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from gpuforge.catalog.aws_wiring import load_aws_wiring
+from gpuforge.catalog.flows import load_flows
 from gpuforge.infra.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsClass
 from gpuforge.infra.k8s.alerting import declare_alert_routing, operator_monitoring
 from gpuforge.spec import ResolvedSpec
@@ -23,11 +24,19 @@ from .eks import EksCluster, EksClusterArgs
 from .iam import fsx_key_grant_policy
 from .image_pipeline import ImagePipeline, ImagePipelineArgs
 from .irsa import ROLE_ARN_ANNOTATION, ServiceAccount, ServiceAccountRoles, ServiceAccountRolesArgs, controller_role
+from .metrics_archive import MetricsArchive, MetricsArchiveArgs
 from .network import SegmentedNetwork, SegmentedNetworkArgs
 from .node_group import CLUSTER_TAG, EksAttachment, GpuNodeGroup, GpuNodeGroupArgs, LustreMount, node_group_props
 from .session_manager import SessionManagerPreferences, SessionManagerPreferencesArgs
 from .slurm import SlurmControlPlane, SlurmControlPlaneArgs
-from .storage import ClusterKey, LustreFileSystem, LustreFileSystemArgs, ObjectStore, ObjectStoreArgs
+from .storage import (
+    ClusterKey,
+    LustreFileSystem,
+    LustreFileSystemArgs,
+    ObjectStore,
+    ObjectStoreArgs,
+    autoscaling_service_linked_role,
+)
 
 READ_PURPOSES = ("data",)
 WRITE_PURPOSES = ("checkpoints", "artifacts")
@@ -75,9 +84,15 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
     dra_to_kms_buckets = fs_spec is not None and any(
         spec.storage.object_stores[d.object_store].kms for d in fs_spec.data_repository_associations.values()
     )
-    key = ClusterKey(f"{name}-kms", region, spec.protected, fsx_data_repositories=dra_to_kms_buckets, opts=child)
+    placement = spec.placement
+    creates_role = getattr(placement, "autoscaling_service_linked_role", "create") == "create"
+    autoscaling_role = autoscaling_service_linked_role(name, child) if creates_role else None
+    key = ClusterKey(f"{name}-kms", region, spec.protected, fsx_data_repositories=dra_to_kms_buckets,
+                     autoscaling_role=autoscaling_role, opts=child)
     network = SegmentedNetwork(
-        f"{name}-net", SegmentedNetworkArgs(spec.network, region, resolved.subnets, key.arn), opts=child
+        f"{name}-net",
+        SegmentedNetworkArgs(spec.network, region, resolved.subnets, key.arn, lustre=fs_spec is not None),
+        opts=child,
     )
 
     replica_regions = sorted(
@@ -89,7 +104,8 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
         replica_opts = pulumi.ResourceOptions(parent=parent, providers={"aws": replica_provider})
         replicas[replica_region] = (
             replica_provider,
-            ClusterKey(f"{name}-kms-{replica_region}", replica_region, spec.protected, opts=replica_opts),
+            ClusterKey(f"{name}-kms-{replica_region}", replica_region, spec.protected,
+                       autoscaling_role=autoscaling_role, opts=replica_opts),
         )
 
     stores: dict[str, ObjectStore] = {}
@@ -176,6 +192,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 subnet_ids=network.subnet_ids,
                 security_group_ids=network.security_group_ids,
                 kms_key_arn=key.arn,
+                vpc_id=network.vpc_id,
                 tags=tags,
             ),
             opts=child,
@@ -203,6 +220,11 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 write_bucket_arns=bucket_arns(WRITE_PURPOSES),
                 lustre=LustreMount(lustre.dns_name, lustre.mount_name, efa=fs.efa) if lustre and fs else None,
                 home=slurm.home_file_system_id if slurm is not None and group_name in slurm_groups else None,
+                slurm_controllers=(
+                    {c.name: c.address for c in sched.controllers}
+                    if sched is not None and slurm is not None and group_name in slurm_groups
+                    else {}
+                ),
                 tags=tags,
                 eks=(
                     EksAttachment(eks.name, eks.cluster_security_group_id, kube.version, eks.network_addons)
@@ -312,7 +334,21 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
             ),
             opts=child,
         )
+        if reader is not None and isinstance(server, NodeGroupServer):
+            _service_discovery_policy(f"{name}-{server.node_group}", reader.role_name, child)
         monitoring_outputs["monitoring"] = {"server": spec.monitoring.server.kind, "alertSecretArns": secrets.arns}
+        if spec.monitoring.remote_write is not None and reader is not None:
+            # Checked before anything is declared: remote_write needs a node group server (check_monitoring).
+            archive = MetricsArchive(
+                f"{name}-metrics-archive",
+                MetricsArchiveArgs(spec.name, reader.role_name, spec.protected),
+                opts=child,
+            )
+            # The prometheus role's prometheus_remote_write_url (gpuforge render monitoring leaves a placeholder).
+            monitoring_outputs["monitoring"]["remoteWrite"] = {
+                "workspaceArn": archive.workspace_arn,
+                "url": archive.url,
+            }
         if kube_provider is not None:
             declare_alert_routing(
                 f"{name}-alert-routing",
@@ -358,6 +394,15 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
     return AwsCluster(
         outputs, network, eks, platform, kube_provider, {n: g.role_name for n, g in groups.items()}
     )
+
+
+def _service_discovery_policy(name: str, role_name: pulumi.Input[str], child: pulumi.ResourceOptions) -> None:
+    """What Prometheus on a node group calls to find its targets (ec2_sd_configs), from the flow model's
+    aws_calls (gpuforge/catalog/data/flows.yaml; checked by wiring-flows-iam). EC2's Describe calls take no
+    resource-level permissions, hence "*"."""
+    actions = load_flows().actions("monitoring")
+    policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}]}
+    aws.iam.RolePolicy(f"{name}-service-discovery", role=role_name, policy=json.dumps(policy), opts=child)
 
 
 def _image_pipeline(

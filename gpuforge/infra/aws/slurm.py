@@ -1,9 +1,11 @@
 """The Slurm control plane on AWS: controller instance(s), accounting database, shared /home, secrets.
 
 - Controllers: EC2 instances at the fixed management-tier addresses the rendered slurm.conf names
-  (gpuforge/spec/scheduler_checks.py), so configless nodes always find them; IMDSv2, encrypted root.
+  (gpuforge/spec/scheduler_checks.py), so configless nodes always find them, named by their user data as
+  slurm.conf names them; IMDSv2, encrypted root; a security group of their own.
 - Accounting: Amazon RDS for MariaDB (encrypted with the cluster key, automated backups, Multi-AZ and
-  deletion protection in prod), reachable from the management tier only.
+  deletion protection in prod), in a security group open to the controllers only.
+- Security group rules: one per flow of gpuforge/catalog/data/flows.yaml between the roles the stack has.
 - /home: Amazon EFS (encrypted, AWS Backup policy on), mount targets in every AZ's storage subnet,
   NFS from the compute and management tiers, TLS in transit required by the file system's policy (nodes
   mount it with the EFS mount helper, `-o tls`). With a backup controller, a second EFS holds the
@@ -15,6 +17,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,18 +26,21 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_random as random
 
+from gpuforge.catalog.flows import load_flows
 from gpuforge.catalog.models import SlurmPorts
+from gpuforge.render.templates import render
 from gpuforge.spec import ResolvedSpec
 from gpuforge.spec.models import UBUNTU_2404_SSM, Tier
-from gpuforge.spec.scheduler_checks import ResolvedScheduler, secret_names
+from gpuforge.spec.monitoring import NodeGroupServer
+from gpuforge.spec.scheduler_checks import CONTROLLER_NODE_GROUP, ResolvedScheduler, secret_names
 
 from .iam import assume_role_policy, lifecycle_policy, secret_read_policy
 from .instance import hardened_instance
+from .node_group import NODE_GROUP_TAG
 from .storage import stateful
 
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
 MARIADB_VERSION = "10.11"
-MARIADB_PORT, NFS_PORT = 3306, 2049
 # What an NFS client of an EFS file system may do (EFS's default file system policy grants these to every client).
 EFS_CLIENT_ACTIONS = (
     "elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite", "elasticfilesystem:ClientRootAccess"
@@ -79,7 +85,27 @@ class SlurmControlPlaneArgs:
     subnet_ids: dict[Tier, dict[str, pulumi.Output[str]]]  # tier -> AZ -> subnet id
     security_group_ids: dict[str, pulumi.Output[str]]
     kms_key_arn: pulumi.Input[str]
+    vpc_id: pulumi.Input[str]
     tags: dict[str, str] = field(default_factory=dict)
+
+
+def controller_user_data(hostname: str, controllers: dict[str, str]) -> str:
+    """The controller's cloud-config (base64, as launch templates take it): the host name slurm.conf's
+    SlurmctldHost, DbdHost and AccountingStorageHost call it by, and every controller's name in /etc/hosts."""
+    text = render("cloud-init/controller.yaml.j2", hostname=hostname, controllers=controllers)
+    return base64.b64encode(text.encode()).decode()
+
+
+def flow_roles(resolved: ResolvedSpec) -> set[str]:
+    """The roles of gpuforge/catalog/data/flows.yaml this Slurm cluster on AWS has."""
+    sched = resolved.scheduler
+    assert sched is not None
+    roles = {"controller", "home", "database" if sched.database == "managed" else "", "compute" if sched.groups else "",
+             "login" if sched.login_groups else "", "lustre" if resolved.spec.storage.parallel_fs else ""}
+    monitoring = resolved.spec.monitoring
+    if monitoring is not None and isinstance(monitoring.server, NodeGroupServer):
+        roles.add("monitoring")
+    return roles - {""}
 
 
 class SlurmControlPlane(pulumi.ComponentResource):
@@ -90,13 +116,17 @@ class SlurmControlPlane(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: SlurmControlPlaneArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         spec, sched = args.resolved.spec, args.scheduler
-        super().__init__("gpuforge:aws:SlurmControlPlane", name, {"controllers": len(sched.controllers)}, opts)
+        ports = args.resolved.catalog.slurm.ports
+        # The ports and roles the flow rules read (wiring-flows-security-groups), as the stack's catalog has them.
+        props = {"controllers": len(sched.controllers), "roles": sorted(flow_roles(args.resolved)),
+                 "ports": {"slurmctld": ports.slurmctld, "slurmd": ports.slurmd, "slurmdbd": ports.slurmdbd,
+                           "srun": f"{ports.srun[0]}-{ports.srun[1]}"}}
+        super().__init__("gpuforge:aws:SlurmControlPlane", name, props, opts)
         child = pulumi.ResourceOptions(parent=self)
         keep = stateful(child, spec.protected)
-        sg = args.security_group_ids
         self._name = name  # allow_munge_read names its policies after the component
-
-        self._rules(name, sg, args.resolved.catalog.slurm.ports, child)
+        sg = self._security_groups(name, args, child)
+        self._rules(name, sg, args.resolved.catalog.slurm.ports, flow_roles(args.resolved), child)
         secrets = self._secrets(name, spec.name, args, keep)
         self.secret_arns = {k: s.arn for k, s in secrets.items()}
         controller_role = self._secret_readers(name, args, child)
@@ -120,7 +150,7 @@ class SlurmControlPlane(pulumi.ComponentResource):
             username="slurm",
             password=self._password.result,
             db_subnet_group_name=db_subnets.name,
-            vpc_security_group_ids=[sg["management"]],
+            vpc_security_group_ids=[sg["database"]],
             multi_az=spec.protected,
             backup_retention_period=accounting.backup_retention_days,
             deletion_protection=spec.protected,
@@ -160,10 +190,14 @@ class SlurmControlPlane(pulumi.ComponentResource):
                 subnet_id=args.subnet_ids["management"][controller.availability_zone],
                 private_ip=controller.address,
                 instance_type=sched.spec.controller.instance_type,
-                vpc_security_group_ids=[sg["management"]],
+                user_data=controller_user_data(controller.name, {c.name: c.address for c in sched.controllers}),
+                vpc_security_group_ids=[sg["controller"]],
                 associate_public_ip_address=False,
                 disable_api_termination=spec.protected,
-                tags={**args.tags, "Name": controller.name, "gpuforge:slurm-role": "controller"},
+                # gpuforge:node-group: what Prometheus' ec2_sd filter selects (gpuforge/render/monitoring.py),
+                # so node_exporter and the Slurm collector on the controllers are scraped.
+                tags={**args.tags, "Name": controller.name, "gpuforge:slurm-role": "controller",
+                      NODE_GROUP_TAG: CONTROLLER_NODE_GROUP},
                 opts=keep,
             )
         self.register_outputs(self.outputs)
@@ -239,34 +273,63 @@ class SlurmControlPlane(pulumi.ComponentResource):
             secrets[key] = secret
         return secrets
 
-    @staticmethod
-    def _rules(name: str, sg: dict[str, pulumi.Output[str]], ports: SlurmPorts, child: pulumi.ResourceOptions) -> None:
-        """Slurm's ports (the catalog's, which slurm.conf names too): nodes and clients reach slurmctld, the
-        controller reaches slurmd, slurmdbd and the database stay in the management tier, compute nodes call
-        srun back on login nodes (SrunPortRange), NFS to EFS."""
-        slurmctld, slurmd, srun = (ports.slurmctld, ports.slurmctld), (ports.slurmd, ports.slurmd), ports.srun
+    def _security_groups(
+        self, name: str, args: SlurmControlPlaneArgs, child: pulumi.ResourceOptions
+    ) -> dict[str, pulumi.Output[str]]:
+        """The network's tier groups, plus the two the control plane owns: the controllers' (a rule can then
+        name the controllers alone, as a source or a target, apart from the login and monitoring nodes of the
+        management tier) and the accounting database's, open to the controllers only (wiring-flows-security-
+        groups holds both to the flow model). The controllers leave through NAT for AWS APIs and packages; the
+        database needs no egress."""
+        vpc_id = args.vpc_id
+        controller = aws.ec2.SecurityGroup(
+            f"{name}-ctl-sg", vpc_id=vpc_id, description="Slurm controllers: slurmctld and slurmdbd",
+            tags={"Name": f"{name}-controllers"}, opts=child,
+        )
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-controller-out-all", security_group_id=controller.id, cidr_ipv4="0.0.0.0/0", ip_protocol="-1",
+            description="Egress through NAT and VPC endpoints", opts=child,
+        )
+        database = aws.ec2.SecurityGroup(
+            f"{name}-db-sg", vpc_id=vpc_id, description="Slurm accounting database: MariaDB from the controllers",
+            tags={"Name": f"{name}-accounting-db"}, opts=child,
+        )
+        return {**args.security_group_ids, "controller": controller.id, "database": database.id}
 
-        def allow(rule: str, group: str, source: str, ports: tuple[int, int], why: str) -> None:
+    @staticmethod
+    def _rules(
+        name: str, sg: dict[str, pulumi.Output[str]], ports: SlurmPorts, roles: set[str], child: pulumi.ResourceOptions
+    ) -> None:
+        """The ingress rules of every flow between the cluster's roles that the control plane declares
+        (gpuforge/catalog/data/flows.yaml; the network declares the rest): on the target role's group, from the
+        source role's, on the flow's ports (Slurm's from the stack's catalog, as slurm.conf names them). Flows
+        whose two roles share groups share one rule; a role the stack lacks (no monitoring node group) opens
+        nothing. wiring-flows-security-groups checks the plan against the same data."""
+        model = load_flows()
+        declared: dict[str, tuple[str, tuple[int, int]]] = {}
+        for flow in model.flows:
+            if flow.declared_by != "control_plane" or not {flow.source_role, flow.target_role} <= roles:
+                continue
+            assert flow.rule is not None  # FlowModel requires it for the control plane's flows
+            source = model.roles[flow.source_role].security_group
+            group = model.roles[flow.target_role].security_group
+            low, high = model.port_range(flow, ports)
+            rule_name = f"{name}-{group}-in-{flow.rule}"
+            if rule_name in declared:
+                if declared[rule_name] != (source, (low, high)):
+                    raise ValueError(f"flows.yaml: rule {flow.rule} on {group} names two different openings")
+                continue
+            declared[rule_name] = (source, (low, high))
             aws.vpc.SecurityGroupIngressRule(
-                f"{name}-{group}-in-{rule}",
+                rule_name,
                 security_group_id=sg[group],
                 referenced_security_group_id=sg[source],
                 ip_protocol="tcp",
-                from_port=ports[0],
-                to_port=ports[1],
-                description=why,
+                from_port=low,
+                to_port=high,
+                description=f"{flow.source_role} to {flow.target_role}: {flow.why}"[:255],
                 opts=child,
             )
-
-        allow("slurmctld-compute", "management", "compute", slurmctld, "slurmd to slurmctld")
-        allow("slurm-management", "management", "management", (ports.slurmctld, ports.slurmdbd),
-              "clients, backup controller and slurmdbd")
-        allow("mariadb", "management", "management", (MARIADB_PORT, MARIADB_PORT), "slurmdbd to its database")
-        allow("srun", "management", "compute", srun, "compute nodes to srun on login nodes")
-        allow("slurmd", "compute", "management", slurmd, "slurmctld and srun to slurmd")
-        allow("srun-steps", "compute", "management", srun, "srun I/O from login nodes to job steps")
-        for client in ("compute", "management"):
-            allow(f"nfs-{client}", "storage", client, (NFS_PORT, NFS_PORT), f"/home (EFS) from the {client} tier")
 
     def _secret_readers(self, name: str, args: SlurmControlPlaneArgs, child: pulumi.ResourceOptions) -> aws.iam.Role:
         """The controller's role reads both secrets (node roles: allow_munge_read)."""

@@ -34,6 +34,20 @@ def stateful(opts: pulumi.ResourceOptions, protected: bool) -> pulumi.ResourceOp
     return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(protect=protected, retain_on_delete=protected))
 
 
+def autoscaling_service_linked_role(name: str, opts: pulumi.ResourceOptions) -> aws.iam.ServiceLinkedRole:
+    """EC2 Auto Scaling's service-linked role, which an account gets only with its first Auto Scaling group, while
+    the cluster key's policy names it before any group exists (hashicorp/terraform-provider-aws#28644: created
+    through the API, the role must be declared; where it exists already, import it or leave it to its owner).
+    Kept on destroy: every Auto Scaling group of the account launches through it."""
+    service = load_aws_wiring().service_linked_roles["autoscaling"].path.split("/")[1]
+    return aws.iam.ServiceLinkedRole(
+        f"{name}-autoscaling-role",
+        aws_service_name=service,
+        description="EC2 Auto Scaling (gpuforge: named by the cluster key's policy)",
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True)),
+    )
+
+
 class ClusterKey(pulumi.ComponentResource):
     """A rotating customer-managed KMS key for one region of the cluster, with the key policy the
     services that use it need (`cluster_key_policy`): without one, Auto Scaling cannot launch a node
@@ -47,6 +61,7 @@ class ClusterKey(pulumi.ComponentResource):
         region: str,
         protected: bool,
         fsx_data_repositories: bool = False,
+        autoscaling_role: pulumi.Resource | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpuforge:aws:ClusterKey", name, {"fsxDataRepositories": fsx_data_repositories}, opts)
@@ -60,7 +75,12 @@ class ClusterKey(pulumi.ComponentResource):
             policy=account.apply(
                 lambda acct: json.dumps(cluster_key_policy(acct, region, fsx_data_repositories=fsx_data_repositories))
             ),
-            opts=stateful(child, protected),
+            # KMS refuses a policy naming a principal that does not exist (MalformedPolicyDocumentException):
+            # the key waits for Auto Scaling's service-linked role where the stack creates it.
+            opts=pulumi.ResourceOptions.merge(
+                stateful(child, protected),
+                pulumi.ResourceOptions(depends_on=[autoscaling_role] if autoscaling_role is not None else None),
+            ),
         )
         aws.kms.Alias(f"{name}-alias", name=f"alias/{name}", target_key_id=key.key_id, opts=child)
         self.arn = key.arn

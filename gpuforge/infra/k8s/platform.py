@@ -33,6 +33,7 @@ import yaml
 
 from gpuforge.catalog.charts import ChartPin, Charts, load_charts
 from gpuforge.catalog.kubelet import NodeKind, load_kubelet_reservation
+from gpuforge.render.exporters import dcgm_counters_csv
 from gpuforge.render.labels import NODE_LABEL_GPU_MODEL, TEAM_LABEL
 from gpuforge.spec.models import Fabric, Platform, PodsReady
 
@@ -137,6 +138,11 @@ def agent_tolerations(charts: Charts, key: str, pools: list[GpuPool]) -> list[di
     return tolerations_for(node_taints(pools), defaults)
 
 
+# The ConfigMap the GPU Operator chart creates from dcgmExporter.config (templates/dcgm_exporter_config.yaml,
+# NVIDIA/gpu-operator v25.10.1) in its own namespace.
+DCGM_METRICS_CONFIGMAP = "gpuforge-dcgm-metrics"
+
+
 def gpu_operator_values(platform: Platform, tolerations: list[dict[str, Any]]) -> dict[str, Any]:
     operator_driver = platform.gpu_driver == "operator"
     return {
@@ -147,8 +153,14 @@ def gpu_operator_values(platform: Platform, tolerations: list[dict[str, Any]]) -
         # Node Feature Discovery is its own release (one per cluster; the network operator needs it too).
         "nfd": {"enabled": False},
         # The exporter's service carries prometheus.io/scrape annotations; with the Prometheus
-        # operator, GpuPlatform declares the ServiceMonitor itself.
-        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": False}},
+        # operator, GpuPlatform declares the ServiceMonitor itself. The counters are gpuforge's (the dcgm_exporter
+        # role's list), not the image's dcp-metrics-included.csv, which lacks fields the alerts read: the chart
+        # creates the ConfigMap (key dcgm-metrics.csv) and the operator points DCGM_EXPORTER_COLLECTORS at it.
+        "dcgmExporter": {
+            "enabled": True,
+            "serviceMonitor": {"enabled": False},
+            "config": {"name": DCGM_METRICS_CONFIGMAP, "create": True, "data": dcgm_counters_csv()},
+        },
         # Operands (driver, toolkit, device plugin, dcgm-exporter) must reach every tainted GPU node.
         "daemonsets": {"tolerations": tolerations},
     }

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from . import power, redundancy, security, security_aws, wiring_aws, wiring_k8s, wiring_slurm, wiring_ssm
+from . import (
+    power,
+    redundancy,
+    security,
+    security_aws,
+    wiring_aws,
+    wiring_flows,
+    wiring_k8s,
+    wiring_slurm,
+    wiring_ssm,
+)
 from .base import (
     PACKS,
     REGISTRY,
@@ -33,6 +43,7 @@ __all__ = [
     "security",
     "security_aws",
     "wiring_aws",
+    "wiring_flows",
     "wiring_k8s",
     "wiring_slurm",
     "wiring_ssm",
