@@ -17,6 +17,7 @@ from gpuforge.catalog.models import (
     InstanceType,
     MetadataIopsRule,
     NetworkCard,
+    NetworkPort,
     ServerModel,
     load_catalog,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "InstanceType",
     "MetadataIopsRule",
     "NetworkCard",
+    "NetworkPort",
     "PriceTable",
     "ServerModel",
     "load_catalog",

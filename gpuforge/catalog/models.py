@@ -231,6 +231,27 @@ class Psu(_Frozen):
         return int(self.redundancy.split("+")[0])
 
 
+PortRole = Literal["compute", "storage", "management"]
+
+
+class NetworkPort(_Frozen):
+    """One network port of a server model as the vendor's port table names it: the RDMA device and the Linux
+    interface of its default link type, and what the reference design cables it to."""
+
+    label: str  # the vendor's name for the port (OSFP4P2, Slot1 P1)
+    device: str  # default RDMA device name (mlx5_0)
+    interface: str  # default Linux network interface name (ibp24s0)
+    link: Literal["infiniband", "ethernet"]  # the port's default link type
+    role: PortRole  # compute fabric, storage fabric, in-band management
+    rail: int | None = Field(default=None, ge=0)  # compute ports: the rail (= the GPU the port sits next to)
+
+    @model_validator(mode="after")
+    def _rail_for_compute(self) -> NetworkPort:
+        if (self.role == "compute") != (self.rail is not None):
+            raise ValueError(f"{self.label}: a compute port has a rail (its GPU), other ports none")
+        return self
+
+
 class ServerModel(_Frozen):
     name: str
     gpu_model: str
@@ -248,6 +269,10 @@ class ServerModel(_Frozen):
     # names depend on the vendor's layout (the host then lists its own in site.hosts[].hcas).
     compute_hcas: tuple[str, ...] = ()
     fabric_source: str | None = None  # where nvswitch and compute_hcas come from
+    # The model's network ports (compute, storage, in-band management) from the vendor's port table; where
+    # given, compute_hcas is their compute ports in rail order. Empty: the ports depend on the vendor's layout.
+    network_ports: tuple[NetworkPort, ...] = ()
+    network_ports_source: str | None = None
     # nccl-tests all_reduce busbw of one node (its GPUs over NVLink), GB/s, where a figure is published.
     nccl_busbw_reference_gbps: float | None = None
     nccl_busbw_basis: str | None = None
@@ -257,6 +282,20 @@ class ServerModel(_Frozen):
     source: str
     secondary: bool = False
 
+    @model_validator(mode="before")
+    @classmethod
+    def _compute_hcas_from_ports(cls, data: Any) -> Any:
+        """compute_hcas follows from the port table: one fact, one place."""
+        if isinstance(data, dict) and data.get("network_ports") and not data.get("compute_hcas"):
+            compute = [p for p in data["network_ports"] if isinstance(p, dict) and p.get("role") == "compute"]
+            data = {**data, "compute_hcas": [p["device"] for p in sorted(compute, key=lambda p: p.get("rail", 0))]}
+        return data
+
+    def ports(self, role: PortRole) -> tuple[NetworkPort, ...]:
+        """The model's ports of one role, in the port table's order (compute ports in rail order)."""
+        ports = [p for p in self.network_ports if p.role == role]
+        return tuple(sorted(ports, key=lambda p: p.rail or 0) if role == "compute" else ports)
+
     @model_validator(mode="after")
     def _hcas_counted(self) -> ServerModel:
         if (self.nccl_busbw_reference_gbps is None) != (self.nccl_busbw_basis is None):
@@ -265,6 +304,11 @@ class ServerModel(_Frozen):
             raise ValueError(f"compute_hcas lists {len(self.compute_hcas)} HCAs but hca_count is {self.hca_count}")
         if (self.nvswitch or self.compute_hcas) and not self.fabric_source:
             raise ValueError("nvswitch and compute_hcas need fabric_source (where the facts come from)")
+        if self.network_ports and not self.network_ports_source:
+            raise ValueError("network_ports need network_ports_source (where the port table comes from)")
+        compute = tuple(p.device for p in self.ports("compute"))
+        if self.network_ports and compute != self.compute_hcas:
+            raise ValueError(f"compute_hcas {list(self.compute_hcas)} differ from the compute ports {list(compute)}")
         return self
 
 

@@ -83,7 +83,8 @@ def slurm(
     ] = False,
 ) -> None:
     """The Slurm configuration the cluster's nodes receive: slurm.conf, gres.conf, cgroup.conf,
-    job_container.conf, topology.conf, and /etc/default/slurmd per node group (docs/slurm.md)."""
+    job_container.conf, topology.conf, cli_filter.lua (hybrid), and /etc/default/slurmd per node group
+    (docs/slurm.md)."""
     from gpuforge.plan.stacks import load_stack
     from gpuforge.plan.validation import check_stack
     from gpuforge.render.slurm import SlurmRenderError, render_slurm, slurm_config

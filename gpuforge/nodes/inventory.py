@@ -67,7 +67,6 @@ def load_outputs(stack: str, source: Source = "auto") -> tuple[dict[str, Any], O
         try:
             from pulumi import automation
 
-
             ws_stack = automation.select_stack(stack_name=stack, work_dir=str(find_project().root))
             outputs = {key: value.value for key, value in ws_stack.outputs().items()}
             if outputs:
@@ -202,9 +201,11 @@ def _group_vars(
             vars_["lustre_client_lnet_discovery"] = lustre.efa_client_discovery
             vars_["lustre_client_efa_udsp_priority"] = lustre.efa_client_udsp_priority
     mounts = site_mounts(outputs)
-    if mounts:
+    # The site's file systems reach site pools only (groups with hosts): a cloud burst node has no IPoIB port
+    # for LNet's o2ib, and its /home comes with the Slurm burst (slurm_config.home), its data through S3.
+    if mounts and group.get("hosts"):
         vars_["site_mounts_mounts"] = mounts
-        vars_["lustre_client_o2ib_networks"] = o2ib_networks(mounts) or None
+        vars_["lustre_client_o2ib_networks"] = dict(group.get("lnetInterfaces") or {}) or o2ib_networks(mounts) or None
     vars_.update(_local_scratch_vars(group))
     return {key: value for key, value in vars_.items() if value is not None}
 
@@ -292,6 +293,9 @@ def _host_vars(host: Mapping[str, Any]) -> dict[str, Any]:
         "gpuforge_scalable_unit": host.get("scalableUnit"),
         "gpuforge_server_model": host.get("model"),
         "gpuforge_ib_hcas_by_rail": dict(host.get("hcas") or {}) or None,
+        # The storage ports' IPoIB addresses (the rdma role writes them) and the LNet NIDs they make.
+        "rdma_ipoib_addresses": dict(host.get("storageAddresses") or {}) or None,
+        "gpuforge_lnet_nids": dict(host.get("lnetNids") or {}) or None,
     }
     if host.get("kubeletConfig"):
         # The kubelet drop-in the node registers with (taints, reservations): gpuforge/infra/onprem/host.py.

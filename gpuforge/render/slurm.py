@@ -31,6 +31,7 @@ TEMPLATES = {
     "job_container.conf": "slurm/job_container.conf.j2",
     "topology.conf": "slurm/topology.conf.j2",
     "plugstack.conf": "slurm/plugstack.conf.j2",
+    "cli_filter.lua": "slurm/cli_filter.lua.j2",
 }
 SLURMD_DEFAULTS = "slurm/slurmd.default.j2"
 # One node line, site or cloud (slurm.conf's NodeName lines import it too).
@@ -224,6 +225,8 @@ def slurm_contract(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> Sl
         "directory": _directory(sched),
         # gpuforge-lifecycle on the controller (slurm_scaler role), for groups in Auto Scaling groups.
         **({"lifecycle": lifecycle} if lifecycle else {}),
+        # Hybrid: cli_filter.lua refuses a heterogeneous job whose components sit on both sides of the VPN.
+        **({"het_job_guard": _het_job_guard(sched)} if spec.placement.kind == "hybrid" else {}),
         "versions": {
             # Every Slurm role refuses a daemon older than this (role slurm_version).
             "minimum": catalog.slurm.minimum.version,
@@ -232,6 +235,15 @@ def slurm_contract(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> Sl
             "test": catalog.slurm.test.version,
         },
     })
+
+
+def _het_job_guard(sched: ResolvedScheduler) -> dict[str, Any]:
+    """Each partition's side of the VPN (a partition holds one side's groups: slurm_burst_checks.py)."""
+    sides = {
+        name: "cloud" if any(sched.groups[g].cloud for g in p.node_groups if g in sched.groups) else "site"
+        for name, p in sched.spec.partitions.items()
+    }
+    return {"partitions": sides, "default_partition": sched.default_partition}
 
 
 def _cloud_facts(resolved: ResolvedSpec, group: SlurmGroup, fraction: float) -> dict[str, Any]:

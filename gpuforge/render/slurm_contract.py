@@ -242,6 +242,12 @@ class Versions(Contract):
     test: str = Field(description="The release the booted tests run (Debian 12's, catalog slurm.test).")
 
 
+class HetJobGuard(Contract):
+    partitions: dict[str, Literal["site", "cloud"]] = Field(
+        description="Each partition's side of the VPN (a partition holds one side's node groups).")
+    default_partition: str = Field(description="The partition a job component without -p lands in.")
+
+
 class SlurmConfig(Contract):
     """slurm_config: every Slurm template and role reads this, and nothing else about the cluster's Slurm."""
 
@@ -285,6 +291,10 @@ class SlurmConfig(Contract):
         description="Only with cloud groups: gpuforge-lifecycle's configuration (gpuforge/render/lifecycle.py, "
                     "docs/lifecycle.md), read by the slurm_scaler role.")
     versions: Versions = Field(description="Slurm releases (catalog).")
+    het_job_guard: HetJobGuard | None = Field(
+        default=None, exclude_if=_absent,
+        description="Only on a hybrid cluster: cli_filter.lua refuses a heterogeneous job whose components sit on "
+                    "both sides of the VPN (CliFilterPlugins=lua, shipped configless).")
 
     @field_validator("directory", mode="before")
     @classmethod
@@ -321,6 +331,7 @@ class SlurmConfig(Contract):
             # groups' switches into the file: it exists for every kind but none.
             "topology.conf": self.topology.kind != "none",
             "plugstack.conf": self.containers.runtime != "none",
+            "cli_filter.lua": self.het_job_guard is not None,
         }
         files = [*ALWAYS, *(name for name, wanted in optional.items() if wanted)]
         files += [f"slurmd.{group}" for group in self.groups]

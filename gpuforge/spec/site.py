@@ -18,6 +18,7 @@ from .errors import described_pattern
 from .keys import CaCertificates
 from .limits import customer_gateway_problem, datasync_schedule_problem, port_problem, refusing
 from .models import ABSOLUTE_PATH, Name, NodeRole, Port, SpecModel, parse_cidr, parse_ipv4
+from .secrets import BMC_PASSWORD, BMC_USERNAME
 from .slurm_burst import SlurmBurstSpec
 
 HOST_NAME = described_pattern(
@@ -108,6 +109,12 @@ class Host(SpecModel):
         "default for a training host on the fabric: the catalog's compute ports of its model in GPU order "
         "(DGX H100/H200: mlx5_0, mlx5_3, mlx5_4, mlx5_5, mlx5_6, mlx5_9, mlx5_10, mlx5_11).",
     )
+    storage_ips: list[str] = Field(
+        default_factory=list,
+        description="The host's addresses on the storage fabric's IPoIB network (site.storage.network), one per "
+        "storage port of its model in the catalog's order (DGX H100/H200: ibp170s0f0, ibp41s0f0). gpuforge "
+        "renders the IPoIB addressing from them, and they are the host's LNet NIDs on o2ib.",
+    )
     pool: Name = Field(default="train", description="Node pool (inventory group, node-group label) of the host.")
     role: NodeRole = Field(default="training", description="training, login or services.")
     orchestrator: SiteOrchestrator = Field(
@@ -127,6 +134,11 @@ class Host(SpecModel):
     @classmethod
     def _mgmt(cls, value: str) -> str:
         return _ip(value, "management IP")
+
+    @field_validator("storage_ips")
+    @classmethod
+    def _storage_ips(cls, value: list[str]) -> list[str]:
+        return [_ip(address, "storage address") for address in value]
 
     @field_validator("hcas")
     @classmethod
@@ -256,8 +268,9 @@ class LustreMount(SpecModel):
         default_factory=list,
         validate_default=True,
         description="The hosts' IPoIB interfaces LNet's o2ib network runs on (`lnetctl net add --net o2ib --if "
-        "IF`), e.g. [ib0], or a DGX's storage ports' IPoIB names. Required when the MGS NIDs are on an o2ib "
-        "network: a client without that network has no route to them and the mount fails.",
+        "IF`). Default, for MGS NIDs on an o2ib network: the storage ports of each host's model in the catalog "
+        "(DGX H100/H200: ibp170s0f0, ibp41s0f0); list them only for a model without a port table, or to use a "
+        "subset of the storage ports. A client without the network has no route to the NIDs and the mount fails.",
     )
 
     @field_validator("mgs_nids")
@@ -280,11 +293,6 @@ class LustreMount(SpecModel):
         if not nids:  # invalid NIDs: reported on mgs_nids
             return value
         net = _lnet(nids[0])
-        if IB_LNET.match(net) and not value:
-            raise ValueError(
-                f"the MGS NIDs {nids} are on LNet network {net}, which the hosts must configure on their IPoIB "
-                "interfaces (without it they have no route to the NIDs); list them, e.g. lnet_interfaces: [ib0]"
-            )
         if value and not IB_LNET.match(net):
             raise ValueError(
                 f"{value}: the MGS NIDs are on {net}, not an o2ib network; remove lnet_interfaces (LNet's tcp "
@@ -376,7 +384,25 @@ def _url_port(value: str, what: str) -> str:
     return value
 
 
+class StorageNetwork(SpecModel):
+    cidr: str = Field(
+        description="The storage fabric's IPoIB subnet, e.g. 10.72.16.0/22: every host's storage_ips and the "
+        "o2ib MGS NIDs are addresses in it (LNet's o2ib resolves a peer's NID over IPoIB)."
+    )
+
+    @field_validator("cidr")
+    @classmethod
+    def _cidr(cls, value: str) -> str:
+        parse_cidr(value, example="10.72.16.0/22")
+        return value
+
+
 class SiteStorage(SpecModel):
+    network: StorageNetwork | None = Field(
+        default=None,
+        description="The storage fabric's IPoIB network: with it, gpuforge renders each host's IPoIB addresses "
+        "(storage_ips on its model's storage ports) and derives its LNet NIDs; without it the site addresses IPoIB.",
+    )
     mounts: dict[Name, SiteMount] = Field(
         default_factory=dict, description="Shared file systems hosts mount: Lustre, BeeGFS, WEKA or NFS."
     )
@@ -440,6 +466,28 @@ class SiteKubernetes(SpecModel):
         return value
 
 
+class SiteBmc(SpecModel):
+    """How gpuforge reaches the hosts' BMCs (Redfish, `gpuforge metal`): over HTTPS at each host's bmc_address,
+    with credentials that live only as Pulumi secrets."""
+
+    username_secret: str = Field(
+        default=BMC_USERNAME,
+        description="Pulumi config key (namespace gpuforge) holding the BMC user, set with `pulumi config set "
+        "--secret gpuforge:bmcUsername ...`.",
+    )
+    password_secret: str = Field(
+        default=BMC_PASSWORD,
+        description="Pulumi config key (namespace gpuforge) holding the BMC password, set with `pulumi config set "
+        "--secret gpuforge:bmcPassword`; never in the stack file as plain text, the plan or a message.",
+    )
+    port: Port = Field(default=443, description="The BMCs' Redfish HTTPS port.")
+    ca_certificate: CaCertificates | None = Field(
+        default=None,
+        description="PEM chain of the CA that signed the BMCs' certificates (a site CA); none: the system's trust "
+        "store. Certificates are always verified.",
+    )
+
+
 class Site(SpecModel):
     name: Name = Field(description="Site name; placement.site names it.")
     power: SitePower = Field(description="The site's power budget and PUE.")
@@ -457,6 +505,7 @@ class Site(SpecModel):
     kubernetes: SiteKubernetes | None = Field(
         default=None, description="The site's Kubernetes cluster, for hosts with orchestrator kubernetes."
     )
+    bmc: SiteBmc = Field(default_factory=SiteBmc, description="How `gpuforge metal` reaches the hosts' BMCs.")
 
     @field_validator("cidrs")
     @classmethod

@@ -16,6 +16,7 @@ from gpuforge.catalog import Catalog, CatalogError, ServerModel, load_catalog
 from gpuforge.spec.power import CONTINUOUS_DERATE, Feed, PsuLoad, RackLoad, feed_loss, psus_over_feeds
 
 from .errors import SpecIssue
+from .host_network_checks import check_host_network
 from .limits import customer_gateway_problem
 from .models import ClusterSpec
 from .site import Host, Site
@@ -162,6 +163,7 @@ def check_site(spec: ClusterSpec, catalog: Catalog) -> tuple[ResolvedSite | None
     issues += _check_addresses(site)
     issues += _check_hcas(site, hosts)
     issues += _check_leaf_ports(site, hosts)
+    issues += check_host_network(site, hosts)
     resolved = ResolvedSite(site, hosts)
     issues += _check_feeds(resolved)
     issues += _check_islands(site)

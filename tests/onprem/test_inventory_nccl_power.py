@@ -4,6 +4,7 @@ and the power pack reading racks, feeds and the site off a real plan."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -56,18 +57,36 @@ def test_every_nvswitch_server_model_gets_fabric_manager(model: str, nvswitch: b
     assert group["gpu_healthcheck_nvlinks_per_gpu"] == nvlinks
 
 
-def test_explicit_hcas_win_over_the_catalog(lab: Plan) -> None:
+def _check_with_hcas(lab: Plan, hcas: dict[str, int]) -> tuple[Any, list[Any]]:
     from gpuforge.spec.site_checks import check_site
 
     spec = lab.resolved.spec
     assert spec.site is not None
     hosts = dict(spec.site.hosts)
-    hosts["dgx-a01"] = hosts["dgx-a01"].model_copy(update={"hcas": {f"ib{i}": i for i in range(8)}})
+    hosts["dgx-a01"] = hosts["dgx-a01"].model_copy(update={"hcas": hcas})
     site_spec = spec.site.model_copy(update={"hosts": hosts})
-    resolved, issues = check_site(spec.model_copy(update={"site": site_spec}), lab.resolved.catalog)
+    return check_site(spec.model_copy(update={"site": site_spec}), lab.resolved.catalog)
+
+
+def test_explicit_hcas_win_over_the_catalog(lab: Plan) -> None:
+    """A host may cable the model's compute ports to rails in another order (its own list wins)."""
+    reversed_rails = {device: 7 - rail for rail, device in enumerate(HCAS)}
+    resolved, issues = _check_with_hcas(lab, reversed_rails)
     assert not issues and resolved is not None
-    assert resolved.hosts["dgx-a01"].spec.hcas_by_rail() == [f"ib{i}" for i in range(8)]
+    assert resolved.hosts["dgx-a01"].spec.hcas_by_rail() == list(reversed(HCAS))
     assert resolved.hosts["dgx-a02"].spec.hcas_by_rail() == HCAS
+
+
+def test_hcas_outside_the_models_compute_ports_are_refused(lab: Plan) -> None:
+    """mlx5_0..mlx5_7 on a DGX H100 (the hybrid stack's old list): mlx5_1/mlx5_7 are its storage ports and
+    mlx5_2 an in-band management port (User Guide, Table 5); each is refused with the port it is and the fix."""
+    _, issues = _check_with_hcas(lab, {f"mlx5_{i}": i for i in range(8)})
+    by_path = {i.path: i for i in issues}
+    assert set(by_path) == {f"cluster.site.hosts[dgx-a01].hcas[mlx5_{n}]" for n in (1, 2, 7)}
+    storage = by_path["cluster.site.hosts[dgx-a01].hcas[mlx5_7]"]
+    assert "storage port Slot1 P1 (ibp170s0f0)" in storage.message and "mlx5_9 (rail 5)" in storage.message
+    assert "Table 5" in storage.message and "remove hcas" in storage.fix
+    assert "management port Slot2 P2" in by_path["cluster.site.hosts[dgx-a01].hcas[mlx5_2]"].message
 
 
 def test_nccl_values_per_rail_on_a_rail_optimized_fabric(lab: Plan) -> None:
@@ -126,9 +145,10 @@ def test_site_report_in_plan_json(lab: Plan) -> None:
 
 
 def test_site_lustre_on_o2ib_brings_its_ipoib_interfaces_to_the_hosts(lab: Plan) -> None:
-    """The lab's Lustre (MGS NIDs on o2ib, lnet_interfaces [ib0]) reaches the hosts as the mount and as the o2ib
-    network gpuforge-lnet.service adds before it; the NFS mount needs no LNet."""
+    """The lab's Lustre (MGS NIDs on o2ib, no lnet_interfaces) reaches the hosts as the mount and as the o2ib
+    network gpuforge-lnet.service adds before it, on the DGX H100's storage ports from the catalog (User Guide,
+    Table 5: Slot1 P1 ibp170s0f0, Slot2 P1 ibp41s0f0); the NFS mount needs no LNet."""
     group = build_inventory("onprem-lab", outputs=lab.outputs)["all"]["children"]["ng_train"]["vars"]
     mounts = {m["name"]: m for m in group["site_mounts_mounts"]}
-    assert mounts["scratch"]["lnet_interfaces"] == ["ib0"] and mounts["home"]["kind"] == "nfs"
-    assert group["lustre_client_o2ib_networks"] == {"o2ib": ["ib0"]}
+    assert mounts["scratch"]["lnet_interfaces"] == [] and mounts["home"]["kind"] == "nfs"
+    assert group["lustre_client_o2ib_networks"] == {"o2ib": ["ibp170s0f0", "ibp41s0f0"]}

@@ -149,12 +149,23 @@ def test_onprem_refuses_cloud_settings_and_aws_refuses_a_site() -> None:
     assert "cluster.site" in paths(aws)
 
 
-def test_lustre_on_o2ib_needs_the_interfaces_lnet_runs_on() -> None:
-    """Without lnet_interfaces the hosts would have no o2ib network and no route to the MGS NIDs: the spec names
-    the field, the NIDs' network and the fix; interfaces on a tcp Lustre, malformed NIDs and mixed networks too."""
+def test_lnet_interfaces_must_be_storage_ports_of_the_hosts_model() -> None:
+    """ib0 is no interface of a stock DGX H100 (its storage ports are ibp170s0f0 and ibp41s0f0, User Guide
+    Table 5): refused with the ports and the fix; interfaces on a tcp Lustre, malformed NIDs and mixed networks
+    too, all at once."""
+    spec = lab_spec()
+    spec["site"]["storage"]["mounts"]["scratch"]["lnet_interfaces"] = ["ib0"]
+    with pytest.raises(SpecError) as caught:
+        resolve(spec)
+    base = "cluster.site.storage.mounts"
+    (scratch,) = caught.value.issues
+    assert scratch.path == f"{base}[scratch].lnet_interfaces[0]"
+    assert "ib0 is not a storage port of dgx-h100" in scratch.message
+    assert "ibp170s0f0 (Slot1 P1, mlx5_7)" in scratch.message and "Table 5" in scratch.message
+    assert "remove lnet_interfaces" in scratch.fix
+
     spec = lab_spec()
     mounts = spec["site"]["storage"]["mounts"]
-    del mounts["scratch"]["lnet_interfaces"]
     mounts["tcp"] = {"kind": "lustre", "mgs_nids": ["10.64.8.12@tcp"], "fsname": "t1", "mount_point": "/t",
                      "lnet_interfaces": ["ib0"]}  # fmt: skip
     mounts["mixed"] = {"kind": "lustre", "mgs_nids": ["10.64.8.13@o2ib", "10.64.8.14@o2ib1"], "fsname": "m1",
@@ -163,10 +174,39 @@ def test_lustre_on_o2ib_needs_the_interfaces_lnet_runs_on() -> None:
                      "lnet_interfaces": ["ib 0"]}  # fmt: skip
     with pytest.raises(SpecError) as caught:
         resolve(spec)
-    issues = {(i.path, i.message) for i in caught.value.issues}
-    base = "cluster.site.storage.mounts"
-    scratch = next(i for i in caught.value.issues if i.path == f"{base}[scratch].lnet_interfaces")
-    assert "on LNet network o2ib" in scratch.message and "lnet_interfaces: [ib0]" in scratch.fix
-    assert {p for p, _ in issues} == {f"{base}[scratch].lnet_interfaces", f"{base}[tcp].lnet_interfaces",
-                                      f"{base}[mixed].mgs_nids", f"{base}[bad].mgs_nids",
-                                      f"{base}[bad].lnet_interfaces"}  # fmt: skip
+    paths = {i.path for i in caught.value.issues}
+    assert paths == {f"{base}[tcp].lnet_interfaces", f"{base}[mixed].mgs_nids", f"{base}[bad].mgs_nids",
+                     f"{base}[bad].lnet_interfaces"}  # fmt: skip
+
+
+def test_storage_addresses_are_the_ipoib_addressing_and_the_lnet_nids() -> None:
+    """With a storage network, every host has one address per storage port of its model, inside the network and
+    its own; the MGS NIDs are on it. The plan's hosts carry the IPoIB addresses and the NIDs derived from them."""
+    spec = lab_spec()
+    site = spec["site"]
+    site["storage"]["network"] = {"cidr": "10.64.16.0/22"}
+    site["storage"]["mounts"]["scratch"]["mgs_nids"] = ["10.64.16.10@o2ib"]
+    names = sorted(site["hosts"])
+    for i, name in enumerate(names):
+        site["hosts"][name]["storage_ips"] = [f"10.64.16.{20 + i}", f"10.64.17.{20 + i}"]
+    resolved = resolve(spec)
+    from gpuforge.infra.onprem.placement import pool_outputs
+
+    assert resolved.site is not None
+    host = pool_outputs(resolved.site)["train"]["hosts"][names[0]]
+    assert host["storageAddresses"] == {"ibp170s0f0": "10.64.16.20/22", "ibp41s0f0": "10.64.17.20/22"}
+    assert host["lnetNids"] == {"o2ib": ["10.64.16.20@o2ib", "10.64.17.20@o2ib"]}
+
+    site["hosts"][names[0]]["storage_ips"] = ["10.64.16.21"]  # one port short, and dgx's second host's address
+    site["hosts"][names[1]]["storage_ips"] = ["10.64.16.21", "10.72.0.9"]
+    del site["hosts"][names[2]]["storage_ips"]
+    site["storage"]["mounts"]["scratch"]["mgs_nids"] = ["10.64.8.10@o2ib"]
+    with pytest.raises(SpecError) as caught:
+        resolve(spec)
+    paths = {i.path for i in caught.value.issues}
+    hosts = "cluster.site.hosts"
+    assert paths == {f"{hosts}[{names[0]}].storage_ips", f"{hosts}[{names[1]}].storage_ips[0]",
+                     f"{hosts}[{names[1]}].storage_ips[1]", f"{hosts}[{names[2]}].storage_ips",
+                     "cluster.site.storage.mounts[scratch].mgs_nids[0]"}  # fmt: skip
+    short = next(i for i in caught.value.issues if i.path == f"{hosts}[{names[2]}].storage_ips")
+    assert "0 address(es) for the 2 storage ports of a dgx-h100" in short.message and "LNet NID" in short.message

@@ -93,16 +93,16 @@ def ib_rootfs(
 
 
 # The site's IPoIB interface LNet's o2ib network runs on (the spec's lnet_interfaces in the booted tests' site
-# Lustre), with an address on the site's storage network, as ib0 has on an InfiniBand host.
-IPOIB_INTERFACE = "ib0"
+# Lustre), with an address on the site's storage network, as a DGX H100's storage port has.
+IPOIB_INTERFACE = "ibp170s0f0"  # a DGX H100's first storage port (catalog network_ports)
 IPOIB_ADDRESS = "10.64.9.101/32"
 
 
 @pytest.fixture(scope="session")
 def ipoib_interface() -> Iterator[str]:
-    """ib0 for the booted machines, which share the host's network namespace (so one interface serves both):
-    a bridge with no ports (this host's kernel has no dummy or IPoIB driver), which is all the stand-in lnetctl
-    asks of an o2ib interface, an IPv4 address. Removed at the end of the session."""
+    """The IPoIB interface for the booted machines, which share the host's network namespace (so one interface
+    serves both): a bridge with no ports (this host's kernel has no dummy or IPoIB driver), which is all the
+    stand-in lnetctl asks of an o2ib interface, an IPv4 address. Removed at the end of the session."""
     import subprocess
 
     if subprocess.run(["ip", "link", "show", IPOIB_INTERFACE], capture_output=True).returncode == 0:

@@ -36,7 +36,7 @@ Run = tuple[int, dict[str, Any], str]
 @pytest.fixture(scope="module")
 def lab(machine_pool: MachinePool, ipoib_interface: str) -> Machines:
     """gpu1 and gpu2: the booted-lab stack's two hosts (writable /proc/sys: site.yml applies sysctls live), with
-    the IPoIB interface (ib0) the stack's Lustre names for LNet's o2ib network."""
+    the IPoIB interface (ibp170s0f0) the stack's Lustre names for LNet's o2ib network."""
     machines = machine_pool.group("gpu", 2, SSH_IMAGE, writable_proc_sys=True)
     # The site's Lustre client is the vendor's (Whamcloud/DDN; none for Debian 12), in the site's own image: the
     # stand-in client's files (lnetctl, mount.lustre, the modprobe rules that stand in for the kernel modules).
@@ -48,7 +48,7 @@ def lab(machine_pool: MachinePool, ipoib_interface: str) -> Machines:
                 mode = "0755" if path in package.executables else "0644"
                 machine.run(f"mkdir -p {Path(path).parent} && echo {data} | base64 -d > {path} && chmod {mode} {path}",
                             root=True)  # fmt: skip
-    assert ipoib_interface == "ib0"
+    assert ipoib_interface == "ibp170s0f0"
     return machines
 
 
@@ -129,7 +129,7 @@ def test_baked_machines_carry_the_catalog_facts_and_the_site_mounts(lab: Machine
         fstab = machine.run("cat /etc/fstab").stdout
         assert "10.64.8.20:/export/home /shared/home nfs vers=4.2,_netdev,x-systemd.automount" in fstab
         assert "10.64.8.10@o2ib:10.64.8.11@o2ib:/lab01 /lustre lustre _netdev,x-systemd.automount" in fstab
-        # The Lustre's MGS NIDs are on o2ib: its entry requires the LNet unit, which put o2ib on ib0.
+        # The Lustre's MGS NIDs are on o2ib: its entry requires the LNet unit, which put o2ib on ibp170s0f0.
         assert "x-systemd.requires=gpuforge-lnet.service" in fstab
         assert "- net type: o2ib" in machine.run("lnetctl net show --net o2ib", root=True).stdout
         units = ["shared-home.automount", "lustre.automount", "gpuforge-lnet.service"]

@@ -256,9 +256,9 @@ def test_site_lustre_beegfs_and_weka_reach_the_inventory_from_the_spec() -> None
                 "kind": "lustre",
                 "mgs_nids": ["10.64.9.10@o2ib", "10.64.9.11@o2ib"],
                 "fsname": "scratch",
-                "lnet_interfaces": ["ib0"],
+                "lnet_interfaces": ["ibp170s0f0"],
                 "mount_point": "/site/scratch",
             },
         ],
-        "lustre_client_o2ib_networks": {"o2ib": ["ib0"]},
+        "lustre_client_o2ib_networks": {"o2ib": ["ibp170s0f0"]},
     }

@@ -2,7 +2,7 @@
 the stand-ins: a first run that fails after the sysctl task, a re-run that converges and applies what
 the first run changed, then a run that changes nothing. The daemons the roles start run under systemd;
 the FSx and site file systems mount for real (stand-in client helpers mounting a tmpfs); LNet for the
-EFA-enabled FSx and the o2ib network of the site's Lustre (on the machines' ib0) are configured by its unit,
+EFA-enabled FSx and the o2ib network of the site's Lustre (on the machines' ibp170s0f0) are configured by its unit,
 and again by it at boot: the last tests reboot both machines."""
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def site_runs(machine_pool: MachinePool, standin_sources: StandinSources, ipoib_
         # instance store in tests/playbooks/test_local_scratch.py.
         "local_scratch_required": False,
         # The site's Lustre (o2ib), BeeGFS and WEKA as the inventory gives them (site_mounts_mounts), and LNet's
-        # o2ib network on the machines' ib0 for the Lustre's MGS NIDs (lustre_client_o2ib_networks).
+        # o2ib network on the machines' ibp170s0f0 for the Lustre's MGS NIDs (lustre_client_o2ib_networks).
         **copy.deepcopy(site_mounts_from_spec()),
         **standin_sources.site_mirror_variables(),
     }
@@ -226,7 +226,7 @@ def _lnet_nets(machine: Machine) -> dict[str, list[str]]:
 
 
 # The site's Lustre over InfiniBand: LNet's o2ib network on the declared IPoIB interface, on both machines.
-SITE_O2IB = {"o2ib": ["ib0"]}
+SITE_O2IB = {"o2ib": ["ibp170s0f0"]}
 
 
 def test_lnet_runs_efa_on_efa_devices_and_tcp_where_there_are_none(site_runs: SiteRuns) -> None:
@@ -234,7 +234,7 @@ def test_lnet_runs_efa_on_efa_devices_and_tcp_where_there_are_none(site_runs: Si
     default_if = _default_interface(efa_node)
     # The EFA node: the tcp network on the default route's interface, 8 of its 32 EFA devices on efa
     # (the ConnectX port is not an EFA device), kefalnd loaded on the default route's interface; and the site's
-    # o2ib network on ib0 (ko2iblnd loaded).
+    # o2ib network on ibp170s0f0 (ko2iblnd loaded).
     assert _lnet_nets(efa_node) == {"lo": [], "tcp": [default_if], "efa": EFA_LNET_DEVICES, **SITE_O2IB}
     # No EFA device: LNet falls back to tcp alone (with the site's o2ib), and the EFA driver is never loaded.
     assert _lnet_nets(tcp_node) == {"lo": [], "tcp": [default_if], **SITE_O2IB}
@@ -400,7 +400,7 @@ def test_site_file_systems_mount_again_after_a_reboot(rebooted: Machines) -> Non
             assert _mounted(machine, path) == (source, "tmpfs"), _mount_status(machine, path)
             # A new tmpfs: what the test wrote before the reboot is gone (no file server keeps it here).
             assert machine.run(f"test -e {path}/written-by-test", check=False).returncode == 1
-        # The site's Lustre mounted after the boot's LNet unit had put o2ib back on ib0.
+        # The site's Lustre mounted after the boot's LNet unit had put o2ib back on ibp170s0f0.
         after = machine.run("systemctl show -p After --value site-scratch.mount").stdout.split()
         assert "gpuforge-lnet.service" in after
         assert "o2ib" in _mount_record(machine, "/site/scratch").split(",")

@@ -15,24 +15,19 @@ from __future__ import annotations
 
 import base64
 import copy
-import datetime
 import hashlib
-import ipaddress
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from gpuforge.nodes.bake import PlaybookResult, run_playbook
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.slurm import slurm_config
 from gpuforge.spec import resolve
+from tests.support import private_ca_tls
 
 from .cluster import ACCOUNT, SlurmCluster, wait_for
 
@@ -52,37 +47,6 @@ class Directory:
     cluster: SlurmCluster
     converge: PlaybookResult
     bind_password: str
-
-
-def _tls(address: str) -> tuple[bytes, bytes, bytes]:
-    """(CA certificate, server certificate for *address*, server key), PEM: the site's private CA."""
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gpuforge test directory CA")])
-    ca = (
-        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                     content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                     key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )  # fmt: skip
-    key = ec.generate_private_key(ec.SECP256R1())
-    server = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, address)])).issuer_name(ca_name)
-        .public_key(key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(address))]), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )  # fmt: skip
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    return ca.public_bytes(serialization.Encoding.PEM), server.public_bytes(serialization.Encoding.PEM), key_pem
 
 
 def _ssha(password: str) -> str:
@@ -165,7 +129,7 @@ memberUid: {USER}
 def _start_directory(cluster: SlurmCluster, bind_password: str) -> bytes:
     """slapd on the controller machine, loaded and answering ldaps with its CA; returns the CA (PEM)."""
     ctl = cluster.controller
-    ca, cert, key = _tls(ctl.address)
+    ca, cert, key = private_ca_tls("gpuforge test directory CA", [ctl.address])
     conf_dir = ctl.root / SLAPD_DIR.lstrip("/")
     conf_dir.mkdir(parents=True, exist_ok=True)
     conf_dir.chmod(0o700)

@@ -12,7 +12,8 @@ import pulumi
 
 from gpuforge.infra.k8s.alerting import declare_alert_routing, operator_monitoring
 from gpuforge.spec import ResolvedSpec
-from gpuforge.spec.site_checks import ResolvedSite
+from gpuforge.spec.host_network_checks import host_lnet, host_storage_addresses
+from gpuforge.spec.site_checks import ResolvedHost, ResolvedSite
 
 from .host import host_props
 from .site import OnPremSite, OnPremSiteArgs
@@ -49,9 +50,20 @@ def pool_outputs(site: ResolvedSite) -> dict[str, Any]:
             "ibHcas": first.spec.hcas_by_rail(),
             "sharp": bool(fabric and fabric.kind == "infiniband" and fabric.sharp and first.spec.hcas),
             "orchestrator": first.spec.orchestrator,
-            "hosts": {h.name: host_props(site.spec.name, h) for h in sorted(hosts, key=lambda h: h.name)},
+            # LNet's o2ib networks of the site's Lustre and the interfaces they run on (a pool is one model).
+            "lnetInterfaces": {net: v["interfaces"] for net, v in host_lnet(site.spec, first).items()},
+            "hosts": {h.name: _host_outputs(site, h) for h in sorted(hosts, key=lambda h: h.name)},
         }
     return out
+
+
+def _host_outputs(site: ResolvedSite, host: ResolvedHost) -> dict[str, Any]:
+    """The host's inventory, with its IPoIB addresses (storage network) and LNet NIDs derived from them."""
+    return {
+        **host_props(site.spec.name, host),
+        "storageAddresses": host_storage_addresses(site.spec, host),
+        "lnetNids": {net: v["nids"] for net, v in host_lnet(site.spec, host).items() if v["nids"]},
+    }
 
 
 def build_onprem_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resource) -> dict[str, Any]:
