@@ -68,10 +68,13 @@ SLURM_IMAGE = SSH_IMAGE.derive(
         "sssd-ldap", "libnss-sss", "libpam-sss", "slapd", "ldap-utils",
         # site_mounts' NFS client, for the shared /home every Slurm host mounts.
         "nfs-common",
+        # node_exporter on the controllers (slurm.yml): the failover group's own network reaches no mirror, so
+        # the role's install finds the package here, at the version it pins.
+        "prometheus-node-exporter",
     ),
     setup=(
         # Nothing runs or is keyed until a role says so.
-        "systemctl disable munge slurmctld slurmd slurmdbd mariadb mariadb.socket sssd slapd",
+        "systemctl disable munge slurmctld slurmd slurmdbd mariadb mariadb.socket sssd slapd prometheus-node-exporter",
         "rm -f /etc/munge/munge.key",
         # nfs-common's rpcbind (NFSv3 only; /home is NFSv4) would bind port 111 on the shared host network in
         # all five machines: no role asks for it.
