@@ -417,6 +417,7 @@ def build_cluster(machines: Machines, containers: ContainerSources, imds: StandI
     user_key = generated_ssh_key()
     config = cluster_config(machines, cpus, memory, user_key[1])
     containers.slurm_config(config)
+    config = contract_vars(config)  # what the roles get, and what the tests compare the nodes with
     secret_values = generated_secrets()
     inv = inventory(machines, config, secret_values, containers.variables(), imds.endpoint)
     start = time.monotonic()
