@@ -91,6 +91,9 @@ def test_the_backup_takes_over_with_the_jobs_and_runs_new_ones(slurm_failover: F
     wait_for(f"job {running} running", lambda: _queue(cluster, cluster.backup).get(running) == "RUNNING", 120)
     before = _queue(cluster, cluster.backup)
     assert before == {running: "RUNNING", held: "PENDING"}, before
+    # slurmctld tells slurmdbd a job started asynchronously (its agent queue): wait for the record, so what
+    # the backup is held to is accounting the primary had written, not a race with the stop below.
+    wait_for(f"job {running} accounted", lambda: _accounted(cluster, cluster.backup, running) == "RUNNING", 60)
     cluster.jobs.update(running=running, held=held)
 
     cluster.primary.run("systemctl stop slurmctld", root=True)
