@@ -8,6 +8,7 @@ SpecError before any resource is declared.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import runpy
 from collections.abc import Iterable
@@ -59,8 +60,11 @@ class _Mocks(mocks.Mocks):
         elif args.typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
             state.update(dnsName=f"{args.name}.fsx.mock.amazonaws.com", mountName="mockmnt")
         elif args.typ == "aws:efs/fileSystem:FileSystem":
-            # EFS's documented name, <file-system-id>.efs.<region>.amazonaws.com (the user data a Slurm node mounts).
-            state.update(dnsName=f"{args.name}-id.efs.mock.amazonaws.com")
+            # An id of EFS's form (fs- and 17 hex digits), which the EFS mount helper a node's user data calls
+            # insists on, and EFS's documented name, <file-system-id>.efs.<region>.amazonaws.com.
+            file_system_id = "fs-" + hashlib.sha256(args.name.encode()).hexdigest()[:17]
+            state.update(dnsName=f"{file_system_id}.efs.mock.amazonaws.com")
+            return file_system_id, state
         elif args.typ in MOCK_SECRETS:
             # Generated secrets get a recognisable value, so a test can prove none reaches any output.
             field, value = MOCK_SECRETS[args.typ]

@@ -45,11 +45,13 @@ FSX_SOURCE = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh"
 # from the site's mirror (stand-in packages with the vendors' names: tests/standins/packages.py, site_mirror).
 # Each mount point's fstab source and type, as site_mounts writes them.
 # An Amazon EFS mount as the Slurm inventory gives one (slurm_config.home on AWS: kind efs, the deployed file
-# system's id and DNS name, AWS's NFS options), at a mount point of its own here (the machines' /home holds the
-# admin user): site_mounts installs the EFS mount helper (amazon-efs-utils, the stand-in from the site mirror)
-# and writes the mount helper's entry with tls; the stand-in mount.efs refuses a mount without it.
+# system's id and DNS name, AWS's NFS options), at /home as on a controller: site_mounts installs the EFS mount
+# helper (amazon-efs-utils, the stand-in from the site mirror) and writes the mount helper's entry with tls (the
+# stand-in mount.efs refuses a mount without it). The machines' /home holds the admin user this play logs in
+# as, as an image's holds its default user: the first mount keeps it (issue 23, defect 10), or every later
+# login of this module would fail.
 EFS_ID = "fs-0123456789abcdef0"
-EFS_MOUNT = {"name": "efs-home", "kind": "efs", "mount_point": "/shared/efs-home", "export": "/", "source": EFS_ID,
+EFS_MOUNT = {"name": "efs-home", "kind": "efs", "mount_point": "/home", "export": "/", "source": EFS_ID,
              "server": f"{EFS_ID}.efs.us-east-1.amazonaws.com", "nfs_options": load_aws_wiring().efs.nfs_options}
 SITE_FSTAB = {
     "/site/scratch": ("10.64.9.10@o2ib:10.64.9.11@o2ib:/scratch", "lustre"),
@@ -338,6 +340,11 @@ def test_efs_is_mounted_by_the_mount_helper_with_tls(site_runs: SiteRuns) -> Non
         assert _mounted(machine, path) == (f"{EFS_ID}:/", "tmpfs"), _mount_status(machine, path)
         records = machine.run("cat /run/efs-standin/mounts", root=True).stdout.splitlines()
         assert records and all(r.split()[0] == path and helper.tls_option in r.split()[1].split(",") for r in records)
+        # The admin's home (and key) the image held was copied into the file system and nothing was left aside:
+        # this very command logged in with that key, after the mount.
+        kept = machine.run(f"stat -c '%U %a' {path}/admin/.ssh/authorized_keys; "
+                           "ls -d /var/lib/gpuforge/before-mount.* 2>/dev/null | wc -l", root=True)
+        assert kept.stdout.split() == ["admin", "600", "0"], kept.stdout
 
 
 LNET_UNIT = "/etc/systemd/system/gpuforge-lnet.service"

@@ -11,6 +11,7 @@ import base64
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -151,7 +152,10 @@ def test_a_cloud_slurm_node_mounts_home_from_its_user_data_as_slurm_yml_does() -
         (fstab,) = [f for f in document["write_files"] if f["path"] == "/etc/fstab"]
         assert f"{source} /home {helper.fstype} {role_options} 0 0" in fstab["content"].splitlines(), group
         assert " nfs4 " not in fstab["content"], group
-        assert ["systemctl", "start", "home.automount"] in document["runcmd"], group
+        # Started through the script that keeps what the image holds in /home (its default user's home and keys).
+        assert ["/usr/local/sbin/gpuforge-mount-keeping", "/home", "home.automount"] in document["runcmd"], group
+        (script,) = [f for f in document["write_files"] if f["path"] == "/usr/local/sbin/gpuforge-mount-keeping"]
+        assert script["content"] == (SITE_MOUNTS / "files/gpuforge-mount-keeping").read_text(), group
 
 
 def test_the_efs_kind_mounts_through_the_mount_helper_with_tls() -> None:
@@ -182,9 +186,13 @@ def test_every_efs_file_system_refuses_clients_without_tls(stack: str) -> None:
     file_systems = {r.name for r in plan.resources if r.type == "aws:efs/fileSystem:FileSystem" and SLURM in r.urn}
     policies = {r.name: r for r in plan.resources if r.type == "aws:efs/fileSystemPolicy:FileSystemPolicy"}
     assert {f"{fs}-policy" for fs in file_systems} == set(policies) and file_systems
+    slurm = plan.outputs["slurm"]
+    ids = {slurm["homeFileSystem"], *([slurm["stateFileSystem"]] if slurm.get("stateFileSystem") else [])}
+    assert {policies[f"{fs}-policy"].inputs["fileSystemId"] for fs in file_systems} == ids
     for fs in file_systems:
         policy = policies[f"{fs}-policy"]
-        assert policy.inputs["fileSystemId"] == f"{fs}-id"
+        # The file system's id, of EFS's form (the offline plan's mock makes one per file system).
+        assert re.fullmatch(r"fs-[0-9a-f]{17}", policy.inputs["fileSystemId"]), policy.inputs["fileSystemId"]
         statements = json.loads(policy.inputs["policy"])["Statement"]
         arn = f"arn:aws:efs:mock:123456789012:{fs}"  # the plan engine's mock ARN
         (deny,) = [s for s in statements if s["Effect"] == "Deny"]

@@ -19,6 +19,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from gpuforge.assets import PLAYBOOKS_DIR
 from gpuforge.catalog.aws_wiring import load_aws_wiring
 from gpuforge.catalog.tokens import NODE_GROUP, NODE_GROUP_TAG
 from gpuforge.render.labels import (
@@ -47,6 +48,9 @@ from .lustre_mount import fsx_mount_entry
 EFS_MOUNT_OPTIONS = (
     f"{load_aws_wiring().efs.nfs_options},{load_aws_wiring().efs.mount_helper.tls_option},_netdev,x-systemd.automount"
 )
+# The first mount of that /home keeps what the image holds there (its default user's home and keys): the
+# site_mounts role's script, written by user data where slurm.yml's site_mounts installs it.
+MOUNT_KEEPING = PLAYBOOKS_DIR / "roles" / "site_mounts" / "files" / "gpuforge-mount-keeping"
 NODE_FACTS = ("nodeGroup", "role", "instanceType", "gpuModel", "gpusPerNode", "fabric", "efaInterfacesPerNode")
 # The stable tag every instance of a node group carries (ASG names get a random suffix from Pulumi):
 # gpuforge/nodes/inventory.py's aws_ec2 inventory selects hosts by it.
@@ -423,6 +427,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
                     "file_system": values[2],
                     "fstype": load_aws_wiring().efs.mount_helper.fstype,
                     "options": EFS_MOUNT_OPTIONS,
+                    "mount_keeping": MOUNT_KEEPING.read_text().rstrip("\n"),
                 }
                 if args.home is not None
                 else None,
