@@ -94,7 +94,7 @@ def test_diff_between_two_revisions_of_a_temporary_repo(tmp_path: Path) -> None:
     dev's elastic train group from a max of 2 to 4 nodes. Each side is planned in its own temporary worktree."""
     repo = tmp_path / "repo"
     ignore = shutil.ignore_patterns(
-        ".venv", ".git", ".cache", "__pycache__", "*.egg-info", ".*_cache", "tests", "playbooks", "docs"
+        ".venv", ".git", ".cache", "__pycache__", "*.egg-info", ".*_cache", "tests", "docs"
     )
     shutil.copytree(ROOT, repo, ignore=ignore)
     _git(repo, "init", "-q", "-b", "main")
