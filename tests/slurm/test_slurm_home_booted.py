@@ -47,8 +47,10 @@ network: {config: disabled}
 """
 CLOUD_INIT_IMAGE = SSH_IMAGE.derive(
     "cloud-init",
-    packages=("cloud-init",),
+    packages=("cloud-init", "locales"),
     setup=(
+        # The locale cloud-init's locale module sets (en_US.UTF-8), generated as a cloud image has it.
+        "sed -i 's/^# *en_US.UTF-8 UTF-8/en_US.UTF-8 UTF-8/' /etc/locale.gen && locale-gen",
         f"printf '%s' {shlex.quote(BENCH_CLOUD_CFG)} > /etc/cloud/cloud.cfg.d/90-gpuforge-bench.cfg",
         f"printf '%s' {shlex.quote(mount_helper(HELPER.fstype, HELPER.package))} > /sbin/mount.{HELPER.fstype}",
         f"chmod 0755 /sbin/mount.{HELPER.fstype}",
