@@ -68,7 +68,7 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
             "ansible_connection": "local",
             "ansible_python_interpreter": sys.executable,
             "ansible_become": False,
-            "fabric_acceptance_address": "127.0.0.1",
+            "ansible_host": "127.0.0.1",  # as gpuforge's inventory gives it: the management address
             "fabric_acceptance_port_base": 18515 + 1000 * index,  # both nodes on this host: their own ports
             "fabric_acceptance_report_dir": str(tmp_path / name / "acceptance"),
             "gpu_healthcheck_report_dir": str(tmp_path / name / "health"),
