@@ -36,6 +36,7 @@ from gpuforge.nodes.health import DEFAULT_FLOOR_FRACTION
 from gpuforge.nodes.slurm_inventory import slurm_inventory
 from gpuforge.plan.engine import plan_stack
 from gpuforge.plan.stacks import find_project
+from gpuforge.render.lifecycle import site_fabric_floors
 
 Source = Literal["auto", "stack", "plan"]
 Origin = Literal["stack", "plan"]
@@ -184,8 +185,13 @@ def _group_vars(
                 "nccl_tuning_rail_optimized": bool(group.get("railOptimized", False)),
                 "nccl_tuning_sharp": bool(group.get("sharp", False)),
                 "gpu_healthcheck_ib_hcas": list(hcas),
+                "fabric_acceptance_hcas": list(hcas),
             }
         )
+        if group.get("fabricRateGbps"):
+            floors = site_fabric_floors(int(group["fabricRateGbps"]), len(hcas))
+            vars_["fabric_acceptance_rail_floor_gbps"] = floors.rail_gbps
+            vars_["fabric_acceptance_busbw_floor_gbps"] = floors.busbw_gbps
     fs = outputs.get("parallelFs")
     if fs and fs.get("dnsName") and fs.get("mountName"):
         vars_["lustre_client_filesystem"] = {
@@ -303,6 +309,7 @@ def _host_vars(host: Mapping[str, Any]) -> dict[str, Any]:
     if host.get("ibHcas"):
         vars_["nccl_tuning_ib_hcas"] = list(host["ibHcas"])
         vars_["gpu_healthcheck_ib_hcas"] = list(host["ibHcas"])
+        vars_["fabric_acceptance_hcas"] = list(host["ibHcas"])
     return {key: value for key, value in vars_.items() if value is not None}
 
 

@@ -47,6 +47,24 @@ def gate_floors(instance_type: str, catalog: Any = None) -> GateFloors:
     )
 
 
+@dataclass(frozen=True)
+class SiteFabricFloors:
+    """The acceptance playbook's floors for a site's compute fabric (fabric_gate.yaml `site`)."""
+
+    rail_gbps: float  # ib_write_bw per rail, Gb/s
+    busbw_gbps: float | None  # all_reduce_perf across nodes, GB/s; None: no published figure for the rate
+
+
+def site_fabric_floors(rate_gbps: int, rails: int) -> SiteFabricFloors:
+    """Per rail: the gate's site rail_fraction of the link rate; across nodes: rails x the per-NIC busbw of
+    the rate x the gate's fraction."""
+    data = _gate_data()
+    site = data["site"]
+    per_nic = (site.get("busbw_per_nic") or {}).get(rate_gbps)
+    busbw = round(rails * float(per_nic["busbw_gbps"]) * float(data["fraction"]), 3) if per_nic else None
+    return SiteFabricFloors(rail_gbps=round(rate_gbps * float(site["rail_fraction"]), 3), busbw_gbps=busbw)
+
+
 GATE_PARTITION = "gpuforge-gate"
 
 

@@ -184,6 +184,9 @@ class RuleParams:
     group_targets_job: str = "node"
     # Ten of the textfile collectors' 30 s timer runs (node_textfile_collectors_interval_s).
     textfile_stale_seconds: int = 300
+    # RDMA devices of the stack's hosts that are storage or in-band management ports and a compute port of no
+    # host (fabric_idle_devices): FabricLinkDown leaves them to the storage alerts, an uncabled one pages forever.
+    fabric_idle_devices: tuple[str, ...] = ()
 
     def values(self) -> dict[str, str | None]:
         xids = sorted(critical_xids())
@@ -210,6 +213,8 @@ class RuleParams:
             "power_budget_kw": f"{budget:g}" if budget is not None else None,
             "power_alert_percent": f"{self.power_alert_fraction * 100:g}",
             "power_alert_kw": f"{budget * self.power_alert_fraction:g}" if budget is not None else None,
+            # A regex for node_exporter's device label; empty matches no device, so every port is watched.
+            "fabric_idle_devices": "|".join(re.escape(d) for d in self.fabric_idle_devices),
         }
 
 
@@ -263,7 +268,7 @@ def rule_params(resolved: ResolvedSpec, monitoring: Monitoring | None = None) ->
         dcgm_job=GPU_OPERATOR_DCGM_JOB if on_k8s else "dcgm",
         group_targets_job=GPU_OPERATOR_DCGM_JOB if on_k8s else "node",
         sources=sources,
-
+        fabric_idle_devices=fabric_idle_devices(resolved),
     )
     if mon is None:
         return params
@@ -278,6 +283,23 @@ def rule_params(resolved: ResolvedSpec, monitoring: Monitoring | None = None) ->
             "evaluation_interval_s": mon.scrape_interval_s,
         }
     )
+
+
+def fabric_idle_devices(resolved: ResolvedSpec) -> tuple[str, ...]:
+    """The site's storage and management RDMA devices (the catalog's port tables) that are a compute port of no
+    host: node_exporter's infiniband collector labels a port by device alone, and one stack-wide regex serves
+    Kubernetes too, where its series carry no node group. Cloud groups add nothing (EFA's devices are all
+    fabric); a model without a port table adds nothing, so its ports are all watched; a device that is a compute
+    port on one host stays watched everywhere (a page, never a hidden rail)."""
+    site = resolved.site
+    if site is None:
+        return ()
+    idle: set[str] = set()
+    compute: set[str] = set()
+    for host in site.hosts.values():
+        idle |= {p.device for p in host.server.network_ports if p.role != "compute"}
+        compute |= set(host.server.compute_hcas) | set(host.spec.hcas)
+    return tuple(sorted(idle - compute))
 
 
 def _gpu_tdp(resolved: ResolvedSpec, model: str | None) -> float:

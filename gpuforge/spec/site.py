@@ -232,6 +232,12 @@ class SiteFabric(SpecModel):
             raise ValueError("sharp, partitions and subnet_managers are InfiniBand features; remove them on roce")
         if self.kind == "infiniband" and not self.subnet_managers:
             raise ValueError("an InfiniBand fabric needs a subnet manager: list subnet_managers (two for failover)")
+        if self.sharp:
+            raise ValueError(
+                "sharp: true needs the NCCL SHARP plugin (NVIDIA's nccl-rdma-sharp-plugins) on every node and the "
+                "SHARP aggregation manager (sharp_am) with the subnet manager; gpuforge installs neither yet, so "
+                "NCCL_COLLNET_ENABLE would reach nodes without them: set sharp: false"
+            )
         return self
 
     @property

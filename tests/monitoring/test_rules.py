@@ -409,3 +409,25 @@ def test_prometheus_sends_alerts_where_the_alertmanager_role_listens(tmp_path: P
     config = yaml.safe_load(render_monitoring(resolved, paths=paths).files[paths.config])
     (targets,) = [c["targets"] for am in config["alerting"]["alertmanagers"] for c in am["static_configs"]]
     assert targets == [role_vars(resolved, tmp_path, paths)["alertmanager_listen"]] == ["10.64.1.5:9093"]
+
+
+def _fabric_link_down_expr(stack: str) -> str:
+    files = render_monitoring(resolve(load_stack(stack).cluster)).files
+    rules = yaml.safe_load(files["/etc/prometheus/rules/gpuforge.yml"])
+    return str(next(r["expr"] for g in rules["groups"] for r in g["rules"] if r.get("alert") == "FabricLinkDown"))
+
+
+def test_fabric_link_down_leaves_the_dgx_storage_and_management_ports_to_the_storage_alerts() -> None:
+    """onprem-lab's DGX H100s: the catalog's port table names Slot1/2 P1 (storage) and P2 (management); the
+    rendered rule skips exactly those, so the eight compute ports (mlx5_0, 3-6, 9-11) stay watched."""
+    expr = _fabric_link_down_expr("onprem-lab")
+    assert expr == 'node_infiniband_state_id{device!~"mlx5_1|mlx5_2|mlx5_7|mlx5_8"} != 4'
+    resolved = resolve(load_stack("onprem-lab").cluster)
+    server = next(iter(resolved.site.hosts.values())).server if resolved.site else None
+    assert server is not None
+    compute = {"mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"}
+    assert set(server.compute_hcas) == compute
+
+
+def test_fabric_link_down_watches_every_efa_device_on_aws() -> None:
+    assert _fabric_link_down_expr("prod") == 'node_infiniband_state_id{device!~""} != 4', "no device skipped"

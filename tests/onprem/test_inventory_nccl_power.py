@@ -31,7 +31,7 @@ def test_inventory_hosts_carry_address_bmc_rack_and_rails(lab: Plan) -> None:
     assert b02["nccl_tuning_ib_hcas"] == HCAS
     group = train["vars"]
     assert group["rdma_fabric"] == "infiniband" and group["nccl_tuning_rail_optimized"] is True
-    assert group["nccl_tuning_sharp"] is True and group["gpuforge_gpus_per_node"] == 8
+    assert group["nccl_tuning_sharp"] is False and group["gpuforge_gpus_per_node"] == 8  # SHARP refused (spec)
     assert group["nccl_tuning_ib_hcas"] == HCAS and group["gpu_healthcheck_ib_hcas"] == HCAS
 
 
@@ -103,7 +103,7 @@ def test_nccl_values_per_rail_on_a_rail_optimized_fabric(lab: Plan) -> None:
     )
     assert env["NCCL_IB_HCA"] == "=" + ",".join(HCAS)  # exactly these, in rail order
     assert env["NCCL_CROSS_NIC"] == "0"
-    assert env["NCCL_COLLNET_ENABLE"] == "1"
+    assert "NCCL_COLLNET_ENABLE" not in env  # no SHARP plugin on the nodes: sharp: true is refused
 
 
 def test_hca_order_follows_rails_not_names(lab: Plan) -> None:

@@ -53,7 +53,7 @@ def test_rack_and_host_components_carry_the_inventory(lab: Plan) -> None:
     dgx_h100 = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
     assert a01.inputs["hcas"] == {str(i): hca for i, hca in enumerate(dgx_h100)}
     assert a01.outputs["inventory"]["scalableUnit"] == "su1"
-    assert site.inputs["fabric"]["leavesPerScalableUnit"] == 8 and site.inputs["fabric"]["sharp"] is True
+    assert site.inputs["fabric"]["leavesPerScalableUnit"] == 8 and site.inputs["fabric"]["sharp"] is False
 
 
 def test_the_lab_is_a_slurm_cluster_on_its_service_hosts(lab: Plan) -> None:

@@ -131,6 +131,16 @@ def test_cooling_spines_partitions_and_addresses() -> None:
     }
 
 
+def test_sharp_is_refused_until_gpuforge_installs_its_plugin_and_aggregation_manager() -> None:
+    spec = lab_spec()
+    spec["site"]["fabric"]["sharp"] = True
+    with pytest.raises(SpecError) as caught:
+        resolve(spec)
+    (issue,) = [i for i in caught.value.issues if i.path == "cluster.site.fabric"]
+    assert "nccl-rdma-sharp-plugins" in issue.message and "sharp_am" in issue.message
+    assert "set sharp: false" in issue.message
+
+
 def test_structural_rules_name_their_fields() -> None:
     spec = lab_spec()
     spec["site"]["fabric"]["partitions"]["llm"] = "0x0010"  # vision's key

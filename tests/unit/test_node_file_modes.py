@@ -37,6 +37,8 @@ PUBLIC_CONTENT = {
         "taints and reservations rendered from the site's hosts and the catalog (gpuforge/nodes/inventory.py)",
     ("gpu_healthcheck", "Keep the raw outputs on the node"): "the node's own tool outputs (nvidia-smi, dcgmi)",
     ("gpu_healthcheck", "Hand the raw outputs to the controller"): "the node's own tool outputs",
+    ("fabric_acceptance", "Keep the raw outputs on the node"):
+        "the node's own tool outputs (ib_write_bw, nccl-tests with NCCL's INFO log) and the verdict",
     ("slurm_compute", "Write a cloud node's pam_slurm_adopt lines, its name to be filled in when slurmd starts"):
         "the role's own PAM lines",
     ("slurm_controller", "Tell the script which cluster and region it serves"): "the cluster's name and region",

@@ -47,6 +47,8 @@ def pool_outputs(site: ResolvedSite) -> dict[str, Any]:
             "count": len(hosts),
             "fabric": fabric.kind if fabric and first.spec.hcas else "none",
             "railOptimized": bool(fabric and fabric.topology == "rail_optimized" and first.spec.hcas),
+            # The acceptance playbook's floors follow the link rate (render/lifecycle.py site_fabric_floors).
+            "fabricRateGbps": fabric.rate_gbps if fabric and first.spec.hcas else None,
             "ibHcas": first.spec.hcas_by_rail(),
             "sharp": bool(fabric and fabric.kind == "infiniband" and fabric.sharp and first.spec.hcas),
             "orchestrator": first.spec.orchestrator,
