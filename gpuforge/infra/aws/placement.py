@@ -278,7 +278,9 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
     kube_provider: k8s.Provider | None = None
     if eks is not None and kube is not None:
         kube_provider = eks.kubernetes_provider(
-            f"{name}-eks", nodes=[groups[g] for g in sorted(resolved.kubernetes_node_groups)]
+            f"{name}-eks",
+            nodes=[groups[g] for g in sorted(resolved.kubernetes_node_groups)],
+            gpu_taints=sorted({t for pool in _gpu_pools(resolved) for t in pool.taints}, key=str),
         )
         teams = kube.platform.teams
         if teams:
