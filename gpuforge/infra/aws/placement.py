@@ -17,6 +17,7 @@ from gpuforge.catalog.flows import load_flows
 from gpuforge.catalog.tokens import CLUSTER_TAG
 from gpuforge.infra.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsVolume
 from gpuforge.infra.k8s.alerting import declare_alert_routing, operator_monitoring
+from gpuforge.infra.k8s.monitoring_stack import monitoring_stack_for
 from gpuforge.infra.k8s.platform import BlockWindow
 from gpuforge.infra.k8s.scheduling import Taint
 from gpuforge.render.labels import NODE_LABEL_GROUP
@@ -315,6 +316,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                     {team: {ROLE_ARN_ANNOTATION: arn} for team, arn in roles.role_arns.items()} if roles else {}
                 ),
                 dcgm_service_monitor=not operator_monitoring(resolved),
+                monitoring=monitoring_stack_for(resolved),
             ),
             opts=pulumi.ResourceOptions(parent=parent, providers={"kubernetes": kube_provider}),
         )
@@ -370,6 +372,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 f"{name}-alert-routing",
                 resolved,
                 pulumi.ResourceOptions(parent=parent, providers={"kubernetes": kube_provider}),
+                after=platform.monitoring_release if platform else None,
             )
     outputs = {
         **kubernetes_outputs,
