@@ -9,6 +9,7 @@ must be one the chart (or its subchart) reads, so a renamed key fails here rathe
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,8 @@ from gpuforge.infra.k8s.monitoring_stack import MonitoringStack, kube_prometheus
 from gpuforge.plan.model import Plan, PlanResource
 from gpuforge.plan.policy_check import to_rule_resources
 from gpuforge.policy.rules import REGISTRY, RuleContext
-from gpuforge.render.labels import NODE_LABEL_GROUP
+from gpuforge.render.labels import NODE_LABEL_GPU_MODEL, NODE_LABEL_GROUP
+from gpuforge.render.monitoring import KUBE_PROMETHEUS_STACK_NODE_JOB, NODE_EXPORTER_PORT
 from gpuforge.spec.monitoring import KubernetesServer
 
 CHARTS = Path(__file__).resolve().parents[1] / "fixtures" / "k8s" / "charts"
@@ -158,3 +160,49 @@ def test_without_a_monitoring_section_the_chart_release_label_is_selected() -> N
     spec = kube_prometheus_stack_values(MonitoringStack(), {})["prometheus"]["prometheusSpec"]
     assert spec["serviceMonitorSelector"] == {"matchLabels": {"release": "kube-prometheus-stack"}}
     assert "retention" not in spec
+
+
+def _relabel(labels: dict[str, str], rules: list[dict[str, Any]]) -> dict[str, str] | None:
+    """Prometheus' relabelling for the actions the job uses (replace, the default, and keep): the source values
+    joined by ';', the regex anchored at both ends, ${n} groups in the replacement."""
+    out = dict(labels)
+    for rule in rules:
+        value = ";".join(out.get(s, "") for s in rule["source_labels"])
+        match = re.fullmatch(rule.get("regex", "(.*)"), value)
+        if rule.get("action", "replace") == "keep":
+            if match is None:
+                return None
+        elif match is not None:
+            template = re.sub(r"\$\{(\d+)\}", r"\\g<\1>", rule.get("replacement", "${1}"))
+            out[rule["target_label"]] = match.expand(template)
+    return out
+
+
+def test_gpu_hosts_node_exporter_is_scraped_and_the_charts_stays_off_gpu_nodes(staging: Plan) -> None:
+    values = release(staging, "kube-prometheus-stack").inputs["values"]
+    affinity = values["prometheus-node-exporter"]["affinity"]["nodeAffinity"]
+    terms = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": NODE_LABEL_GPU_MODEL, "operator": "DoesNotExist"}]}]
+    groups = staging.by_type("aws:eks/nodeGroup:NodeGroup")
+    gpu = [g for g in groups if g.inputs.get("taints")]
+    # Every GPU group carries the label the affinity excludes (and the job keeps); the system group does not.
+    assert gpu and all(NODE_LABEL_GPU_MODEL in g.inputs["labels"] for g in gpu)
+    assert all(NODE_LABEL_GPU_MODEL not in g.inputs["labels"] for g in groups if g not in gpu)
+    [job] = values["prometheus"]["prometheusSpec"]["additionalScrapeConfigs"]
+    # The job name the alert rules read on Kubernetes (render/monitoring.py).
+    assert job["job_name"] == KUBE_PROMETHEUS_STACK_NODE_JOB
+    node = {
+        "__address__": "10.0.64.12:10250",
+        "__meta_kubernetes_node_name": "ip-10-0-64-12.ec2.internal",
+        "__meta_kubernetes_node_label_gpuforge_dev_gpu_model": "H100",
+        "__meta_kubernetes_node_label_gpuforge_dev_node_group": "train",
+    }
+    target = _relabel(node, job["relabel_configs"])
+    assert target is not None
+    assert (target["__address__"], target["node_group"], target["instance"]) == (
+        f"10.0.64.12:{NODE_EXPORTER_PORT}",
+        "train",
+        "ip-10-0-64-12.ec2.internal",
+    )
+    system = {k: v for k, v in node.items() if "gpu_model" not in k}
+    assert _relabel(system, job["relabel_configs"]) is None

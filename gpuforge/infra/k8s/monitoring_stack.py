@@ -2,6 +2,12 @@
 kube-prometheus-stack (pinned in charts.yaml), so the ServiceMonitors, PrometheusRules and AlertmanagerConfig
 gpuforge declares have their CRDs, an operator and a Prometheus and Alertmanager that select them.
 
+GPU nodes already run gpuforge's own node_exporter on the host (the node_exporter role with its textfile
+collectors: EFA counters, Lustre; baked into the EKS image, applied by site.yml on premises), listening on the
+port kube-prometheus-stack's node-exporter DaemonSet would bind on the host network. So that DaemonSet stays
+off GPU nodes, and Prometheus scrapes the hosts' node_exporter under the same job name the alert rules read
+(`node-exporter`), with the node_group and instance labels the rules group by.
+
 The selectors are written from the same labels the objects carry (monitoring.server.rule_labels and
 alertmanager_config_labels), so the two cannot drift; the chart's own default (select `release: <release
 name>`) is not relied on. Every key written here is read in the chart's values.yaml at the pinned version
@@ -13,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuforge.render.labels import NODE_LABEL_GPU_MODEL, NODE_LABEL_GROUP
+from gpuforge.render.monitoring import KUBE_PROMETHEUS_STACK_NODE_JOB, NODE_EXPORTER_PORT
 from gpuforge.spec import ResolvedSpec
 from gpuforge.spec.monitoring import KubernetesServer
 
@@ -45,6 +53,32 @@ def monitoring_stack_for(resolved: ResolvedSpec) -> MonitoringStack:
     )
 
 
+def _sd_label(node_label: str) -> str:
+    """Prometheus' kubernetes_sd name of a node label (every character outside [a-zA-Z0-9_] becomes _)."""
+    return "__meta_kubernetes_node_label_" + "".join(c if c.isalnum() or c == "_" else "_" for c in node_label)
+
+
+def gpu_host_node_exporter_job() -> dict[str, Any]:
+    """Scrape config for the node_exporter on every GPU node's host (kubernetes_sd role node: one target per
+    node at its InternalIP; kept where the node carries the GPU-model label the placements put on GPU nodes)."""
+    return {
+        "job_name": KUBE_PROMETHEUS_STACK_NODE_JOB,
+        "kubernetes_sd_configs": [{"role": "node"}],
+        "relabel_configs": [
+            {"source_labels": [_sd_label(NODE_LABEL_GPU_MODEL)], "regex": ".+", "action": "keep"},
+            # The node role's address is the kubelet's (InternalIP:10250): node_exporter listens on its own port.
+            {
+                "source_labels": ["__address__"],
+                "regex": "([^:]+)(?::\\d+)?",
+                "replacement": f"${{1}}:{NODE_EXPORTER_PORT}",
+                "target_label": "__address__",
+            },
+            {"source_labels": [_sd_label(NODE_LABEL_GROUP)], "target_label": "node_group"},
+            {"source_labels": ["__meta_kubernetes_node_name"], "target_label": "instance"},
+        ],
+    }
+
+
 def kube_prometheus_stack_values(stack: MonitoringStack, controller_selector: dict[str, str]) -> dict[str, Any]:
     """Values of the kube-prometheus-stack release (charts/kube-prometheus-stack/values.yaml at the pinned tag)."""
     selector = {"matchLabels": dict(stack.rule_labels)}
@@ -58,6 +92,7 @@ def kube_prometheus_stack_values(stack: MonitoringStack, controller_selector: di
         "ruleNamespaceSelector": {},
         "serviceMonitorNamespaceSelector": {},
         "podMonitorNamespaceSelector": {},
+        "additionalScrapeConfigs": [gpu_host_node_exporter_job()],
     }
     if stack.retention_days is not None:
         prometheus_spec["retention"] = f"{stack.retention_days}d"
@@ -66,14 +101,25 @@ def kube_prometheus_stack_values(stack: MonitoringStack, controller_selector: di
         alertmanager_spec["alertmanagerConfigSelector"] = {"matchLabels": dict(stack.alertmanager_config_labels)}
     if controller_selector:
         # The operator, Prometheus, Alertmanager and kube-state-metrics on the system group (GPU nodes are
-        # tainted; what the quota counts as free stays free). node-exporter is a DaemonSet and tolerates every
-        # NoSchedule taint by default (prometheus-node-exporter values.yaml: tolerations).
+        # tainted; what the quota counts as free stays free).
         nodes = dict(controller_selector)
         prometheus_spec["nodeSelector"] = nodes
         alertmanager_spec["nodeSelector"] = nodes
     values: dict[str, Any] = {
         "prometheus": {"prometheusSpec": prometheus_spec},
         "alertmanager": {"alertmanagerSpec": alertmanager_spec} if alertmanager_spec else {},
+        # The chart's node-exporter only where gpuforge's is not (the system group's nodes).
+        "prometheus-node-exporter": {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": NODE_LABEL_GPU_MODEL, "operator": "DoesNotExist"}]}
+                        ]
+                    }
+                }
+            }
+        },
     }
     if controller_selector:
         values["prometheusOperator"] = {
