@@ -13,16 +13,22 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pulumi
+import pulumi_kubernetes as k8s
+import pytest
 import yaml
 
 from gpuforge.catalog.charts import load_charts
+from gpuforge.infra.k8s import GpuPlatform, GpuPlatformArgs, GpuPool
 from gpuforge.infra.k8s.monitoring_stack import MonitoringStack, kube_prometheus_stack_values
 from gpuforge.plan.model import Plan, PlanResource
 from gpuforge.plan.policy_check import to_rule_resources
 from gpuforge.policy.rules import REGISTRY, RuleContext
 from gpuforge.render.labels import NODE_LABEL_GPU_MODEL, NODE_LABEL_GROUP
 from gpuforge.render.monitoring import KUBE_PROMETHEUS_STACK_NODE_JOB, NODE_EXPORTER_PORT
+from gpuforge.spec.models import Platform
 from gpuforge.spec.monitoring import KubernetesServer
+from tests.k8s.test_k8s_platform import _Mocks
 
 CHARTS = Path(__file__).resolve().parents[1] / "fixtures" / "k8s" / "charts"
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -206,3 +212,46 @@ def test_gpu_hosts_node_exporter_is_scraped_and_the_charts_stays_off_gpu_nodes(s
     )
     system = {k: v for k, v in node.items() if "gpu_model" not in k}
     assert _relabel(system, job["relabel_configs"]) is None
+
+
+@pytest.fixture
+def site_platform() -> GpuPlatform:
+    """The platform on a site's own cluster with the operator installed into a namespace of the stack's choosing."""
+    pulumi.runtime.set_mocks(_Mocks(), preview=False)
+    provider = k8s.Provider("site", kubeconfig="apiVersion: v1\nkind: Config\n")
+    return GpuPlatform(
+        "site",
+        GpuPlatformArgs(
+            platform=Platform(prometheus_operator=True, teams={"vision": {"gpu_quota": {"H100": 8}}}),
+            fabric="infiniband",
+            pools=[GpuPool("H100", nodes=1, gpus_per_node=8, cpus_per_node=224, memory_mib_per_node=2 * 1024 * 1024)],
+            monitoring=MonitoringStack(namespace="observability", rule_labels={"prometheus": "site"}),
+        ),
+        opts=pulumi.ResourceOptions(provider=provider),
+    )
+
+
+@pulumi.runtime.test
+def test_the_operator_goes_where_the_monitoring_section_says(site_platform: GpuPlatform) -> pulumi.Output[Any]:
+    kps = site_platform.monitoring_release
+    assert kps is not None
+    children = list(getattr(site_platform, "_childResources", set()))
+    monitors = [c for c in children if isinstance(c, k8s.apiextensions.CustomResource)]
+    namespaces = [c for c in children if isinstance(c, k8s.core.v1.Namespace)]
+
+    def check(values: list[Any]) -> None:
+        namespace, version, prometheus, monitor_meta, *namespace_meta = values
+        assert (namespace, version) == ("observability", load_charts().chart("kube_prometheus_stack").version)
+        assert prometheus["prometheusSpec"]["serviceMonitorSelector"] == {"matchLabels": {"prometheus": "site"}}
+        # The platform's own dcgm-exporter ServiceMonitor carries the label Prometheus selects.
+        assert monitor_meta["labels"]["prometheus"] == "site"
+        assert "observability" in {m["name"] for m in namespace_meta}
+
+    dcgm = next(m for m in monitors if m._name.endswith("dcgm-exporter-monitor"))
+    return pulumi.Output.all(
+        kps.namespace,
+        kps.version,
+        kps.values.apply(lambda v: v["prometheus"]),
+        dcgm.metadata,
+        *[n.metadata for n in namespaces],
+    ).apply(check)
