@@ -46,7 +46,10 @@ class PrivateEndpoints(_Frozen):
 
 
 class EksAddon(_Frozen):
-    version: str | None = None
+    version: str  # pinned: an add-on without a version floats to whatever EKS defaults to on each create
+    source: str
+    tracks_kubernetes_minor: bool = False  # built per Kubernetes minor (kube-proxy): the cluster's must match
+    gpu_tolerations: tuple[str, ...] | None = None  # path in the configuration of a GPU DaemonSet's tolerations
     min_version_efa_only: str | None = None
     min_version_network_policy: str | None = None
     configuration: dict[str, Any] | None = None

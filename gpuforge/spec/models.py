@@ -879,8 +879,9 @@ class Platform(SpecModel):
     )
     prometheus_operator: bool = Field(
         default=False,
-        description="The Prometheus operator runs in the cluster: scrape dcgm-exporter through a ServiceMonitor "
-        "(else through the service's prometheus.io annotations).",
+        description="Install the Prometheus operator (kube-prometheus-stack, pinned in the catalog) in the cluster, "
+        "in monitoring.server's namespace, and scrape dcgm-exporter through a ServiceMonitor (else through the "
+        "service's prometheus.io annotations).",
     )
     teams: dict[Name, Team] = Field(
         default_factory=dict, description="Teams keyed by name: a namespace and Kueue queues with GPU quotas each."

@@ -109,6 +109,7 @@ def test_helm_releases_pinned_and_driver_switch(staging: Plan) -> None:
         "kueue",
         "jobset",
         "aws-fsx-csi-driver",
+        "kube-prometheus-stack",  # prometheus_operator: true (tests/k8s/test_k8s_monitoring_stack.py)
     }
     jobset = found["jobset"].inputs
     assert jobset["chart"] == "oci://registry.k8s.io/jobset/charts/jobset" and jobset["version"] == "0.10.1"

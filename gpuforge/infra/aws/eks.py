@@ -12,7 +12,8 @@
   access entry, so the Kubernetes provider can install the platform;
 - the managed add-ons a cluster made through the API lacks: vpc-cni (pinned at a version that
   ignores EFA-only interfaces, network policy enforcement on, its own IRSA role), kube-proxy and the
-  Pod Identity agent before any node (`network_addons`), CoreDNS once nodes exist (`coredns`).
+  Pod Identity agent before any node (`network_addons`), CoreDNS and the node monitoring agent once
+  nodes exist (`kubernetes_provider`); every version pinned in aws_wiring.yaml.
 
 `kubeconfig` is built from the cluster's outputs (no resources inside apply); the placement makes
 the Kubernetes provider from it once node groups, add-ons and access entries exist
@@ -31,6 +32,7 @@ import pulumi_kubernetes as k8s
 
 from gpuforge.catalog.aws_wiring import load_aws_wiring
 from gpuforge.infra.k8s.platform import PLATFORM_ADMIN_GROUP
+from gpuforge.infra.k8s.scheduling import Taint, tolerations_for
 from gpuforge.spec.errors import SpecError, SpecIssue
 from gpuforge.spec.models import KubernetesSpec
 
@@ -41,10 +43,10 @@ CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager",
 CLUSTER_POLICY = "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"
 ACCESS_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/{policy}"
 DEPLOYER_POLICY = "AmazonEKSClusterAdminPolicy"
-# Add-ons nodes need to become Ready (pod networking, service routing, pod credentials); CoreDNS
-# needs nodes to run on and comes after them.
+# Add-ons nodes need to become Ready (pod networking, service routing, pod credentials); CoreDNS and
+# the node monitoring agent (the GPU signal of node auto repair) need nodes to run on and come after them.
 BEFORE_NODES = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
-AFTER_NODES = ("coredns",)
+AFTER_NODES = ("coredns", "eks-node-monitoring-agent")
 
 
 def deployer_needs_entry(spec: KubernetesSpec, deployer_arn: str) -> bool:
@@ -263,10 +265,13 @@ class EksCluster(pulumi.ComponentResource):
         oidc_url: pulumi.Input[str],
         tags: dict[str, str],
         depends_on: list[pulumi.Resource] | None = None,
+        gpu_taints: list[Taint] | None = None,
     ) -> aws.eks.Addon:
         """A managed add-on at the catalog's version and configuration; one with a service account
-        in the catalog gets its own IRSA role with its managed policy (never the node role)."""
+        in the catalog gets its own IRSA role with its managed policy (never the node role); one with a
+        GPU DaemonSet tolerates the taints GPU nodes register with."""
         facts = load_aws_wiring().eks.addons[addon]
+        configuration = addon_configuration(addon, gpu_taints or [])
         role_arn: pulumi.Output[str] | None = None
         if facts.service_account and facts.policy_arn:
             role_arn = controller_role(
@@ -283,7 +288,7 @@ class EksCluster(pulumi.ComponentResource):
             cluster_name=self._cluster_name,
             addon_name=addon,
             addon_version=facts.version,
-            configuration_values=json.dumps(facts.configuration) if facts.configuration else None,
+            configuration_values=json.dumps(configuration) if configuration else None,
             service_account_role_arn=role_arn,
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
@@ -291,19 +296,35 @@ class EksCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(self._child, pulumi.ResourceOptions(depends_on=depends_on or [])),
         )
 
-    def kubernetes_provider(self, name: str, nodes: list[pulumi.Resource]) -> k8s.Provider:
-        """CoreDNS once the nodes exist, then the Kubernetes provider the platform is installed
-        through: it waits for the node groups, every add-on and the access entries (the deployer's
-        among them), so no release starts on a cluster that cannot run it or let it in."""
-        coredns = [self._addon(name, addon, "", "", {}, depends_on=nodes) for addon in AFTER_NODES]
+    def kubernetes_provider(
+        self, name: str, nodes: list[pulumi.Resource], gpu_taints: list[Taint] | None = None
+    ) -> k8s.Provider:
+        """CoreDNS and the node monitoring agent once the nodes exist, then the Kubernetes provider the
+        platform is installed through: it waits for the node groups, every add-on and the access entries
+        (the deployer's among them), so no release starts on a cluster that cannot run it or let it in."""
+        after = [self._addon(name, addon, "", "", {}, depends_on=nodes, gpu_taints=gpu_taints) for addon in AFTER_NODES]
         return k8s.Provider(
             f"{name}-k8s",
             kubeconfig=self.kubeconfig,
             opts=pulumi.ResourceOptions.merge(
                 self._child,
-                pulumi.ResourceOptions(depends_on=[*nodes, *self.network_addons, *coredns, *self.access]),
+                pulumi.ResourceOptions(depends_on=[*nodes, *self.network_addons, *after, *self.access]),
             ),
         )
+
+
+def addon_configuration(addon: str, gpu_taints: list[Taint]) -> dict[str, Any]:
+    """The add-on's configuration values: the catalog's, plus, where the add-on runs a DaemonSet on GPU
+    nodes, a toleration for each taint they register with (the catalog names where in the configuration)."""
+    facts = load_aws_wiring().eks.addons[addon]
+    configuration: dict[str, Any] = json.loads(json.dumps(facts.configuration or {}))
+    if facts.gpu_tolerations and gpu_taints:
+        *parents, leaf = facts.gpu_tolerations
+        at = configuration
+        for key in parents:
+            at = at.setdefault(key, {})
+        at[leaf] = tolerations_for(gpu_taints, at.get(leaf, []))
+    return configuration
 
 
 def _oidc_issuer(identities: Any) -> str:

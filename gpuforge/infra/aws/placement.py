@@ -17,6 +17,7 @@ from gpuforge.catalog.flows import load_flows
 from gpuforge.catalog.tokens import CLUSTER_TAG
 from gpuforge.infra.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsVolume
 from gpuforge.infra.k8s.alerting import declare_alert_routing, operator_monitoring
+from gpuforge.infra.k8s.monitoring_stack import monitoring_stack_for
 from gpuforge.infra.k8s.platform import BlockWindow
 from gpuforge.infra.k8s.scheduling import Taint
 from gpuforge.render.labels import NODE_LABEL_GROUP
@@ -278,7 +279,9 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
     kube_provider: k8s.Provider | None = None
     if eks is not None and kube is not None:
         kube_provider = eks.kubernetes_provider(
-            f"{name}-eks", nodes=[groups[g] for g in sorted(resolved.kubernetes_node_groups)]
+            f"{name}-eks",
+            nodes=[groups[g] for g in sorted(resolved.kubernetes_node_groups)],
+            gpu_taints=sorted({t for pool in _gpu_pools(resolved) for t in pool.taints}, key=str),
         )
         teams = kube.platform.teams
         if teams:
@@ -313,6 +316,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                     {team: {ROLE_ARN_ANNOTATION: arn} for team, arn in roles.role_arns.items()} if roles else {}
                 ),
                 dcgm_service_monitor=not operator_monitoring(resolved),
+                monitoring=monitoring_stack_for(resolved),
             ),
             opts=pulumi.ResourceOptions(parent=parent, providers={"kubernetes": kube_provider}),
         )
@@ -368,6 +372,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 f"{name}-alert-routing",
                 resolved,
                 pulumi.ResourceOptions(parent=parent, providers={"kubernetes": kube_provider}),
+                after=platform.monitoring_release if platform else None,
             )
     outputs = {
         **kubernetes_outputs,

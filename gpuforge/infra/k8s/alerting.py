@@ -34,6 +34,8 @@ class AlertRoutingArgs:
     secrets: dict[str, str]  # Secret key (staging-hook-token) -> Pulumi config key (alertWebhookToken)
     alertmanager_config: dict[str, Any]  # the rendered AlertmanagerConfig object
     objects: list[dict[str, Any]]  # the rules, ServiceMonitors and dashboard ConfigMaps, rendered
+    # The release installing the operator's CRDs (kube-prometheus-stack): every object waits for it.
+    after: pulumi.Resource | None = None
 
 
 class AlertRouting(pulumi.ComponentResource):
@@ -43,7 +45,7 @@ class AlertRouting(pulumi.ComponentResource):
     def __init__(self, name: str, args: AlertRoutingArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuforge:k8s:AlertRouting", name, {"namespace": args.namespace}, opts)
         config = pulumi.Config(CONFIG_NAMESPACE)
-        child = pulumi.ResourceOptions(parent=self)
+        child = pulumi.ResourceOptions(parent=self, depends_on=[args.after] if args.after else [])
         self.secret = None
         if args.secrets:
             self.secret = k8s.core.v1.Secret(
@@ -91,9 +93,12 @@ def operator_monitoring(resolved: ResolvedSpec) -> bool:
     return monitoring is not None and isinstance(monitoring.server, KubernetesServer)
 
 
-def declare_alert_routing(name: str, resolved: ResolvedSpec, opts: pulumi.ResourceOptions) -> AlertRouting | None:
+def declare_alert_routing(
+    name: str, resolved: ResolvedSpec, opts: pulumi.ResourceOptions, after: pulumi.Resource | None = None
+) -> AlertRouting | None:
     """AlertRouting for a stack whose Alertmanager is the operator's (monitoring.server.kind kubernetes);
-    None for any other server. *opts* carry the cluster's Kubernetes provider."""
+    None for any other server. *opts* carry the cluster's Kubernetes provider; *after* is the release that
+    installs the operator (GpuPlatform.monitoring_release)."""
     monitoring, cluster = resolved.spec.monitoring, resolved.spec.name
     if monitoring is None or not isinstance(monitoring.server, KubernetesServer):
         return None
@@ -106,6 +111,7 @@ def declare_alert_routing(name: str, resolved: ResolvedSpec, opts: pulumi.Resour
             secrets=receiver_secret_names(monitoring),
             alertmanager_config=alertmanager_config_object(monitoring, server, cluster),
             objects=operator_objects(resolved, server),
+            after=after,
         ),
         opts=opts,
     )

@@ -5,7 +5,8 @@ on-premises cluster's kubeconfig): the same code for every placement.
   with its dcgm-exporter; Node Feature Discovery installed once, on its own;
 - the fabric's device plugin: the AWS EFA device plugin, or the NVIDIA Network Operator with
   the RDMA shared device plugin (InfiniBand, RoCE);
-- dcgm-exporter scraped through a ServiceMonitor when the Prometheus operator runs (else its
+- with `prometheus_operator`, the Prometheus operator itself (kube-prometheus-stack, gpuforge/infra/k8s/
+  monitoring_stack.py) and dcgm-exporter scraped through a ServiceMonitor it selects (else the exporter
   service's prometheus.io annotations, set by the GPU Operator);
 - the stack's parallel file system as a static PersistentVolume and claim per team (the placement names
   the file system and its CSI driver), never a storage class that would create new, empty ones;
@@ -38,12 +39,13 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from gpuforge.catalog.charts import ChartPin, Charts, load_charts
+from gpuforge.catalog.charts import Charts, load_charts
 from gpuforge.catalog.kubelet import NodeKind, load_kubelet_reservation
 from gpuforge.render.exporters import dcgm_counters_csv
 from gpuforge.render.labels import NODE_LABEL_GPU_MODEL, TEAM_LABEL
 from gpuforge.spec.models import Fabric, Platform, PodsReady
 
+from .monitoring_stack import MonitoringStack, kube_prometheus_stack_values
 from .scheduling import Taint, tolerations_for
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -158,6 +160,9 @@ class GpuPlatformArgs:
     # Node labels of the system group the platform's controllers run on (Kueue, JobSet); empty: anywhere
     # untainted. GPU nodes are tainted, so controllers never take what a quota counts as free.
     controller_node_selector: dict[str, str] = field(default_factory=dict)
+    # Where the Prometheus operator goes and what it selects (platform.prometheus_operator): the monitoring
+    # section's namespace and labels when its server is the cluster's operator.
+    monitoring: MonitoringStack = field(default_factory=MonitoringStack)
 
 
 def flavor_name(gpu_model: str) -> str:
@@ -408,36 +413,44 @@ class GpuPlatform(pulumi.ComponentResource):
 
         system_ns: dict[str, k8s.core.v1.Namespace] = {}
 
-        def namespace_for(chart: ChartPin, privileged: bool) -> k8s.core.v1.Namespace | None:
-            if chart.namespace == "kube-system":
+        def namespace_for(namespace: str, privileged: bool) -> k8s.core.v1.Namespace | None:
+            if namespace == "kube-system":
                 return None
-            if chart.namespace not in system_ns:
+            if namespace not in system_ns:
                 labels = {"app.kubernetes.io/managed-by": "gpuforge"}
                 if privileged:
                     # Device plugins and the driver stack mount host paths (GPU Operator docs: label
                     # the operator's namespace privileged under Pod Security Admission).
                     labels["pod-security.kubernetes.io/enforce"] = "privileged"
-                system_ns[chart.namespace] = k8s.core.v1.Namespace(
-                    f"{name}-ns-{chart.namespace}",
-                    metadata=k8s.meta.v1.ObjectMetaArgs(name=chart.namespace, labels=labels),
+                system_ns[namespace] = k8s.core.v1.Namespace(
+                    f"{name}-ns-{namespace}",
+                    metadata=k8s.meta.v1.ObjectMetaArgs(name=namespace, labels=labels),
                     opts=child,
                 )
-            return system_ns[chart.namespace]
+            return system_ns[namespace]
 
         releases: dict[str, k8s.helm.v3.Release] = {}
 
-        def release(key: str, values: dict[str, Any], privileged: bool = True) -> k8s.helm.v3.Release:
+        def release(
+            key: str,
+            values: dict[str, Any],
+            privileged: bool = True,
+            namespace: str | None = None,
+            after_releases: tuple[k8s.helm.v3.Release | None, ...] = (),
+        ) -> k8s.helm.v3.Release:
             chart = charts.chart(key)
-            ns = namespace_for(chart, privileged)
+            namespace = namespace or chart.namespace
+            ns = namespace_for(namespace, privileged)
             # A release whose templates create objects of another chart's CRDs installs after it.
             after: list[pulumi.Resource] = [releases[k] for k in chart.requires_charts]
+            after += [r for r in after_releases if r is not None]
             created = k8s.helm.v3.Release(
                 f"{name}-{key.replace('_', '-')}",
                 name=key.replace("_", "-"),
                 chart=chart.chart,
                 version=chart.version,
                 repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo) if chart.repo else None,
-                namespace=chart.namespace,
+                namespace=namespace,
                 create_namespace=False,
                 values=values,
                 opts=pulumi.ResourceOptions.merge(
@@ -487,14 +500,26 @@ class GpuPlatform(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[network_operator])),
             )
 
-        if platform.prometheus_operator and args.dcgm_service_monitor:
+        self.monitoring_release: k8s.helm.v3.Release | None = None
+        if platform.prometheus_operator:
+            # node-exporter mounts the host's root and uses its network and PIDs: privileged, like the operators.
+            self.monitoring_release = release(
+                "kube_prometheus_stack",
+                kube_prometheus_stack_values(args.monitoring, args.controller_node_selector),
+                privileged=True,
+                namespace=args.monitoring.namespace,
+            )
+        if self.monitoring_release is not None and args.dcgm_service_monitor:
             gpu_ns = charts.chart("gpu_operator").namespace
             k8s.apiextensions.CustomResource(
                 f"{name}-dcgm-exporter-monitor",
                 api_version="monitoring.coreos.com/v1",
                 kind="ServiceMonitor",
                 metadata=k8s.meta.v1.ObjectMetaArgs(
-                    name="nvidia-dcgm-exporter", namespace=gpu_ns, labels={"app": "nvidia-dcgm-exporter"}
+                    name="nvidia-dcgm-exporter",
+                    namespace=gpu_ns,
+                    # The labels Prometheus selects ServiceMonitors by (monitoring_stack.py writes the selector).
+                    labels={"app": "nvidia-dcgm-exporter", **args.monitoring.rule_labels},
                 ),
                 # The GPU Operator's dcgm-exporter service: label app=nvidia-dcgm-exporter, port gpu-metrics.
                 spec={
@@ -503,7 +528,9 @@ class GpuPlatform(pulumi.ComponentResource):
                     "namespaceSelector": {"matchNames": [gpu_ns]},
                     "selector": {"matchLabels": {"app": "nvidia-dcgm-exporter"}},
                 },
-                opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[gpu_operator])),
+                opts=pulumi.ResourceOptions.merge(
+                    child, pulumi.ResourceOptions(depends_on=[gpu_operator, self.monitoring_release])
+                ),
             )
 
         self._fs_driver: k8s.helm.v3.Release | None = None
@@ -536,6 +563,8 @@ class GpuPlatform(pulumi.ComponentResource):
                 args.controller_node_selector,
             ),
             privileged=False,
+            # enablePrometheus: the chart's ServiceMonitor needs the operator's CRDs.
+            after_releases=(self.monitoring_release,),
         )
         self.kueue = kueue
         self.gpu_pools, self.fabric_kind = list(args.pools), args.fabric

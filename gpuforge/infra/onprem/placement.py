@@ -11,6 +11,7 @@ from typing import Any
 import pulumi
 
 from gpuforge.infra.k8s.alerting import declare_alert_routing, operator_monitoring
+from gpuforge.infra.k8s.monitoring_stack import monitoring_stack_for
 from gpuforge.spec import ResolvedSpec
 from gpuforge.spec.host_network_checks import host_lnet, host_storage_addresses
 from gpuforge.spec.site_checks import ResolvedHost, ResolvedSite
@@ -85,6 +86,7 @@ def build_onprem_site(name: str, resolved: ResolvedSpec, parent: pulumi.Resource
             platform=spec.kubernetes.platform if spec.kubernetes else None,
             kubeconfig=site_kubeconfig(site),
             dcgm_service_monitor=not operator_monitoring(resolved),
+            monitoring=monitoring_stack_for(resolved),
         ),
         opts=pulumi.ResourceOptions(parent=parent),
     )
@@ -104,6 +106,7 @@ def build_onprem_site(name: str, resolved: ResolvedSpec, parent: pulumi.Resource
             f"{name}-{site.spec.name}-alert-routing",
             resolved,
             pulumi.ResourceOptions(parent=parent, providers={"kubernetes": component.provider}),
+            after=component.platform.monitoring_release if component.platform else None,
         )
     if component.platform is not None and site.spec.kubernetes is not None:
         outputs["kubernetes"] = {

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -17,6 +17,7 @@ import pulumi_kubernetes as k8s
 
 from gpuforge.catalog.tokens import SITE
 from gpuforge.infra.k8s import GpuPlatform, GpuPlatformArgs, GpuPool
+from gpuforge.infra.k8s.monitoring_stack import MonitoringStack
 from gpuforge.infra.k8s.scheduling import Taint
 from gpuforge.spec.models import Fabric, Platform
 from gpuforge.spec.site_checks import ResolvedHost, ResolvedSite
@@ -108,6 +109,7 @@ class OnPremSiteArgs:
     platform: Platform | None  # the cluster's kubernetes.platform; None: no platform on the site
     kubeconfig: pulumi.Input[str] | None  # None: hosts are not on Kubernetes
     dcgm_service_monitor: bool = True  # GpuPlatformArgs.dcgm_service_monitor
+    monitoring: MonitoringStack = field(default_factory=MonitoringStack)  # GpuPlatformArgs.monitoring
 
 
 class OnPremSite(pulumi.ComponentResource):
@@ -140,6 +142,7 @@ class OnPremSite(pulumi.ComponentResource):
                     pools=pools,
                     private_https_endpoints=site_https_endpoints(site),
                     dcgm_service_monitor=args.dcgm_service_monitor,
+                    monitoring=args.monitoring,
                 ),
                 opts=child,
             )

@@ -582,17 +582,31 @@ def _uses_efa_only(stack: Stack, node_groups: list[Resource]) -> bool:
     "wiring-eks-addons",
     why="An EKS cluster made through the API has only what it is given: the VPC CNI (at a version that "
     "ignores EFA-only interfaces, with network policy enforcement on so NetworkPolicies mean something, and "
-    "its own IRSA role rather than the node role), CoreDNS, kube-proxy and the Pod Identity agent are managed "
-    "add-ons to declare (EKS User Guide, 'Amazon EKS add-ons', 'Assign IPs to Pods with the Amazon VPC CNI', "
-    "'Limit Pod traffic with Kubernetes network policies').",
-    fix="declare aws.eks.Addon for vpc-cni (pinned version from aws_wiring.yaml, enableNetworkPolicy true, "
-    "serviceAccountRoleArn), coredns, kube-proxy and eks-pod-identity-agent",
+    "its own IRSA role rather than the node role), CoreDNS, kube-proxy, the Pod Identity agent and the node "
+    "monitoring agent (the GPU signal node auto repair acts on) are managed add-ons to declare, each at a pinned "
+    "version (without one EKS installs its default of the day, so two `up`s of one commit differ), kube-proxy "
+    "at the cluster's Kubernetes minor (EKS User Guide, 'Amazon EKS add-ons', 'Assign IPs to Pods with the "
+    "Amazon VPC CNI', 'Limit Pod traffic with Kubernetes network policies', 'Manage kube-proxy in Amazon EKS "
+    "clusters', 'Enable node auto repair and investigate node health issues').",
+    fix="declare aws.eks.Addon for every add-on in aws_wiring.yaml (vpc-cni with enableNetworkPolicy true and "
+    "serviceAccountRoleArn, coredns, kube-proxy, eks-pod-identity-agent, eks-node-monitoring-agent), each with "
+    "addonVersion pinned",
 )
 def eks_addons(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
     facts = load_aws_wiring().eks.addons
     for cluster in stack.of_type(EKS_CLUSTER):
         addons = {str(a.get("addonName")): a for a in _cluster_parts(stack, cluster, EKS_ADDON)}
         problems = [f"no {name} add-on" for name in facts if name not in addons]
+        problems += [
+            f"{name} unpinned (no addonVersion)" for name, a in sorted(addons.items()) if not a.get("addonVersion")
+        ]
+        minor = cluster.get("version")
+        for name, addon in sorted(addons.items()):
+            version = addon.get("addonVersion")
+            per_minor = name in facts and facts[name].tracks_kubernetes_minor
+            known = version and not is_unknown(version) and isinstance(minor, str) and not is_unknown(minor)
+            if per_minor and known and not str(version).lstrip("v").startswith(f"{minor}."):
+                problems.append(f"{name} {version} is built for another Kubernetes minor than the cluster's {minor}")
         cni = addons.get("vpc-cni")
         if cni is not None:
             want = facts["vpc-cni"]

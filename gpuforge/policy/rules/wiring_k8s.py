@@ -234,9 +234,11 @@ def kueue_flavor_nodes(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
 @stack_rule(
     "wiring-release-crd-order",
     why="A release whose templates create objects of another chart's CRDs (the network operator's NodeFeatureRule "
-    "from NFD), or a custom resource of a chart's CRD, applied before that chart fails with 'no matches for kind' "
-    "and leaves a half-installed platform.",
-    fix="make the object depend on the release that installs its CRDs (ResourceOptions(depends_on=[release]))",
+    "from NFD), or a custom resource of a chart's CRD, applied before that chart, or where no release installs "
+    "it (a ServiceMonitor with no Prometheus operator), fails with 'no matches for kind' and leaves a "
+    "half-installed platform.",
+    fix="declare the release that installs the CRDs (the chart in charts.yaml) and make the object depend on it "
+    "(ResourceOptions(depends_on=[release]))",
 )
 def release_crd_order(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
     charts = load_charts().charts
@@ -254,7 +256,7 @@ def release_crd_order(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
             needed = list(chart.requires_charts) if chart else []
         else:
             kind = _custom_kind(r)
-            if kind is not None and by_group.get(kind[0]) in releases:
+            if kind is not None and kind[0] in by_group:
                 needed = [by_group[kind[0]]]
         for key in needed:
             providers = releases.get(key, [])
