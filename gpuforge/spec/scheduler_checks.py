@@ -65,7 +65,7 @@ class ResolvedScheduler:
 
 # The gpuforge:node-group tag value the AWS controllers carry, so Prometheus' ec2_sd selects them beside the node
 # groups (gpuforge/infra/aws/slurm.py, gpuforge/render/monitoring.py). A node group's name cannot take it: names
-# have no underscore (models.NAME_PATTERN).
+# have no underscore (fields.NAME_PATTERN).
 CONTROLLER_NODE_GROUP = "slurm_controllers"
 
 
