@@ -209,8 +209,8 @@ def check_reservations(
     state and window per group, and the groups' count + spares together against its size."""
     sharing: dict[str, dict[str, ResolvedNodeGroup]] = {}
     for name, group in groups.items():
-        if group.spec.capacity.type in ("capacity_reservation", "capacity_block"):
-            sharing.setdefault(group.spec.capacity.reservation_id, {})[name] = group
+        if group.spec.reservation is not None:
+            sharing.setdefault(group.spec.reservation.reservation_id, {})[name] = group
     findings: list[Finding] = []
     for rid, members in sharing.items():
         findings += _check_reservation(rid, members, ec2, now, checked)

@@ -38,7 +38,7 @@ def _elastic(path: str, group: NodeGroup) -> list[SpecIssue]:
                 "set orchestrator: slurm, or replace scaling with count: N",
             )
         )
-    if group.capacity.type in ("capacity_reservation", "capacity_block"):
+    if group.is_reserved:
         issues.append(
             SpecIssue(
                 f"{path}.scaling",
@@ -136,9 +136,8 @@ def check_shared_reservations(spec: ClusterSpec) -> list[SpecIssue]:
     group's count + spares come out of its one size."""
     sharing: dict[str, list[str]] = {}
     for name, group in spec.node_groups.items():  # the stack file's order: a tie goes to the first group
-        rid = getattr(group.capacity, "reservation_id", None)
-        if rid is not None:
-            sharing.setdefault(rid, []).append(name)
+        if group.reservation is not None:
+            sharing.setdefault(group.reservation.reservation_id, []).append(name)
     issues: list[SpecIssue] = []
     for rid, names in sharing.items():
         groups = [(name, spec.node_groups[name]) for name in names]

@@ -424,7 +424,7 @@ def _resolve_group(
             )
         )
     issues += check_group_capacity(path, group)
-    if group.capacity.type in ("capacity_reservation", "capacity_block") and group.availability_zone is None:
+    if group.is_reserved and group.availability_zone is None:
         issues.append(
             SpecIssue(
                 f"{path}.capacity",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
@@ -88,6 +88,13 @@ class Spot(SpecModel):
 
 
 Capacity = Annotated[OnDemand | CapacityReservation | CapacityBlock | Spot, Field(discriminator="type")]
+# Reserved capacity: bought ahead for one instance type in one AZ, paid for whether nodes run or not, and
+# sized to the groups' count + spares, so it has no room for one node more (an ODCR or a Capacity Block).
+ReservedCapacity = CapacityReservation | CapacityBlock
+# Their capacity `type`s, for plan inputs that carry the type as text (the diff, the policy rules).
+RESERVED_CAPACITY: tuple[str, ...] = tuple(
+    get_args(model.model_fields["type"].annotation)[0] for model in (CapacityReservation, CapacityBlock)
+)
 
 
 class RootVolume(SpecModel):
@@ -230,6 +237,17 @@ class NodeGroup(SpecModel):
         if self.capacity.type == "capacity_reservation":
             return "cluster" if self.capacity.placement_group else "none"
         return "cluster" if self.fabric == "efa" else "none"
+
+    @property
+    def reservation(self) -> ReservedCapacity | None:
+        """The ODCR or Capacity Block the group launches into, if any (see ReservedCapacity)."""
+        return self.capacity if isinstance(self.capacity, CapacityReservation | CapacityBlock) else None
+
+    @property
+    def is_reserved(self) -> bool:
+        """Launches into reserved capacity: scaling it in leaves paid capacity idle, and a replacement
+        node has no room to launch before the old one goes."""
+        return self.reservation is not None
 
     @property
     def reservation_placement_group(self) -> str | None:

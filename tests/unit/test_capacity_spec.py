@@ -17,6 +17,7 @@ from gpuforge.review.report import markdown_plan, summary_rows
 from gpuforge.review.windows import block_windows
 from gpuforge.spec import SpecError, resolve
 from gpuforge.spec.loader import parse_yaml
+from gpuforge.spec.node_group import RESERVED_CAPACITY, NodeGroup
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -250,3 +251,23 @@ def test_asg_pins_its_template_version_and_refreshes_by_strategy() -> None:
 )
 def test_diff_says_how_nodes_roll(inputs: dict[str, Any], expected: str) -> None:
     assert expected in how_nodes_roll(inputs, 4)
+
+
+@pytest.mark.parametrize(
+    ("capacity", "reserved"),
+    [
+        ({"type": "on_demand"}, False),
+        ({"type": "spot"}, False),
+        ({"type": "capacity_reservation", "reservation_id": "cr-0123456789abcdef0"}, True),
+        ({"type": "capacity_block", "reservation_id": "cr-0123456789abcdef0", "instance_type": "p5.48xlarge",
+          "instance_count": 2, "start": "2026-12-01T11:30:00Z", "end": "2026-12-15T11:30:00Z"}, True),
+    ],
+)
+def test_a_group_knows_whether_it_launches_into_reserved_capacity(capacity: dict[str, Any], reserved: bool) -> None:
+    """The one reserved-capacity predicate the checks, components, preflight, status and diff read."""
+    group = NodeGroup.model_validate({"instance_type": "p5.48xlarge", "count": 2, "capacity": capacity})
+    assert group.is_reserved is reserved
+    assert (group.reservation is not None) is reserved
+    assert (capacity["type"] in RESERVED_CAPACITY) is reserved
+    if reserved:
+        assert group.reservation is not None and group.reservation.reservation_id == capacity["reservation_id"]

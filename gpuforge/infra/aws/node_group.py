@@ -249,12 +249,12 @@ def _root_device(group: ResolvedNodeGroup, eks: bool) -> str:
 def _capacity_reservation(
     group: ResolvedNodeGroup,
 ) -> aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs | None:
-    capacity = group.spec.capacity
-    if capacity.type not in ("capacity_reservation", "capacity_block"):
+    reservation = group.spec.reservation
+    if reservation is None:
         return None
     return aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
         capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
-            capacity_reservation_id=capacity.reservation_id
+            capacity_reservation_id=reservation.reservation_id
         )
     )
 
@@ -482,7 +482,8 @@ class GpuNodeGroup(pulumi.ComponentResource):
             ),
             # In a reservation or block, terminate before launching: a full one has no room for EKS's extra node.
             update_config=aws.eks.NodeGroupUpdateConfigArgs(
-                max_unavailable=1, update_strategy=EKS_UPDATE_RESERVED if _reserved(group) else EKS_UPDATE_ON_DEMAND
+                max_unavailable=1,
+                update_strategy=EKS_UPDATE_RESERVED if group.spec.is_reserved else EKS_UPDATE_ON_DEMAND,
             ),
             labels=node_labels(group),
             taints=[
@@ -538,13 +539,8 @@ def _desired_owned_elsewhere(group: ResolvedNodeGroup) -> pulumi.ResourceOptions
     return pulumi.ResourceOptions(ignore_changes=["desiredCapacity"] if _desired_scheduled(group) else None)
 
 
-def _reserved(group: ResolvedNodeGroup) -> bool:
-    """Launches into a reservation or Capacity Block, sized to count + spares: no room for one more."""
-    return group.spec.capacity.type in ("capacity_reservation", "capacity_block")
-
-
 def _maintenance(group: ResolvedNodeGroup) -> tuple[int, int]:
-    return MAINTENANCE_RESERVED if _reserved(group) else MAINTENANCE_ON_DEMAND
+    return MAINTENANCE_RESERVED if group.spec.is_reserved else MAINTENANCE_ON_DEMAND
 
 
 def _capacity_block_schedules(
