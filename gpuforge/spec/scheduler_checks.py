@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpuforge.catalog import Catalog, CatalogError
+from gpuforge.catalog.mounts import HOME_MOUNT_POINT
 
 from .errors import SpecIssue
 from .models import ClusterSpec
@@ -256,7 +257,7 @@ def _controllers(
             elif ctl.state_mount not in mounts:
                 issues.append(SpecIssue(f"{path}.state_mount", f"no site mount named {ctl.state_mount!r}",
                                         f"use one of {', '.join(mounts) or '(none declared)'}"))
-            elif mounts[ctl.state_mount].mount_point == "/home":
+            elif mounts[ctl.state_mount].mount_point == HOME_MOUNT_POINT:
                 # The controllers mount it at StateSaveLocation and make its root slurm's, 0750: the users'
                 # homes would become slurmctld's state directory.
                 issues.append(SpecIssue(f"{path}.state_mount", f"{ctl.state_mount!r} is the users' /home",
@@ -402,7 +403,7 @@ def _home(spec: ClusterSpec) -> tuple[str, list[SpecIssue]]:
         return "efs", []
     mounts = spec.site.storage.mounts if spec.site is not None else {}
     for key, mount in mounts.items():
-        if mount.mount_point == "/home":
+        if mount.mount_point == HOME_MOUNT_POINT:
             return key, []
     return "", [SpecIssue("cluster.site.storage.mounts", "a Slurm cluster on a site needs the shared /home",
                           "add the site's NFS export: mounts: {home: {kind: nfs, server: ..., export: ..., "

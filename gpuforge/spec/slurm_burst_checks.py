@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ipaddress
 
+from gpuforge.catalog.mounts import HOME_MOUNT_POINT
+
 from .errors import SpecIssue
 from .models import ClusterSpec
 from .site import NfsMount
@@ -82,7 +84,7 @@ def _home_over_the_link(spec: ClusterSpec) -> list[SpecIssue]:
     if site is None:
         return []
     for key, mount in site.storage.mounts.items():
-        if mount.mount_point != "/home":
+        if mount.mount_point != HOME_MOUNT_POINT:
             continue
         path = f"cluster.site.storage.mounts[{key}]"
         if not isinstance(mount, NfsMount):

@@ -20,6 +20,7 @@ import pulumi
 import pulumi_aws as aws
 
 from gpuforge.catalog.aws_wiring import load_aws_wiring
+from gpuforge.catalog.mounts import HOME_MOUNT_POINT, LUSTRE_MOUNT_POINT
 from gpuforge.catalog.tokens import NODE_GROUP, NODE_GROUP_TAG
 from gpuforge.render.labels import (
     GPU_TAINT_EFFECT,
@@ -72,7 +73,7 @@ GPU_HEALTH_CHECK_GRACE_S = 900
 class LustreMount:
     dns_name: pulumi.Input[str]
     mount_name: pulumi.Input[str]
-    mount_point: str = "/fsx"
+    mount_point: str = LUSTRE_MOUNT_POINT
     # EFA-enabled file system: the entry requires gpuforge-lnet.service (LNet over EFA before the mount).
     efa: bool = False
 
@@ -421,6 +422,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 # The shared /home with the options slurm.yml's site_mounts writes (EFS_MOUNT_OPTIONS).
                 "home": {
                     "file_system": values[2],
+                    "mount_point": HOME_MOUNT_POINT,
                     "fstype": load_aws_wiring().efs.mount_helper.fstype,
                     "options": EFS_MOUNT_OPTIONS,
                 }
