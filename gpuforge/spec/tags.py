@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 
+from gpuforge.catalog.tokens import CLUSTER_TAG, ENVIRONMENT_TAG
+
 # AWS tag limits (Tagging AWS resources, "Tag naming limits and requirements").
 TAG_KEY_MAX, TAG_VALUE_MAX, TAGS_MAX = 128, 256, 50
-GPUFORGE_TAGS = ("gpuforge:cluster", "gpuforge:environment")  # set on every resource (gpuforge/infra/aws/placement.py)
+GPUFORGE_TAGS = (CLUSTER_TAG, ENVIRONMENT_TAG)  # set on every resource (gpuforge/infra/aws/placement.py)
 _TAG_CHARS = re.compile(r"^[\w .:/=+\-@]*$")
 
 
