@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from gpuforge.catalog import Catalog, CatalogError, InstanceType, load_catalog
 from gpuforge.catalog.models import CatalogData
 
+from . import registry
 from .address_checks import check_host_addresses
 from .capacity_checks import check_group_capacity, check_shared_reservations
 from .errors import SpecError, SpecIssue, issues_from_validation_error
@@ -47,7 +48,8 @@ def parse_spec(data: Any, source: str = "") -> ClusterSpec:
     try:
         return ClusterSpec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(issues_from_validation_error(exc, data, model=ClusterSpec), source) from None
+        issues = issues_from_validation_error(exc, data, model=ClusterSpec)
+        raise SpecError(registry.MODELS.tag(issues), source) from None
 
 
 def resolve(data: Any, source: str = "") -> ResolvedSpec:
@@ -56,7 +58,7 @@ def resolve(data: Any, source: str = "") -> ResolvedSpec:
         spec = parse_spec(data, source)
     except SpecError as error:
         # Structural problems do not hide catalog ones: check what remains valid as well.
-        beside = [*_catalog_issues_beside(data, error.issues), *raw_duplicate_uids(data)]
+        beside = [*_catalog_issues_beside(data, error.issues), *registry.SCHEDULER.tag(raw_duplicate_uids(data))]
         raise SpecError([*error.issues, *beside], source) from None
     try:
         catalog = load_catalog(spec.catalog or None)
@@ -65,9 +67,9 @@ def resolve(data: Any, source: str = "") -> ResolvedSpec:
     try:
         return _resolve(spec, catalog, source)
     except CatalogError as exc:  # a fact a check needed is missing from an overridden catalog
-        raise SpecError(
-            [SpecIssue("cluster.catalog", str(exc), "restore the catalog entry the override removed or broke")], source
-        ) from None
+        raise SpecError(registry.CATALOG.tag(
+            [SpecIssue("cluster.catalog", str(exc), "restore the catalog entry the override removed or broke")]
+        ), source) from None
 
 
 # Checks whose problems stand on their own (one group, one host, one store), safe to report beside
@@ -169,14 +171,15 @@ def _at(data: Any, path: list[int | str]) -> Any:
 def catalog_issues(exc: CatalogError) -> list[SpecIssue]:
     """Invalid catalog overrides, each at its path under cluster.catalog."""
     if exc.validation is None:
-        return [SpecIssue("cluster.catalog", str(exc), "correct the override")]
+        return registry.CATALOG.tag([SpecIssue("cluster.catalog", str(exc), "correct the override")])
     error, document = exc.validation
-    return issues_from_validation_error(error, document, root="cluster.catalog", model=CatalogData)
+    issues = issues_from_validation_error(error, document, root="cluster.catalog", model=CatalogData)
+    return registry.CATALOG.tag(issues)
 
 
 def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
     issues: list[SpecIssue] = []
-    placement_issues = _check_placement(spec, catalog)
+    placement_issues = registry.PLACEMENT.tag(_check_placement(spec, catalog))
     issues += placement_issues
     # An unknown region is one problem: checks that compare against the region's offerings would
     # each repeat it (one per node group, each listing every region).
@@ -184,15 +187,15 @@ def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
     subnets: Subnets = {}
     if spec.network is not None:
         subnets, subnet_issues = plan_subnets(spec.network)
-        issues += subnet_issues
+        issues += registry.SUBNETS.tag(subnet_issues)
     site, site_issues = check_site(spec, catalog)
-    issues += site_issues
+    issues += registry.SITE.tag(site_issues)
     if spec.placement.kind == "hybrid":
-        issues += check_hybrid(spec, site)
+        issues += registry.HYBRID.tag(check_hybrid(spec, site))
     groups: dict[str, ResolvedNodeGroup] = {}
     for name, group in (spec.node_groups if spec.network is not None and region_known else {}).items():
         resolved, group_issues = _resolve_group(spec, name, group, catalog)
-        issues += group_issues
+        issues += registry.NODE_GROUP.tag(group_issues)
         if resolved is not None:
             groups[name] = resolved
 
@@ -203,21 +206,21 @@ def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
             g.spec.active_nodes * g.gpus_per_node for g in groups.values() if g.spec.role == "training"
         )
         lustre, fs_issues = size_lustre(fs, training_gpus, catalog)
-        issues += fs_issues + _check_lustre(spec, fs, catalog)
+        issues += registry.LUSTRE.tag(fs_issues + _check_lustre(spec, fs, catalog))
         lustre_az = fs.availability_zone or _first_pinned_az(spec) or sorted(spec.network.availability_zones)[0]
-    issues += _check_object_stores(spec, catalog)
-    issues += _check_kubernetes(spec, groups, site)
+    issues += registry.OBJECT_STORES.tag(_check_object_stores(spec, catalog))
+    issues += registry.KUBERNETES.tag(_check_kubernetes(spec, groups, site))
     image_build_az, pipeline_issues = _check_image_pipeline(spec, catalog) if region_known else (None, [])
-    issues += pipeline_issues
+    issues += registry.IMAGE_PIPELINE.tag(pipeline_issues)
     scheduler, scheduler_issues = check_scheduler(spec, catalog, subnets, site)
-    issues += scheduler_issues
-    issues += _check_bucket_names(spec)
-    issues += check_monitoring(spec)
-    issues += check_host_addresses(spec)
-    issues += check_software(spec, catalog)
-    issues += check_slurm_os(spec, catalog)
-    issues += check_shared_reservations(spec)
-    issues += check_image_os(spec)
+    issues += registry.SCHEDULER.tag(scheduler_issues)
+    issues += registry.BUCKET_NAMES.tag(_check_bucket_names(spec))
+    issues += registry.MONITORING.tag(check_monitoring(spec))
+    issues += registry.HOST_ADDRESSES.tag(check_host_addresses(spec))
+    issues += registry.SOFTWARE.tag(check_software(spec, catalog))
+    issues += registry.SLURM_OS.tag(check_slurm_os(spec, catalog))
+    issues += registry.RESERVATIONS.tag(check_shared_reservations(spec))
+    issues += registry.IMAGE_OS.tag(check_image_os(spec))
 
     if issues:
         raise SpecError(issues, source)
