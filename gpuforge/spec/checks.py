@@ -24,6 +24,7 @@ from .errors import SpecError, SpecIssue, issues_from_validation_error
 from .image_os_checks import check_image_os
 from .models import KUBERNETES_ORCHESTRATORS, ClusterSpec, FsxLustre, NodeGroup
 from .monitoring import check_monitoring
+from .paths import CLUSTER, NODE_GROUPS
 from .resolved import ResolvedNodeGroup, ResolvedSpec
 from .scheduler_checks import check_scheduler, raw_duplicate_uids
 from .site_checks import ResolvedSite, check_hybrid, check_site
@@ -278,7 +279,7 @@ def _check_placement(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]:
         if group.renamed_from is not None and group.renamed_from in spec.node_groups:
             issues.append(
                 SpecIssue(
-                    f"cluster.node_groups[{name}].renamed_from",
+                    NODE_GROUPS.key(name).field("renamed_from"),
                     f"{group.renamed_from!r} is still a node group of this stack",
                     "name the group's previous key, which no group uses any more",
                 )
@@ -311,7 +312,7 @@ def _check_placement(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]:
 def _resolve_group(
     spec: ClusterSpec, name: str, group: NodeGroup, catalog: Catalog
 ) -> tuple[ResolvedNodeGroup | None, list[SpecIssue]]:
-    path = f"cluster.node_groups[{name}]"
+    path = NODE_GROUPS.key(name)
     region = spec.region or ""
     instance, unknown = _instance_type(catalog, group.instance_type, f"{path}.instance_type")
     if instance is None:
@@ -665,7 +666,7 @@ def _check_kubernetes(
     kube = spec.kubernetes
     kube_groups = {n: g for n, g in spec.node_groups.items() if g.orchestrator in KUBERNETES_ORCHESTRATORS}
     for name, group in kube_groups.items():
-        path = f"cluster.node_groups[{name}]"
+        path = NODE_GROUPS.key(name)
         if group.orchestrator == "kubernetes":
             if spec.placement.kind != "hybrid":
                 issues.append(
@@ -725,10 +726,10 @@ def _check_kubernetes(
         # unknown: judging the quotas against the rest would report a second, unrelated problem.
         return issues
     asked: dict[str, int] = {}
-    teams_path = "cluster.kubernetes.platform.teams"
+    teams_path = CLUSTER.field("kubernetes", "platform", "teams")
     for team_name, team in kube.platform.teams.items():
         for model, gpus in team.gpu_quota.items():
-            path = f"{teams_path}[{team_name}].gpu_quota[{model}]"
+            path = teams_path.key(team_name).field("gpu_quota").key(model)
             if model not in available:
                 known = ", ".join(sorted(available)) or "none"
                 issues.append(
@@ -766,7 +767,7 @@ def _check_image_pipeline(spec: ClusterSpec, catalog: Catalog) -> tuple[str | No
     Returns the AZ of the build instance (the first network AZ, sorted, that offers its type)."""
     issues = [
         SpecIssue(
-            f"cluster.node_groups[{name}].image.pipeline",
+            NODE_GROUPS.key(name).field("image", "pipeline"),
             "the group's image references the image pipeline, but the cluster has no image_pipeline section",
             "add image_pipeline: {} (bakes playbooks/bake-image.yml on Ubuntu 22.04), or set ami_id / ssm_parameter",
         )

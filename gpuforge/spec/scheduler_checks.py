@@ -19,6 +19,7 @@ from gpuforge.catalog.mounts import HOME_MOUNT_POINT
 
 from .errors import SpecIssue
 from .models import ClusterSpec
+from .paths import NODE_GROUPS
 from .scheduler import SchedulerSpec
 from .site_checks import ResolvedHost, ResolvedSite
 from .subnets import Subnets
@@ -158,7 +159,7 @@ def check_scheduler(
                                     "keep login nodes out of partitions: jobs must not land where users log in"))
         login.append(gname)
     for gname in sorted(slurm_groups - set(groups) - set(login)):
-        where = f"cluster.node_groups[{gname}]" if gname in spec.node_groups else f"cluster.site (pool {gname})"
+        where = NODE_GROUPS.key(gname) if gname in spec.node_groups else f"cluster.site (pool {gname})"
         issues.append(SpecIssue(where, f"{gname} runs Slurm but sits in no partition and is no login group",
                                 "add it to a partition's node_groups or to scheduler.login.node_groups"))
     issues += _bastion(spec, catalog)
@@ -198,7 +199,7 @@ def _without_scheduler(spec: ClusterSpec, site: ResolvedSite | None) -> list[Spe
     for name, group in spec.node_groups.items():
         if group.orchestrator == "slurm":
             what = "a login group" if group.role == "login" else "a Slurm node group"
-            issues.append(SpecIssue(f"cluster.node_groups[{name}].orchestrator", f"{what} without a scheduler",
+            issues.append(SpecIssue(NODE_GROUPS.key(name).field("orchestrator"), f"{what} without a scheduler",
                                     "add a scheduler: section (kind: slurm, controller, partitions), or use "
                                     "orchestrator: none"))
     for pool, hosts in sorted(_site_pools(site).items()):

@@ -19,6 +19,7 @@ from .errors import SpecIssue
 from .host_network_checks import check_host_network
 from .limits import customer_gateway_problem
 from .models import ClusterSpec
+from .paths import NODE_GROUPS
 from .site import Host, Site
 from .slurm_burst import SlurmBurstSpec
 from .slurm_burst_checks import check_slurm_burst
@@ -555,7 +556,7 @@ def _check_burst(spec: ClusterSpec) -> list[SpecIssue]:
         if group.orchestrator == "kubernetes":
             issues.append(
                 SpecIssue(
-                    f"cluster.node_groups[{name}].orchestrator",
+                    NODE_GROUPS.key(name).field("orchestrator"),
                     "cloud nodes cannot join the site's cluster across the VPN: no join token or bootstrap, no DNS "
                     "for the site's API, no pod routes, and a Kueue cohort spans one cluster only",
                     "use orchestrator: eks (the burst worker cluster the site dispatches to through MultiKueue), "
