@@ -24,7 +24,8 @@ from gpuforge.render.lifecycle import lifecycle_config
 from gpuforge.render.slurm_contract import NodeHardware, SlurmConfig
 from gpuforge.render.templates import macro, render
 from gpuforge.spec import ResolvedSpec
-from gpuforge.spec.scheduler_checks import ResolvedScheduler, SlurmGroup, secret_names
+from gpuforge.spec.resolved_scheduler import ResolvedScheduler, SlurmGroup
+from gpuforge.spec.scheduler_checks import secret_names
 
 TEMPLATES = {
     "slurm.conf": "slurm/slurm.conf.j2",

@@ -26,8 +26,9 @@ from .models import KUBERNETES_ORCHESTRATORS, ClusterSpec, FsxLustre, NodeGroup
 from .monitoring import check_monitoring
 from .paths import CLUSTER, NODE_GROUPS
 from .resolved import ResolvedNodeGroup, ResolvedSpec
+from .resolved_site import ResolvedSite
 from .scheduler_checks import check_scheduler, raw_duplicate_uids
-from .site_checks import ResolvedSite, check_hybrid, check_site
+from .site_checks import check_hybrid, check_site
 from .sizing import size_lustre
 from .slurm_os_checks import check_slurm_os
 from .software_checks import check_software

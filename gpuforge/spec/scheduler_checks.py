@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from gpuforge.catalog import Catalog, CatalogError
 from gpuforge.catalog.mounts import HOME_MOUNT_POINT
@@ -20,49 +19,14 @@ from gpuforge.catalog.mounts import HOME_MOUNT_POINT
 from .errors import SpecIssue
 from .models import ClusterSpec
 from .paths import NODE_GROUPS
-from .scheduler import SchedulerSpec
-from .site_checks import ResolvedHost, ResolvedSite
+from .resolved_scheduler import ResolvedScheduler, SlurmController, SlurmGroup
+from .resolved_site import ResolvedHost, ResolvedSite
 from .subnets import Subnets
 
 PATH = "cluster.scheduler"
 # The controller takes this host number in its management subnet (AWS reserves .0-.3 and the last).
 CONTROLLER_HOST_NUMBER = 10
 
-
-@dataclass(frozen=True)
-class SlurmController:
-    name: str  # host name, SlurmctldHost's name
-    address: str  # management address
-    availability_zone: str | None = None  # AWS
-    subnet: str | None = None  # AWS management subnet CIDR
-
-
-@dataclass(frozen=True)
-class SlurmGroup:
-    """A node group as Slurm sees it: cloud (dynamic nodes) or a site pool (static hosts)."""
-
-    name: str
-    cloud: bool
-    instance_type: str | None  # cloud
-    hosts: tuple[ResolvedHost, ...]  # site
-    count: int  # active nodes (cloud) or hosts (site)
-
-
-@dataclass(frozen=True)
-class ResolvedScheduler:
-    spec: SchedulerSpec
-    controllers: tuple[SlurmController, ...]  # the first is the primary
-    groups: dict[str, SlurmGroup]  # compute groups that sit in a partition
-    login_groups: tuple[str, ...]
-    login_hosts: dict[str, str]  # site service hosts users log in to: name -> management address
-    database: str  # managed | controller
-    home: str  # efs (AWS), or the key of the site's /home mount
-    state_shared: bool  # StateSaveLocation on shared storage (a backup controller reads it)
-
-    @property
-    def default_partition(self) -> str:
-        marked = [n for n, p in self.spec.partitions.items() if p.default]
-        return marked[0] if marked else next(iter(self.spec.partitions))
 
 
 # The gpuforge:node-group tag value the AWS controllers carry, so Prometheus' ec2_sd selects them beside the node
@@ -214,9 +178,9 @@ def _without_scheduler(spec: ClusterSpec, site: ResolvedSite | None) -> list[Spe
 def _slurm_group(spec: ClusterSpec, name: str, pools: dict[str, list[ResolvedHost]]) -> SlurmGroup:
     if name in spec.node_groups:
         g = spec.node_groups[name]
-        return SlurmGroup(name, True, g.instance_type, (), g.active_nodes)
+        return SlurmGroup(name=name, cloud=True, instance_type=g.instance_type, hosts=(), count=g.active_nodes)
     hosts = tuple(sorted((h for h in pools[name] if h.spec.orchestrator == "slurm"), key=lambda h: h.name))
-    return SlurmGroup(name, False, None, hosts, len(hosts))
+    return SlurmGroup(name=name, cloud=False, instance_type=None, hosts=hosts, count=len(hosts))
 
 
 def _minutes(value: str) -> float:
@@ -249,7 +213,7 @@ def _controllers(
         if not ctl.hosts:
             return (), [*issues, SpecIssue(f"{path}.hosts", "no controller host", "name a site host (site.hosts)")]
         issues += _service_hosts(f"{path}.hosts", ctl.hosts, spec, site, "the controller")
-        found = [SlurmController(host, address) for host, address in ctl.hosts.items()]
+        found = [SlurmController(name=host, address=address) for host, address in ctl.hosts.items()]
         if len(ctl.hosts) == 2:
             mounts = spec.site.storage.mounts if spec.site is not None else {}
             if ctl.state_mount is None:
@@ -290,7 +254,9 @@ def _controllers(
         if subnet is None:
             continue
         address = str(ipaddress.IPv4Network(subnet)[CONTROLLER_HOST_NUMBER])
-        found.append(SlurmController(f"{spec.name}-ctl-{i}", address, az, str(subnet)))
+        found.append(
+            SlurmController(name=f"{spec.name}-ctl-{i}", address=address, availability_zone=az, subnet=str(subnet))
+        )
     return tuple(found), issues
 
 

@@ -33,7 +33,8 @@ from gpuforge.render.templates import render
 from gpuforge.spec import ResolvedSpec
 from gpuforge.spec.models import UBUNTU_2404_SSM, Tier
 from gpuforge.spec.monitoring import NodeGroupServer
-from gpuforge.spec.scheduler_checks import CONTROLLER_NODE_GROUP, ResolvedScheduler, secret_names
+from gpuforge.spec.resolved_scheduler import ResolvedScheduler
+from gpuforge.spec.scheduler_checks import CONTROLLER_NODE_GROUP, secret_names
 
 from .iam import assume_role_policy, lifecycle_policy, secret_read_policy
 from .instance import hardened_instance

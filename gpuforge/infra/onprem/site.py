@@ -19,7 +19,7 @@ from gpuforge.catalog.tokens import SITE
 from gpuforge.infra.k8s import GpuPlatform, GpuPlatformArgs, GpuPool
 from gpuforge.infra.k8s.scheduling import Taint
 from gpuforge.spec.models import Fabric, Platform
-from gpuforge.spec.site_checks import ResolvedHost, ResolvedSite
+from gpuforge.spec.resolved_site import ResolvedHost, ResolvedSite
 
 from .rack import Rack, RackArgs
 
