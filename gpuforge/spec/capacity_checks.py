@@ -164,7 +164,7 @@ def _one_kind_per_reservation(rid: str, groups: list[tuple[str, NodeGroup]]) -> 
             if value != usual:
                 issues.append(
                     SpecIssue(
-                        NODE_GROUPS.key(name).field(field),
+                        NODE_GROUPS.key(name).field(*field.split(".")),
                         f"{value}, while the groups launching into {rid} say {said}: a reservation holds one "
                         "instance type in one AZ",
                         f"set {field}: {usual} as the others do, or give {name} a reservation of its own",

@@ -271,3 +271,18 @@ def test_a_group_knows_whether_it_launches_into_reserved_capacity(capacity: dict
     assert (capacity["type"] in RESERVED_CAPACITY) is reserved
     if reserved:
         assert group.reservation is not None and group.reservation.reservation_id == capacity["reservation_id"]
+
+
+def test_groups_sharing_a_block_that_say_different_types_are_refused_at_the_nested_field() -> None:
+    """The shared-reservation check compares nested fields (capacity.instance_type): its path names them."""
+
+    def share(data: dict[str, Any]) -> None:
+        groups = data["node_groups"]
+        groups["train"]["count"], groups["train"]["spares"] = 4, 0
+        groups["team-b"] = json.loads(json.dumps(groups["train"]))
+        groups["team-b"]["instance_type"] = groups["team-b"]["capacity"]["instance_type"] = "p5e.48xlarge"
+
+    found = problems("staging", share)
+    assert "cluster.node_groups[team-b].capacity.instance_type" in found, found
+    assert "while the groups launching into cr-0b2c3d4e5f6a78901 say" in found[
+        "cluster.node_groups[team-b].capacity.instance_type"]
