@@ -41,6 +41,7 @@ from gpuforge.nodes.inventory import CLUSTER_TAG, NODE_GROUP_TAG
 from gpuforge.plan.stacks import load_stack
 from gpuforge.plan.validation import check_stack
 from gpuforge.spec import ResolvedNodeGroup, ResolvedSpec
+from gpuforge.spec.paths import NODE_GROUPS
 
 Kind = Literal["problem", "unchecked"]
 # What an AWS call may answer instead of data: a refusal (ClientError), no credentials or endpoint
@@ -209,8 +210,8 @@ def check_reservations(
     state and window per group, and the groups' count + spares together against its size."""
     sharing: dict[str, dict[str, ResolvedNodeGroup]] = {}
     for name, group in groups.items():
-        if group.spec.capacity.type in ("capacity_reservation", "capacity_block"):
-            sharing.setdefault(group.spec.capacity.reservation_id, {})[name] = group
+        if group.spec.reservation is not None:
+            sharing.setdefault(group.spec.reservation.reservation_id, {})[name] = group
     findings: list[Finding] = []
     for rid, members in sharing.items():
         findings += _check_reservation(rid, members, ec2, now, checked)
@@ -220,7 +221,7 @@ def check_reservations(
 def _check_reservation(
     rid: str, members: dict[str, ResolvedNodeGroup], ec2: Any, now: datetime, checked: list[str]
 ) -> list[Finding]:
-    path = f"cluster.node_groups[{next(iter(members))}].capacity.reservation_id"
+    path = NODE_GROUPS.key(next(iter(members))).field("capacity", "reservation_id")
     answer, failure = call_aws(lambda: ec2.describe_capacity_reservations(CapacityReservationIds=[rid]))
     if failure is not None:
         if failure.startswith("InvalidCapacityReservationId"):
@@ -239,13 +240,13 @@ def _check_reservation(
     checked.append(f"reservation {rid} ({', '.join(members)})")
     findings: list[Finding] = []
     for name, group in members.items():
-        findings += _reservation_findings(f"cluster.node_groups[{name}]", group, found[0], now)
+        findings += _reservation_findings(NODE_GROUPS.key(name), group, found[0], now)
     return findings + _reservation_size(rid, members, found[0])
 
 
 def _reservation_size(rid: str, members: dict[str, ResolvedNodeGroup], cr: dict[str, Any]) -> list[Finding]:
     total = int(cr.get("TotalInstanceCount") or 0)
-    last = f"cluster.node_groups[{list(members)[-1]}]"
+    last = NODE_GROUPS.key(list(members)[-1])
     findings: list[Finding] = []
     stated: set[int] = {
         count for g in members.values() if (count := getattr(g.spec.capacity, "instance_count", None)) is not None
@@ -316,7 +317,7 @@ def check_block_start(name: str, group: ResolvedNodeGroup, now: datetime) -> lis
         return []
     return [
         Finding(
-            f"cluster.node_groups[{name}].capacity.start",
+            NODE_GROUPS.key(name).field("capacity", "start"),
             f"the block started {block.start.isoformat()}: a deploy that creates the group's block-start "
             "scheduled action (gpuforge-block-start) fails, AWS refuses a scheduled action in the past",
             f"deploy the group before its block starts (by {block.start.isoformat()}); a redeploy that "
@@ -366,7 +367,7 @@ def check_quotas(
             continue
         quota = quotas.for_type(group.spec.instance_type)
         if quota is None:
-            findings.append(Finding(f"cluster.node_groups[{name}].instance_type",
+            findings.append(Finding(NODE_GROUPS.key(name).field("instance_type"),
                                     f"no On-Demand quota known for {group.spec.instance_type}",
                                     "add its family to data/aws_wiring.yaml on_demand_quotas", "unchecked"))
             continue
@@ -375,7 +376,7 @@ def check_quotas(
     by_code = {q.code: q for q in quotas.quotas}
     for code, (vcpus, names) in needed.items():
         quota = by_code[code]
-        first = f"cluster.node_groups[{names[0]}].instance_type"
+        first = NODE_GROUPS.key(names[0]).field("instance_type")
         answer, failure = call_aws(partial(clients.service_quotas.get_service_quota, ServiceCode="ec2", QuotaCode=code))
         if failure is not None:
             findings.append(Finding(first, f"could not read the quota {quota.name} ({code}): {failure}",
@@ -446,7 +447,7 @@ def check_image(name: str, group: ResolvedNodeGroup, clients: AwsClients, checke
     spec = group.spec
     if spec.orchestrator == "eks":
         return []
-    path = f"cluster.node_groups[{name}].image"
+    path = NODE_GROUPS.key(name).field("image")
     image_id = group.image_id
     if image_id.startswith("resolve:ssm:"):
         parameter = image_id.removeprefix("resolve:ssm:")

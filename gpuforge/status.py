@@ -177,9 +177,8 @@ def _group_status(name: str, spec: Any, nodes: list[Node]) -> GroupStatus:
 def _reservations(resolved: ResolvedSpec, ec2: Any, unchecked: list[str]) -> list[ReservationUse]:
     sharing: dict[str, list[str]] = {}
     for name, group in resolved.node_groups.items():
-        rid = getattr(group.spec.capacity, "reservation_id", None)
-        if rid is not None:
-            sharing.setdefault(rid, []).append(name)
+        if group.spec.reservation is not None:
+            sharing.setdefault(group.spec.reservation.reservation_id, []).append(name)
     uses = []
     for rid, groups in sharing.items():
         use = ReservationUse(rid, groups)

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Generate gpuforge/catalog/data/aws_instance_types.json from moto's EC2 snapshot.
+"""Generate gpuforge/catalog/data/aws_instance_types.json from moto's EC2 snapshot, for the instance types
+that gpuforge/catalog/data/aws_instance_selection.yaml lists.
 
 moto ships EC2 DescribeInstanceTypes and DescribeInstanceTypeOfferings data as gzipped
 JSON; the pinned moto version (pyproject) makes the output reproducible offline.
@@ -18,33 +19,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = REPO_ROOT / "gpuforge" / "catalog" / "data" / "aws_instance_types.json"
 SCRIPT = "scripts/gen_aws_catalog.py"
 TYPES_PATH = "moto/ec2/resources/instance_types.json.gz"
 OFFERINGS_DIR = "moto/ec2/resources/instance_type_offerings/availability-zone"
 
-# Training/inference accelerators worth planning with, plus CPU types for login/service nodes.
-CURATED_TYPES = (
-    "p4d.24xlarge",
-    "p4de.24xlarge",
-    "p5.48xlarge",
-    "p5e.48xlarge",
-    "p5en.48xlarge",
-    "p6-b200.48xlarge",
-    "trn1.32xlarge",
-    "trn1n.32xlarge",
-    "trn2.48xlarge",
-    "t3.micro",  # a bastion: SSH forwarding only
-    "m7i.large",
-    "m7i.xlarge",
-    "m7i.2xlarge",
-    "c7i.2xlarge",
-    "c7i.4xlarge",
-    "r7i.2xlarge",
-)
-# Every size of these families ("g5." does not match "g6e.").
-CURATED_FAMILIES = ("g5", "g6", "g6e")
+# Which types the catalog holds: data beside the catalog, with why.
+SELECTION = REPO_ROOT / "gpuforge" / "catalog" / "data" / "aws_instance_selection.yaml"
+
+
+def _selection() -> tuple[frozenset[str], frozenset[str]]:
+    """The curated instance types and the families of which every size is kept."""
+    data = yaml.safe_load(SELECTION.read_text(encoding="utf-8"))
+    return frozenset(data["types"]), frozenset(data["families"])
 
 
 def _moto_dir() -> Path:
@@ -59,8 +49,8 @@ def _moto_version() -> str:
     return str(moto.__version__)
 
 
-def _selected(name: str) -> bool:
-    return name in CURATED_TYPES or name.split(".", 1)[0] in CURATED_FAMILIES
+def _selected(name: str, types: frozenset[str], families: frozenset[str]) -> bool:
+    return name in types or name.split(".", 1)[0] in families
 
 
 def _accelerator(raw: dict[str, Any]) -> dict[str, Any] | None:
@@ -129,7 +119,8 @@ def build_catalog(moto_dir: Path | None = None) -> dict[str, Any]:
     resources = base / "ec2" / "resources"
     with gzip.open(resources / "instance_types.json.gz", "rt", encoding="utf-8") as f:
         types: dict[str, dict[str, Any]] = json.load(f)
-    names = sorted(n for n in types if _selected(n))
+    curated, families = _selection()
+    names = sorted(n for n in types if _selected(n, curated, families))
 
     offerings: dict[str, dict[str, list[str]]] = {n: {} for n in names}
     for path in sorted((resources / "instance_type_offerings" / "availability-zone").glob("*.json.gz")):

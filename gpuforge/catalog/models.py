@@ -453,6 +453,15 @@ class SlurmPorts(_Frozen):
         return self
 
 
+class AccountingDatabase(_Frozen):
+    """slurmdbd's database (slurmdbd.conf StorageLoc and StorageUser): the roles create it and its user on the
+    controller's MariaDB, and the RDS instance is created with them."""
+
+    name: str
+    user: str
+    source: str
+
+
 class EnrootRelease(_Frozen):
     version: str  # upstream release, e.g. "4.1.2"
     package_release: str  # Debian revision of the release's .debs
@@ -519,6 +528,7 @@ class SlurmFacts(_Frozen):
     real_memory_fraction: float  # RealMemory = floor(fraction x the catalog's memory), headroom for the OS
     real_memory_source: str
     ports: SlurmPorts
+    accounting_database: AccountingDatabase
     containers: ContainerRuntimeFacts
     signing_helper: SigningHelperRelease
 

@@ -33,5 +33,6 @@ HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 
 # tags on what gpuforge launches (instances, groups, roles)
 CLUSTER_TAG = "gpuforge:cluster"
+ENVIRONMENT_TAG = "gpuforge:environment"
 NODE_GROUP_TAG = "gpuforge:node-group"
 SLURM_ROLE_TAG = "gpuforge:slurm-role"

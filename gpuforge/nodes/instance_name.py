@@ -36,7 +36,7 @@ from pathlib import Path
 IMDS_ENDPOINT = "http://169.254.169.254"
 TOKEN_TTL_S = 60  # the token is used at once, for one request
 INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8,17}$")
-GROUP = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")  # gpuforge/spec/models.py NAME_PATTERN
+GROUP = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")  # gpuforge/spec/fields.py NAME_PATTERN
 ENV_VAR = "GPUFORGE_SLURMD_NODENAME"
 # Where the slurm_compute role's PAM template takes the node's name.
 PAM_PLACEHOLDER = "@SLURMD_NODENAME@"

@@ -25,8 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from gpuforge.spec.resolved_site import ResolvedHost, ResolvedSite
 from gpuforge.spec.site import Site
-from gpuforge.spec.site_checks import ResolvedHost, ResolvedSite
 
 CONFIG_NAMESPACE = "gpuforge"
 USERNAME_ENV = "GPUFORGE_BMC_USERNAME"

@@ -32,9 +32,9 @@ from gpuforge.plan.secrets import stack_secrets
 from gpuforge.plan.stacks import Project, StackFile, load_stack, project_of
 from gpuforge.plan.summary import summarize
 from gpuforge.plan.validation import check_stack
+from gpuforge.spec.config_keys import NAMESPACE, SECRET_KEYS
 from gpuforge.spec.errors import SpecError
 from gpuforge.spec.monitoring import declared_secrets
-from gpuforge.spec.secrets import NAMESPACE, SECRET_KEYS
 
 PROJECT = "gpuforge"
 MOCK_ACCOUNT = "123456789012"

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gpuforge.spec import ResolvedSpec
+from gpuforge.spec.config_keys import NAMESPACE, SITE_S3_ACCESS_KEY, SITE_S3_SECRET_KEY
 from gpuforge.spec.monitoring import SECRET_FILES
-from gpuforge.spec.secrets import NAMESPACE, SITE_S3_ACCESS_KEY, SITE_S3_SECRET_KEY
 
 State = Literal["set", "missing", "clear text"]
 

@@ -15,11 +15,11 @@ from typing import Any
 import yaml
 
 from gpuforge.spec import SpecError, SpecIssue
+from gpuforge.spec.config_keys import CLUSTER_KEY
 from gpuforge.spec.loader import parse_yaml, read_stack_text
 from gpuforge.spec.secrets import ClearTextSecret, clear_text_secrets
 from gpuforge.spec.suggest import did_you_mean, suggestion
 
-CLUSTER_KEY = "gpuforge:cluster"
 MANIFEST = "Pulumi.yaml"
 
 

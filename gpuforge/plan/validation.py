@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from datetime import date
 
 from gpuforge.plan.model import PlanResource
-from gpuforge.plan.stacks import CLUSTER_KEY, StackFile
+from gpuforge.plan.stacks import StackFile
 from gpuforge.policy.rules import REGISTRY
-from gpuforge.policy.settings import POLICY_KEY, Settings, resource_name, settings_from_config
+from gpuforge.policy.settings import Settings, resource_name, settings_from_config
 from gpuforge.spec import ResolvedSpec, SpecError, SpecIssue, resolve
+from gpuforge.spec.config_keys import CLUSTER_KEY, POLICY_KEY
 from gpuforge.spec.errors import with_lines
 from gpuforge.spec.secrets import withheld
 from gpuforge.spec.suggest import suggestion

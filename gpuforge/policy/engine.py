@@ -31,8 +31,10 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError
 
+from gpuforge.spec.config_keys import POLICY_KEY
+
 from .rules import UNKNOWN, Resource, Rule, RuleContext, Stack, Violation, rules_for
-from .settings import POLICY_KEY, PolicySettings, Settings, parse_policy
+from .settings import PolicySettings, Settings, parse_policy
 
 LEVELS: dict[str, EnforcementLevel] = {
     "mandatory": EnforcementLevel.MANDATORY,

@@ -26,14 +26,13 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
+from gpuforge.spec.config_keys import CLUSTER_KEY, POLICY_KEY
 from gpuforge.spec.errors import SpecError, SpecIssue, issues_from_validation_error
 from gpuforge.spec.models import SpecModel
 from gpuforge.spec.suggest import shown, suggestion, unusual_characters
 
 from .rules import PACKS, REGISTRY, Rule, Violation
 
-POLICY_KEY = "gpuforge:policy"
-CLUSTER_KEY = "gpuforge:cluster"
 LevelSetting = Literal["mandatory", "advisory", "disabled"]
 
 

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from gpuforge.assets import MONITORING_DIR
 from gpuforge.catalog.flows import load_flows
 from gpuforge.catalog.models import DATA_DIR, AlertmanagerFacts
+from gpuforge.catalog.mounts import LUSTRE_MOUNT_POINT
 from gpuforge.render.dashboards import PROVISIONED_DATASOURCE_UID, DashboardView, dashboards, provisioning
 from gpuforge.render.exporters import SOURCES, Sources, stack_sources
 from gpuforge.render.labels import NODE_LABEL_GROUP
@@ -253,7 +254,7 @@ def rule_params(resolved: ResolvedSpec, monitoring: Monitoring | None = None) ->
             groups[SLURM_CONTROLLER_GROUP] = GroupFacts(0, 0.0, len(scheduler.controller.hosts))
     lustre = None
     if spec.storage.parallel_fs is not None:
-        lustre = "/fsx"  # gpuforge/assets/playbooks/roles/lustre_client's default mount point for FSx
+        lustre = LUSTRE_MOUNT_POINT
     elif spec.site is not None:
         lustre = next((m.mount_point for m in spec.site.storage.mounts.values() if m.kind == "lustre"), None)
     sources = stack_sources(resolved)

@@ -18,11 +18,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpuforge.catalog.aws_wiring import load_aws_wiring
+from gpuforge.catalog.flows import load_flows
+from gpuforge.catalog.mounts import HOME_MOUNT_POINT
 from gpuforge.render.lifecycle import lifecycle_config
 from gpuforge.render.slurm_contract import NodeHardware, SlurmConfig
 from gpuforge.render.templates import macro, render
 from gpuforge.spec import ResolvedSpec
-from gpuforge.spec.scheduler_checks import ResolvedScheduler, SlurmGroup, secret_names
+from gpuforge.spec.resolved_scheduler import ResolvedScheduler, SlurmGroup
+from gpuforge.spec.scheduler_checks import secret_names
 
 TEMPLATES = {
     "slurm.conf": "slurm/slurm.conf.j2",
@@ -53,7 +56,6 @@ HEALTH_CHECK = {
     "interval_s": 300,
     "node_state": "IDLE",
 }
-MARIADB_PORT = 3306
 # SPANK plugins' configuration files: plugstack.conf (served by the controller) includes them on each node.
 PLUGSTACK_DIR = "/etc/slurm/plugstack.conf.d"
 # Node-local NVMe scratch (the mount the monitoring rules watch, MonitoringSpec.scratch_path): enroot's
@@ -362,9 +364,9 @@ def _accounting(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, A
             "kind": sched.database,
             # The RDS endpoint is known once deployed: the inventory fills it from the stack's outputs.
             "host": "" if managed else "localhost",
-            "port": MARIADB_PORT,
-            "name": "slurm_acct_db",
-            "user": "slurm",
+            "port": load_flows().ports["mariadb"].ports[0],
+            "name": resolved.catalog.slurm.accounting_database.name,
+            "user": resolved.catalog.slurm.accounting_database.user,
         },
     }
 
@@ -412,8 +414,8 @@ def _home(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any]:
     on AWS the cluster's EFS (`server`, its DNS name, and `source`, its id, come from the deployed stack's
     outputs), on a site the spec's mount at /home."""
     if sched.home == "efs":
-        return {"name": "home", "kind": "efs", "mount_point": "/home", "server": "", "export": "/", "source": "",
-                "nfs_options": _efs_nfs_options()}
+        return {"name": "home", "kind": "efs", "mount_point": HOME_MOUNT_POINT, "server": "", "export": "/",
+                "source": "", "nfs_options": _efs_nfs_options()}
     assert resolved.spec.site is not None
     mount = resolved.spec.site.storage.mounts[sched.home]
     source = f"{mount.server}:{mount.export}" if mount.kind == "nfs" else ""

@@ -29,6 +29,7 @@ from gpuforge.plan.cost import LUSTRE, NODE_GROUP, OBJECT_STORE, SIZE_UNKNOWN, e
 from gpuforge.plan.stacks import find_project
 from gpuforge.review.windows import block_windows
 from gpuforge.spec.capacity import MAINTENANCE_ON_DEMAND, MAINTENANCE_RESERVED
+from gpuforge.spec.node_group import RESERVED_CAPACITY
 
 TRIGGERS_FILE = Path(__file__).resolve().parent / "replace_triggers.yaml"
 NODE_CARRIERS = (ASG, EKS_NODE_GROUP)  # deleting or replacing one terminates every node it runs
@@ -171,7 +172,7 @@ def how_nodes_roll(inputs: dict[str, Any], running: int) -> str:
             f"EKS rolls the managed node group to the new version: the {running} nodes are cordoned, drained and "
             "replaced, one unavailable at a time"
         )
-        if inputs.get("capacity") in ("capacity_reservation", "capacity_block"):
+        if inputs.get("capacity") in RESERVED_CAPACITY:
             text += (
                 ", terminate then launch (update strategy MINIMAL: a full reservation or Capacity Block has no "
                 "room for the extra node EKS's default launches first); the group runs one node short while each "
@@ -180,7 +181,7 @@ def how_nodes_roll(inputs: dict[str, Any], running: int) -> str:
         else:
             text += ", launch then terminate (update strategy DEFAULT)"
         return text
-    if inputs.get("capacity") in ("capacity_reservation", "capacity_block"):
+    if inputs.get("capacity") in RESERVED_CAPACITY:
         low, high = MAINTENANCE_RESERVED
         policy = f"terminate then launch (min healthy {low} %, max {high} %: the reservation has no room for more)"
     else:

@@ -73,9 +73,8 @@ def reservation_rows(plan: Plan) -> list[tuple[str, str]]:
     sharing a reservation each keep their own; one group with a partition per team shares them."""
     sharing: dict[str, list[tuple[str, NodeGroupSpec]]] = {}
     for name, group in plan.resolved.node_groups.items():
-        rid = getattr(group.spec.capacity, "reservation_id", None)
-        if rid is not None:
-            sharing.setdefault(rid, []).append((name, group.spec))
+        if group.spec.reservation is not None:
+            sharing.setdefault(group.spec.reservation.reservation_id, []).append((name, group.spec))
     rows = []
     for rid, groups in sharing.items():
         parts = " + ".join(f"{name} {spec.nodes_text}" for name, spec in groups)

@@ -19,11 +19,11 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from .base import SpecModel
+from .fields import MAX_NODES_PER_GROUP
 
 # ParallelCluster's default ScaledownIdletime (Scheduling/SlurmSettings/ScaledownIdletime: "The default
 # value is 10 minutes"), https://docs.aws.amazon.com/parallelcluster/latest/ug/Scheduling-v3.html
 DEFAULT_SCALEDOWN_IDLE_MINUTES = 10
-MAX_NODES_PER_GROUP = 4096  # same bound as NodeGroup.count (models.MAX_NODES_PER_GROUP)
 
 # Instance maintenance policy (EC2 Auto Scaling User Guide, "Instance maintenance policies"): with
 # min healthy 100 % and max healthy 110 % a replacement launches before its old instance terminates

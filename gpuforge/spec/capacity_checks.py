@@ -9,6 +9,7 @@ from .capacity import ELASTIC_ORCHESTRATORS
 from .errors import SpecIssue
 from .limits import capacity_block_problem
 from .models import KUBERNETES_ORCHESTRATORS, ClusterSpec, NodeGroup
+from .paths import NODE_GROUPS
 
 
 def check_group_capacity(path: str, group: NodeGroup) -> list[SpecIssue]:
@@ -38,7 +39,7 @@ def _elastic(path: str, group: NodeGroup) -> list[SpecIssue]:
                 "set orchestrator: slurm, or replace scaling with count: N",
             )
         )
-    if group.capacity.type in ("capacity_reservation", "capacity_block"):
+    if group.is_reserved:
         issues.append(
             SpecIssue(
                 f"{path}.scaling",
@@ -136,9 +137,8 @@ def check_shared_reservations(spec: ClusterSpec) -> list[SpecIssue]:
     group's count + spares come out of its one size."""
     sharing: dict[str, list[str]] = {}
     for name, group in spec.node_groups.items():  # the stack file's order: a tie goes to the first group
-        rid = getattr(group.capacity, "reservation_id", None)
-        if rid is not None:
-            sharing.setdefault(rid, []).append(name)
+        if group.reservation is not None:
+            sharing.setdefault(group.reservation.reservation_id, []).append(name)
     issues: list[SpecIssue] = []
     for rid, names in sharing.items():
         groups = [(name, spec.node_groups[name]) for name in names]
@@ -164,7 +164,7 @@ def _one_kind_per_reservation(rid: str, groups: list[tuple[str, NodeGroup]]) -> 
             if value != usual:
                 issues.append(
                     SpecIssue(
-                        f"cluster.node_groups[{name}].{field}",
+                        NODE_GROUPS.key(name).field(*field.split(".")),
                         f"{value}, while the groups launching into {rid} say {said}: a reservation holds one "
                         "instance type in one AZ",
                         f"set {field}: {usual} as the others do, or give {name} a reservation of its own",
@@ -187,7 +187,7 @@ def _reservation_size(rid: str, groups: list[tuple[str, NodeGroup]]) -> list[Spe
         stated = ", ".join(f"{n}: {getattr(g.capacity, 'instance_count', None)}" for n, g in groups)
         return [
             SpecIssue(
-                f"cluster.node_groups[{groups[-1][0]}].capacity.instance_count",
+                NODE_GROUPS.key(groups[-1][0]).field("capacity", "instance_count"),
                 f"the groups on {rid} state different sizes ({stated})",
                 "write the reservation's one size in each group's capacity.instance_count",
             )
@@ -202,7 +202,7 @@ def _reservation_size(rid: str, groups: list[tuple[str, NodeGroup]]) -> list[Spe
     parts = " + ".join(f"{n} {g.count}+{g.spares}" for n, g in fixed)
     return [
         SpecIssue(
-            f"cluster.node_groups[{fixed[-1][0]}].count",
+            NODE_GROUPS.key(fixed[-1][0]).field("count"),
             f"count + spares on {rid} add up to {total} ({parts}), past its {size} instances",
             f"lower the groups' count or spares to fit {size}, or grow the reservation and its instance_count"
             + (SHARED_SPARES_HINT if len(fixed) > 1 and all(g.spares for _, g in fixed) else ""),

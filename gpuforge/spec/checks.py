@@ -17,15 +17,18 @@ from pydantic import ValidationError
 from gpuforge.catalog import Catalog, CatalogError, InstanceType, load_catalog
 from gpuforge.catalog.models import CatalogData
 
+from . import registry
 from .address_checks import check_host_addresses
 from .capacity_checks import check_group_capacity, check_shared_reservations
 from .errors import SpecError, SpecIssue, issues_from_validation_error
 from .image_os_checks import check_image_os
 from .models import KUBERNETES_ORCHESTRATORS, ClusterSpec, FsxLustre, NodeGroup
 from .monitoring import check_monitoring
+from .paths import CLUSTER, NODE_GROUPS
 from .resolved import ResolvedNodeGroup, ResolvedSpec
+from .resolved_site import ResolvedSite
 from .scheduler_checks import check_scheduler, raw_duplicate_uids
-from .site_checks import ResolvedSite, check_hybrid, check_site
+from .site_checks import check_hybrid, check_site
 from .sizing import size_lustre
 from .slurm_os_checks import check_slurm_os
 from .software_checks import check_software
@@ -47,7 +50,8 @@ def parse_spec(data: Any, source: str = "") -> ClusterSpec:
     try:
         return ClusterSpec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(issues_from_validation_error(exc, data, model=ClusterSpec), source) from None
+        issues = issues_from_validation_error(exc, data, model=ClusterSpec)
+        raise SpecError(registry.MODELS.tag(issues), source) from None
 
 
 def resolve(data: Any, source: str = "") -> ResolvedSpec:
@@ -56,7 +60,7 @@ def resolve(data: Any, source: str = "") -> ResolvedSpec:
         spec = parse_spec(data, source)
     except SpecError as error:
         # Structural problems do not hide catalog ones: check what remains valid as well.
-        beside = [*_catalog_issues_beside(data, error.issues), *raw_duplicate_uids(data)]
+        beside = [*_catalog_issues_beside(data, error.issues), *registry.SCHEDULER.tag(raw_duplicate_uids(data))]
         raise SpecError([*error.issues, *beside], source) from None
     try:
         catalog = load_catalog(spec.catalog or None)
@@ -65,9 +69,9 @@ def resolve(data: Any, source: str = "") -> ResolvedSpec:
     try:
         return _resolve(spec, catalog, source)
     except CatalogError as exc:  # a fact a check needed is missing from an overridden catalog
-        raise SpecError(
-            [SpecIssue("cluster.catalog", str(exc), "restore the catalog entry the override removed or broke")], source
-        ) from None
+        raise SpecError(registry.CATALOG.tag(
+            [SpecIssue("cluster.catalog", str(exc), "restore the catalog entry the override removed or broke")]
+        ), source) from None
 
 
 # Checks whose problems stand on their own (one group, one host, one store), safe to report beside
@@ -169,14 +173,15 @@ def _at(data: Any, path: list[int | str]) -> Any:
 def catalog_issues(exc: CatalogError) -> list[SpecIssue]:
     """Invalid catalog overrides, each at its path under cluster.catalog."""
     if exc.validation is None:
-        return [SpecIssue("cluster.catalog", str(exc), "correct the override")]
+        return registry.CATALOG.tag([SpecIssue("cluster.catalog", str(exc), "correct the override")])
     error, document = exc.validation
-    return issues_from_validation_error(error, document, root="cluster.catalog", model=CatalogData)
+    issues = issues_from_validation_error(error, document, root="cluster.catalog", model=CatalogData)
+    return registry.CATALOG.tag(issues)
 
 
 def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
     issues: list[SpecIssue] = []
-    placement_issues = _check_placement(spec, catalog)
+    placement_issues = registry.PLACEMENT.tag(_check_placement(spec, catalog))
     issues += placement_issues
     # An unknown region is one problem: checks that compare against the region's offerings would
     # each repeat it (one per node group, each listing every region).
@@ -184,15 +189,15 @@ def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
     subnets: Subnets = {}
     if spec.network is not None:
         subnets, subnet_issues = plan_subnets(spec.network)
-        issues += subnet_issues
+        issues += registry.SUBNETS.tag(subnet_issues)
     site, site_issues = check_site(spec, catalog)
-    issues += site_issues
+    issues += registry.SITE.tag(site_issues)
     if spec.placement.kind == "hybrid":
-        issues += check_hybrid(spec, site)
+        issues += registry.HYBRID.tag(check_hybrid(spec, site))
     groups: dict[str, ResolvedNodeGroup] = {}
     for name, group in (spec.node_groups if spec.network is not None and region_known else {}).items():
         resolved, group_issues = _resolve_group(spec, name, group, catalog)
-        issues += group_issues
+        issues += registry.NODE_GROUP.tag(group_issues)
         if resolved is not None:
             groups[name] = resolved
 
@@ -203,21 +208,21 @@ def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
             g.spec.active_nodes * g.gpus_per_node for g in groups.values() if g.spec.role == "training"
         )
         lustre, fs_issues = size_lustre(fs, training_gpus, catalog)
-        issues += fs_issues + _check_lustre(spec, fs, catalog)
+        issues += registry.LUSTRE.tag(fs_issues + _check_lustre(spec, fs, catalog))
         lustre_az = fs.availability_zone or _first_pinned_az(spec) or sorted(spec.network.availability_zones)[0]
-    issues += _check_object_stores(spec, catalog)
-    issues += _check_kubernetes(spec, groups, site)
+    issues += registry.OBJECT_STORES.tag(_check_object_stores(spec, catalog))
+    issues += registry.KUBERNETES.tag(_check_kubernetes(spec, groups, site))
     image_build_az, pipeline_issues = _check_image_pipeline(spec, catalog) if region_known else (None, [])
-    issues += pipeline_issues
+    issues += registry.IMAGE_PIPELINE.tag(pipeline_issues)
     scheduler, scheduler_issues = check_scheduler(spec, catalog, subnets, site)
-    issues += scheduler_issues
-    issues += _check_bucket_names(spec)
-    issues += check_monitoring(spec)
-    issues += check_host_addresses(spec)
-    issues += check_software(spec, catalog)
-    issues += check_slurm_os(spec, catalog)
-    issues += check_shared_reservations(spec)
-    issues += check_image_os(spec)
+    issues += registry.SCHEDULER.tag(scheduler_issues)
+    issues += registry.BUCKET_NAMES.tag(_check_bucket_names(spec))
+    issues += registry.MONITORING.tag(check_monitoring(spec))
+    issues += registry.HOST_ADDRESSES.tag(check_host_addresses(spec))
+    issues += registry.SOFTWARE.tag(check_software(spec, catalog))
+    issues += registry.SLURM_OS.tag(check_slurm_os(spec, catalog))
+    issues += registry.RESERVATIONS.tag(check_shared_reservations(spec))
+    issues += registry.IMAGE_OS.tag(check_image_os(spec))
 
     if issues:
         raise SpecError(issues, source)
@@ -275,7 +280,7 @@ def _check_placement(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]:
         if group.renamed_from is not None and group.renamed_from in spec.node_groups:
             issues.append(
                 SpecIssue(
-                    f"cluster.node_groups[{name}].renamed_from",
+                    NODE_GROUPS.key(name).field("renamed_from"),
                     f"{group.renamed_from!r} is still a node group of this stack",
                     "name the group's previous key, which no group uses any more",
                 )
@@ -308,7 +313,7 @@ def _check_placement(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]:
 def _resolve_group(
     spec: ClusterSpec, name: str, group: NodeGroup, catalog: Catalog
 ) -> tuple[ResolvedNodeGroup | None, list[SpecIssue]]:
-    path = f"cluster.node_groups[{name}]"
+    path = NODE_GROUPS.key(name)
     region = spec.region or ""
     instance, unknown = _instance_type(catalog, group.instance_type, f"{path}.instance_type")
     if instance is None:
@@ -424,7 +429,7 @@ def _resolve_group(
             )
         )
     issues += check_group_capacity(path, group)
-    if group.capacity.type in ("capacity_reservation", "capacity_block") and group.availability_zone is None:
+    if group.is_reserved and group.availability_zone is None:
         issues.append(
             SpecIssue(
                 f"{path}.capacity",
@@ -662,7 +667,7 @@ def _check_kubernetes(
     kube = spec.kubernetes
     kube_groups = {n: g for n, g in spec.node_groups.items() if g.orchestrator in KUBERNETES_ORCHESTRATORS}
     for name, group in kube_groups.items():
-        path = f"cluster.node_groups[{name}]"
+        path = NODE_GROUPS.key(name)
         if group.orchestrator == "kubernetes":
             if spec.placement.kind != "hybrid":
                 issues.append(
@@ -722,10 +727,10 @@ def _check_kubernetes(
         # unknown: judging the quotas against the rest would report a second, unrelated problem.
         return issues
     asked: dict[str, int] = {}
-    teams_path = "cluster.kubernetes.platform.teams"
+    teams_path = CLUSTER.field("kubernetes", "platform", "teams")
     for team_name, team in kube.platform.teams.items():
         for model, gpus in team.gpu_quota.items():
-            path = f"{teams_path}[{team_name}].gpu_quota[{model}]"
+            path = teams_path.key(team_name).field("gpu_quota").key(model)
             if model not in available:
                 known = ", ".join(sorted(available)) or "none"
                 issues.append(
@@ -763,7 +768,7 @@ def _check_image_pipeline(spec: ClusterSpec, catalog: Catalog) -> tuple[str | No
     Returns the AZ of the build instance (the first network AZ, sorted, that offers its type)."""
     issues = [
         SpecIssue(
-            f"cluster.node_groups[{name}].image.pipeline",
+            NODE_GROUPS.key(name).field("image", "pipeline"),
             "the group's image references the image pipeline, but the cluster has no image_pipeline section",
             "add image_pipeline: {} (bakes playbooks/bake-image.yml on Ubuntu 22.04), or set ami_id / ssm_parameter",
         )

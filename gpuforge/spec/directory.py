@@ -13,9 +13,9 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from .base import SpecModel
 from .keys import CaCertificates
 from .limits import port_problem
-from .models import SpecModel
 
 # One RDN per comma: attribute=value (escaped commas inside values are not supported).
 DN = r"^[A-Za-z][A-Za-z0-9-]*=[^,=]+(\s*,\s*[A-Za-z][A-Za-z0-9-]*=[^,=]+)*$"

@@ -9,6 +9,7 @@ get the same messages without code of their own.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import types
 import typing
@@ -32,6 +33,8 @@ class SpecIssue:
     message: str
     fix: str = ""
     line: int | None = None  # in the stack file, when the value came from one
+    # The id of the spec check that found it (registry.py); not part of the problem's identity.
+    check: str = dataclasses.field(default="", compare=False)
 
     def __str__(self) -> str:
         text = f"{self.path}: {self.message}" + (f"; fix: {self.fix}" if self.fix else "")

@@ -24,7 +24,7 @@ from .errors import SpecIssue
 from .site import LustreMount, Site
 
 if TYPE_CHECKING:  # site_checks imports this module
-    from .site_checks import ResolvedHost
+    from .resolved_site import ResolvedHost
 
 SITE = "cluster.site"
 

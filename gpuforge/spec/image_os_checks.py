@@ -19,6 +19,7 @@ from gpuforge.assets import PLAYBOOKS_DIR
 
 from .errors import SpecIssue
 from .models import DLAMI_2404_SSM, UBUNTU_2404_SSM, ClusterSpec
+from .paths import NODE_GROUPS
 
 # (pattern in an SSM parameter name, Ansible's distribution name, its major version or the group holding it)
 _DISTRIBUTIONS = (
@@ -68,7 +69,7 @@ def check_image_os(spec: ClusterSpec) -> list[SpecIssue]:
     for name, group in sorted(spec.node_groups.items()):
         parameter = group.image.ssm_parameter
         if group.orchestrator in PLAYBOOK_ORCHESTRATORS and parameter:
-            issues += _unsupported(f"cluster.node_groups[{name}].image.ssm_parameter", parameter, supported)
+            issues += _unsupported(NODE_GROUPS.key(name).field("image", "ssm_parameter"), parameter, supported)
     pipeline = spec.image_pipeline
     if pipeline is not None:
         issues += _unsupported(

@@ -18,7 +18,9 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
+from .base import SpecModel
 from .errors import SpecIssue, described_pattern
+from .fields import Name
 from .limits import (
     email_problem,
     kubernetes_label_problem,
@@ -27,10 +29,9 @@ from .limits import (
     slack_channel_problem,
     smarthost_problem,
 )
-from .models import Name, SpecModel
 
 if TYPE_CHECKING:
-    from .models import ClusterSpec
+    from .cluster import ClusterSpec
 
 Severity = Literal["critical", "warning"]
 SEVERITIES: tuple[Severity, ...] = ("critical", "warning")

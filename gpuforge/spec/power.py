@@ -1,4 +1,4 @@
-"""The power model shared by the plan summary and the power policy.
+"""The power section of the spec, and the power model shared by the plan summary and the power policy.
 
 facility kW = PUE x sum over groups of node_kW x (active + spares x spare_draw_fraction)
 
@@ -10,6 +10,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+from pydantic import Field
+
+from .base import SpecModel
+
+
+class Power(SpecModel):
+    budget_kw: float | None = Field(
+        default=None, gt=0, le=1_000_000, description="Facility power budget for the cluster, kW."
+    )
+    pue: float | None = Field(
+        default=None, ge=1.0, le=3.0, description="Power usage effectiveness; default the catalog's average."
+    )
+    spare_draw_fraction: float = Field(
+        default=1.0, ge=0, le=1, description="Share of full power a spare draws (1.0: spares run hot)."
+    )
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from gpuforge.catalog import Catalog, InstanceType
 
 from .models import KUBERNETES_ORCHESTRATORS, ClusterSpec, NodeGroup
-from .scheduler_checks import ResolvedScheduler
-from .site_checks import ResolvedSite
+from .resolved_scheduler import ResolvedScheduler
+from .resolved_site import ResolvedSite
 from .sizing import LustreSizing
 from .subnets import Subnets
 

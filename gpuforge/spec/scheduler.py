@@ -17,10 +17,11 @@ from pydantic import AfterValidator, Field, field_validator
 
 from gpuforge.catalog.spec_limits import spec_limits
 
+from .base import SpecModel
 from .directory import LdapDirectory
+from .fields import Name
 from .keys import ssh_public_key_problem
 from .limits import rds_class_problem, refusing
-from .models import Name, SpecModel
 
 # Slurm's time format (slurm.conf MaxTime/DefaultTime): minutes, [days-]hours:minutes:seconds, or UNLIMITED.
 SLURM_TIME = re.compile(r"^(UNLIMITED|INFINITE|\d+|\d+:\d{2}(:\d{2})?|\d+-\d{1,2}(:\d{2}(:\d{2})?)?)$")

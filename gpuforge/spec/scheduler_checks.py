@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from gpuforge.catalog import Catalog, CatalogError
+from gpuforge.catalog.mounts import HOME_MOUNT_POINT
 
 from .errors import SpecIssue
 from .models import ClusterSpec
-from .scheduler import SchedulerSpec
-from .site_checks import ResolvedHost, ResolvedSite
+from .paths import NODE_GROUPS
+from .resolved_scheduler import ResolvedScheduler, SlurmController, SlurmGroup
+from .resolved_site import ResolvedHost, ResolvedSite
 from .subnets import Subnets
 
 PATH = "cluster.scheduler"
@@ -27,45 +28,10 @@ PATH = "cluster.scheduler"
 CONTROLLER_HOST_NUMBER = 10
 
 
-@dataclass(frozen=True)
-class SlurmController:
-    name: str  # host name, SlurmctldHost's name
-    address: str  # management address
-    availability_zone: str | None = None  # AWS
-    subnet: str | None = None  # AWS management subnet CIDR
-
-
-@dataclass(frozen=True)
-class SlurmGroup:
-    """A node group as Slurm sees it: cloud (dynamic nodes) or a site pool (static hosts)."""
-
-    name: str
-    cloud: bool
-    instance_type: str | None  # cloud
-    hosts: tuple[ResolvedHost, ...]  # site
-    count: int  # active nodes (cloud) or hosts (site)
-
-
-@dataclass(frozen=True)
-class ResolvedScheduler:
-    spec: SchedulerSpec
-    controllers: tuple[SlurmController, ...]  # the first is the primary
-    groups: dict[str, SlurmGroup]  # compute groups that sit in a partition
-    login_groups: tuple[str, ...]
-    login_hosts: dict[str, str]  # site service hosts users log in to: name -> management address
-    database: str  # managed | controller
-    home: str  # efs (AWS), or the key of the site's /home mount
-    state_shared: bool  # StateSaveLocation on shared storage (a backup controller reads it)
-
-    @property
-    def default_partition(self) -> str:
-        marked = [n for n, p in self.spec.partitions.items() if p.default]
-        return marked[0] if marked else next(iter(self.spec.partitions))
-
 
 # The gpuforge:node-group tag value the AWS controllers carry, so Prometheus' ec2_sd selects them beside the node
 # groups (gpuforge/infra/aws/slurm.py, gpuforge/render/monitoring.py). A node group's name cannot take it: names
-# have no underscore (models.NAME_PATTERN).
+# have no underscore (fields.NAME_PATTERN).
 CONTROLLER_NODE_GROUP = "slurm_controllers"
 
 
@@ -157,7 +123,7 @@ def check_scheduler(
                                     "keep login nodes out of partitions: jobs must not land where users log in"))
         login.append(gname)
     for gname in sorted(slurm_groups - set(groups) - set(login)):
-        where = f"cluster.node_groups[{gname}]" if gname in spec.node_groups else f"cluster.site (pool {gname})"
+        where = NODE_GROUPS.key(gname) if gname in spec.node_groups else f"cluster.site (pool {gname})"
         issues.append(SpecIssue(where, f"{gname} runs Slurm but sits in no partition and is no login group",
                                 "add it to a partition's node_groups or to scheduler.login.node_groups"))
     issues += _bastion(spec, catalog)
@@ -197,7 +163,7 @@ def _without_scheduler(spec: ClusterSpec, site: ResolvedSite | None) -> list[Spe
     for name, group in spec.node_groups.items():
         if group.orchestrator == "slurm":
             what = "a login group" if group.role == "login" else "a Slurm node group"
-            issues.append(SpecIssue(f"cluster.node_groups[{name}].orchestrator", f"{what} without a scheduler",
+            issues.append(SpecIssue(NODE_GROUPS.key(name).field("orchestrator"), f"{what} without a scheduler",
                                     "add a scheduler: section (kind: slurm, controller, partitions), or use "
                                     "orchestrator: none"))
     for pool, hosts in sorted(_site_pools(site).items()):
@@ -212,9 +178,9 @@ def _without_scheduler(spec: ClusterSpec, site: ResolvedSite | None) -> list[Spe
 def _slurm_group(spec: ClusterSpec, name: str, pools: dict[str, list[ResolvedHost]]) -> SlurmGroup:
     if name in spec.node_groups:
         g = spec.node_groups[name]
-        return SlurmGroup(name, True, g.instance_type, (), g.active_nodes)
+        return SlurmGroup(name=name, cloud=True, instance_type=g.instance_type, hosts=(), count=g.active_nodes)
     hosts = tuple(sorted((h for h in pools[name] if h.spec.orchestrator == "slurm"), key=lambda h: h.name))
-    return SlurmGroup(name, False, None, hosts, len(hosts))
+    return SlurmGroup(name=name, cloud=False, instance_type=None, hosts=hosts, count=len(hosts))
 
 
 def _minutes(value: str) -> float:
@@ -247,7 +213,7 @@ def _controllers(
         if not ctl.hosts:
             return (), [*issues, SpecIssue(f"{path}.hosts", "no controller host", "name a site host (site.hosts)")]
         issues += _service_hosts(f"{path}.hosts", ctl.hosts, spec, site, "the controller")
-        found = [SlurmController(host, address) for host, address in ctl.hosts.items()]
+        found = [SlurmController(name=host, address=address) for host, address in ctl.hosts.items()]
         if len(ctl.hosts) == 2:
             mounts = spec.site.storage.mounts if spec.site is not None else {}
             if ctl.state_mount is None:
@@ -256,7 +222,7 @@ def _controllers(
             elif ctl.state_mount not in mounts:
                 issues.append(SpecIssue(f"{path}.state_mount", f"no site mount named {ctl.state_mount!r}",
                                         f"use one of {', '.join(mounts) or '(none declared)'}"))
-            elif mounts[ctl.state_mount].mount_point == "/home":
+            elif mounts[ctl.state_mount].mount_point == HOME_MOUNT_POINT:
                 # The controllers mount it at StateSaveLocation and make its root slurm's, 0750: the users'
                 # homes would become slurmctld's state directory.
                 issues.append(SpecIssue(f"{path}.state_mount", f"{ctl.state_mount!r} is the users' /home",
@@ -288,7 +254,9 @@ def _controllers(
         if subnet is None:
             continue
         address = str(ipaddress.IPv4Network(subnet)[CONTROLLER_HOST_NUMBER])
-        found.append(SlurmController(f"{spec.name}-ctl-{i}", address, az, str(subnet)))
+        found.append(
+            SlurmController(name=f"{spec.name}-ctl-{i}", address=address, availability_zone=az, subnet=str(subnet))
+        )
     return tuple(found), issues
 
 
@@ -402,7 +370,7 @@ def _home(spec: ClusterSpec) -> tuple[str, list[SpecIssue]]:
         return "efs", []
     mounts = spec.site.storage.mounts if spec.site is not None else {}
     for key, mount in mounts.items():
-        if mount.mount_point == "/home":
+        if mount.mount_point == HOME_MOUNT_POINT:
             return key, []
     return "", [SpecIssue("cluster.site.storage.mounts", "a Slurm cluster on a site needs the shared /home",
                           "add the site's NFS export: mounts: {home: {kind: nfs, server: ..., export: ..., "

@@ -17,21 +17,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .cluster import ClusterSpec
+from .config_keys import CLUSTER_KEY, NAMESPACE, POLICY_KEY, SECRET_KEYS
 from .errors import SpecIssue, walk
 from .keys import private_key_kind
-from .models import ClusterSpec
 from .monitoring import declared_secrets
 
-NAMESPACE = "gpuforge"
-CLUSTER_KEY = f"{NAMESPACE}:cluster"
-POLICY_KEY = f"{NAMESPACE}:policy"
-# Credentials of the site's S3-compatible store, for DataSync (gpuforge/infra/hybrid/object_sync.py).
-SITE_S3_ACCESS_KEY = "siteS3AccessKey"
-SITE_S3_SECRET_KEY = "siteS3SecretKey"
-# The site's BMC user and password, for `gpuforge metal` (site.bmc's defaults; gpuforge/nodes/metal.py).
-BMC_USERNAME = "bmcUsername"
-BMC_PASSWORD = "bmcPassword"
-SECRET_KEYS = (SITE_S3_ACCESS_KEY, SITE_S3_SECRET_KEY, BMC_USERNAME, BMC_PASSWORD)
 # A config key whose name says it holds a credential, whoever reads it.
 CREDENTIAL_NAME = re.compile(
     r"secret|password|passwd|token|credential|kubeconfig|access_?key|private_?key|api_?key", re.I

@@ -14,11 +14,12 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
+from .base import SpecModel
+from .config_keys import BMC_PASSWORD, BMC_USERNAME
 from .errors import described_pattern
+from .fields import ABSOLUTE_PATH, Name, NodeRole, Port, parse_cidr, parse_ipv4
 from .keys import CaCertificates
 from .limits import customer_gateway_problem, datasync_schedule_problem, port_problem, refusing
-from .models import ABSOLUTE_PATH, Name, NodeRole, Port, SpecModel, parse_cidr, parse_ipv4
-from .secrets import BMC_PASSWORD, BMC_USERNAME
 from .slurm_burst import SlurmBurstSpec
 
 HOST_NAME = described_pattern(

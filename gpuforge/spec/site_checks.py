@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import ipaddress
 from collections import defaultdict
-from dataclasses import dataclass
 
-from gpuforge.catalog import Catalog, CatalogError, ServerModel, load_catalog
-from gpuforge.spec.power import CONTINUOUS_DERATE, Feed, PsuLoad, RackLoad, feed_loss, psus_over_feeds
+from gpuforge.catalog import Catalog, CatalogError, load_catalog
+from gpuforge.spec.power import CONTINUOUS_DERATE, feed_loss
 
 from .errors import SpecIssue
 from .host_network_checks import check_host_network
 from .limits import customer_gateway_problem
 from .models import ClusterSpec
-from .site import Host, Site
+from .paths import NODE_GROUPS
+from .resolved_site import ResolvedHost, ResolvedSite
+from .site import Site
 from .slurm_burst import SlurmBurstSpec
 from .slurm_burst_checks import check_slurm_burst
 from .suggest import suggestion, unusual_characters
@@ -44,105 +45,6 @@ SUBNET_MANAGER_SOURCE = (
 )
 
 
-@dataclass(frozen=True)
-class ResolvedHost:
-    name: str
-    spec: Host
-    server: ServerModel
-    scalable_unit: str
-    node_power_kw: float
-
-    @property
-    def gpus(self) -> int:
-        return self.server.gpu_count
-
-
-@dataclass(frozen=True)
-class ResolvedSite:
-    spec: Site
-    hosts: dict[str, ResolvedHost]
-
-    def rack_devices(self, rack: str) -> tuple[PsuLoad, ...]:
-        """Hosts and equipment drawing from the rack, with their PSUs spread over its feeds."""
-        feeds = self.spec.racks[rack].feeds
-        devices = [
-            PsuLoad(h.name, h.node_power_kw, psus_over_feeds(h.server.psus.count, feeds), h.server.psus.required)
-            for h in sorted(self.hosts.values(), key=lambda h: h.name)
-            if h.spec.rack == rack
-        ]
-        for name, unit in sorted(self.spec.equipment.items()):
-            if unit.rack == rack:
-                devices += [
-                    PsuLoad(
-                        name if unit.count == 1 else f"{name}-{i + 1}",
-                        unit.power_kw,
-                        psus_over_feeds(unit.psus, feeds),
-                        unit.psus_required,
-                    )
-                    for i in range(unit.count)
-                ]
-        return tuple(devices)
-
-    def rack_load_kw(self, rack: str) -> float:
-        return sum(d.load_kw for d in self.rack_devices(rack))
-
-    def rack_load(self, rack: str) -> RackLoad:
-        r = self.spec.racks[rack]
-        feeds = tuple(Feed(name, name, capacity_kw=kw) for name, kw in sorted(r.feeds.items()))
-        return RackLoad(rack, self.rack_load_kw(rack), feeds, budget_kw=r.cooling_kw, devices=self.rack_devices(rack))
-
-    def su_names(self) -> list[str]:
-        return sorted({r.scalable_unit for r in self.spec.racks.values()})
-
-    @property
-    def fabric_switches(self) -> tuple[int, int]:
-        """(leaves, spines): a leaf per rail per scalable unit with fabric hosts."""
-        fabric = self.spec.fabric
-        if fabric is None:
-            return 0, 0
-        units = {h.scalable_unit for h in self.hosts.values() if h.spec.hcas}
-        return len(units) * fabric.rails, fabric.spines
-
-    @property
-    def switch_kw(self) -> float:
-        fabric = self.spec.fabric
-        return sum(self.fabric_switches) * (fabric.switch_power_kw or 0.0) if fabric else 0.0
-
-    @property
-    def equipment_kw(self) -> float:
-        return sum(e.power_kw * e.count for e in self.spec.equipment.values())
-
-    @property
-    def hosts_kw(self) -> float:
-        return sum(h.node_power_kw for h in self.hosts.values())
-
-    @property
-    def it_kw(self) -> float:
-        """Everything the site powers for the cluster: hosts, fabric switches, subnet managers,
-        management network and servers, storage."""
-        return self.hosts_kw + self.switch_kw + self.equipment_kw
-
-    @property
-    def facility_kw(self) -> float:
-        return self.spec.power.pue * self.it_kw
-
-    def pools(self) -> dict[str, list[ResolvedHost]]:
-        out: dict[str, list[ResolvedHost]] = defaultdict(list)
-        for host in self.hosts.values():
-            out[host.spec.pool].append(host)
-        return dict(out)
-
-    def gpus_by_model(self, orchestrator: str = "kubernetes") -> dict[str, tuple[int, int]]:
-        """GPU model -> (GPUs on hosts of that orchestrator, GPUs per host)."""
-        out: dict[str, tuple[int, int]] = {}
-        for h in self.hosts.values():
-            if h.spec.orchestrator != orchestrator or h.gpus == 0:
-                continue
-            total, _ = out.get(h.server.gpu_model, (0, h.gpus))
-            out[h.server.gpu_model] = (total + h.gpus, h.gpus)
-        return out
-
-
 def check_site(spec: ClusterSpec, catalog: Catalog) -> tuple[ResolvedSite | None, list[SpecIssue]]:
     site = spec.site
     if site is None:
@@ -164,7 +66,7 @@ def check_site(spec: ClusterSpec, catalog: Catalog) -> tuple[ResolvedSite | None
     issues += _check_hcas(site, hosts)
     issues += _check_leaf_ports(site, hosts)
     issues += check_host_network(site, hosts)
-    resolved = ResolvedSite(site, hosts)
+    resolved = ResolvedSite(spec=site, hosts=hosts)
     issues += _check_feeds(resolved)
     issues += _check_islands(site)
     issues += _check_equipment(site)
@@ -235,7 +137,10 @@ def _resolve_hosts(site: Site, catalog: Catalog) -> tuple[dict[str, ResolvedHost
             # The model's compute ports in rail order (catalog, with its source): a DGX need not list them.
             host = host.model_copy(update={"hcas": {device: rail for rail, device in enumerate(server.compute_hcas)}})
         if rack is not None:
-            hosts[name] = ResolvedHost(name, host, server, rack.scalable_unit, catalog.node_power_kw(host.model))
+            hosts[name] = ResolvedHost(
+                name=name, spec=host, server=server, scalable_unit=rack.scalable_unit,
+                node_power_kw=catalog.node_power_kw(host.model),
+            )
     return hosts, issues
 
 
@@ -555,7 +460,7 @@ def _check_burst(spec: ClusterSpec) -> list[SpecIssue]:
         if group.orchestrator == "kubernetes":
             issues.append(
                 SpecIssue(
-                    f"cluster.node_groups[{name}].orchestrator",
+                    NODE_GROUPS.key(name).field("orchestrator"),
                     "cloud nodes cannot join the site's cluster across the VPN: no join token or bootstrap, no DNS "
                     "for the site's API, no pod routes, and a Kueue cohort spans one cluster only",
                     "use orchestrator: eks (the burst worker cluster the site dispatches to through MultiKueue), "

@@ -19,8 +19,8 @@ from typing import Literal
 
 from pydantic import Field
 
+from .base import SpecModel
 from .keys import CaCertificates
-from .models import SpecModel
 
 
 class SlurmBurstSpec(SpecModel):

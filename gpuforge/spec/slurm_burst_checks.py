@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import ipaddress
 
+from gpuforge.catalog.mounts import HOME_MOUNT_POINT
+
 from .errors import SpecIssue
 from .models import ClusterSpec
+from .paths import NODE_GROUPS
 from .site import NfsMount
 from .slurm_burst import SlurmBurstSpec
 
@@ -40,7 +43,7 @@ def check_slurm_burst(spec: ClusterSpec) -> list[SpecIssue]:
                                 "partitions: ...} with a partition of the cloud groups"))
     for name, group in spec.node_groups.items():
         if group.orchestrator != "slurm":
-            issues.append(SpecIssue(f"cluster.node_groups[{name}].orchestrator",
+            issues.append(SpecIssue(NODE_GROUPS.key(name).field("orchestrator"),
                                     f"{group.orchestrator} in a Slurm burst: the group's nodes would join nothing",
                                     "use orchestrator: slurm (its nodes register with the site's controller)"))
     if spec.kubernetes is not None:
@@ -82,7 +85,7 @@ def _home_over_the_link(spec: ClusterSpec) -> list[SpecIssue]:
     if site is None:
         return []
     for key, mount in site.storage.mounts.items():
-        if mount.mount_point != "/home":
+        if mount.mount_point != HOME_MOUNT_POINT:
             continue
         path = f"cluster.site.storage.mounts[{key}]"
         if not isinstance(mount, NfsMount):

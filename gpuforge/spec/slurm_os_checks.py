@@ -13,6 +13,7 @@ from gpuforge.catalog import Catalog
 
 from .errors import SpecIssue
 from .models import DLAMI_2404_SSM, UBUNTU_2404_SSM, ClusterSpec, image_os
+from .paths import NODE_GROUPS
 
 
 def check_slurm_os(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]:
@@ -34,7 +35,7 @@ def check_slurm_os(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]:
         if parameter and old is not None:
             issues.append(
                 SpecIssue(
-                    f"cluster.node_groups[{name}].image.ssm_parameter",
+                    NODE_GROUPS.key(name).field("image", "ssm_parameter"),
                     f"{parameter} is {os}, whose packaged Slurm is {old.version}; the Slurm configuration needs "
                     f"{minimum} or newer (dynamic nodes: slurmd -Z --conf; catalog slurm.minimum)",
                     f"remove ssm_parameter (Slurm groups default to {DLAMI_2404_SSM}, Slurm "

@@ -17,6 +17,7 @@ from gpuforge.review.report import markdown_plan, summary_rows
 from gpuforge.review.windows import block_windows
 from gpuforge.spec import SpecError, resolve
 from gpuforge.spec.loader import parse_yaml
+from gpuforge.spec.node_group import RESERVED_CAPACITY, NodeGroup
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -250,3 +251,38 @@ def test_asg_pins_its_template_version_and_refreshes_by_strategy() -> None:
 )
 def test_diff_says_how_nodes_roll(inputs: dict[str, Any], expected: str) -> None:
     assert expected in how_nodes_roll(inputs, 4)
+
+
+@pytest.mark.parametrize(
+    ("capacity", "reserved"),
+    [
+        ({"type": "on_demand"}, False),
+        ({"type": "spot"}, False),
+        ({"type": "capacity_reservation", "reservation_id": "cr-0123456789abcdef0"}, True),
+        ({"type": "capacity_block", "reservation_id": "cr-0123456789abcdef0", "instance_type": "p5.48xlarge",
+          "instance_count": 2, "start": "2026-12-01T11:30:00Z", "end": "2026-12-15T11:30:00Z"}, True),
+    ],
+)
+def test_a_group_knows_whether_it_launches_into_reserved_capacity(capacity: dict[str, Any], reserved: bool) -> None:
+    """The one reserved-capacity predicate the checks, components, preflight, status and diff read."""
+    group = NodeGroup.model_validate({"instance_type": "p5.48xlarge", "count": 2, "capacity": capacity})
+    assert group.is_reserved is reserved
+    assert (group.reservation is not None) is reserved
+    assert (capacity["type"] in RESERVED_CAPACITY) is reserved
+    if reserved:
+        assert group.reservation is not None and group.reservation.reservation_id == capacity["reservation_id"]
+
+
+def test_groups_sharing_a_block_that_say_different_types_are_refused_at_the_nested_field() -> None:
+    """The shared-reservation check compares nested fields (capacity.instance_type): its path names them."""
+
+    def share(data: dict[str, Any]) -> None:
+        groups = data["node_groups"]
+        groups["train"]["count"], groups["train"]["spares"] = 4, 0
+        groups["team-b"] = json.loads(json.dumps(groups["train"]))
+        groups["team-b"]["instance_type"] = groups["team-b"]["capacity"]["instance_type"] = "p5e.48xlarge"
+
+    found = problems("staging", share)
+    assert "cluster.node_groups[team-b].capacity.instance_type" in found, found
+    assert "while the groups launching into cr-0b2c3d4e5f6a78901 say" in found[
+        "cluster.node_groups[team-b].capacity.instance_type"]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpuforge.plan.stacks import CLUSTER_KEY
+from gpuforge.spec.config_keys import CLUSTER_KEY
 from gpuforge.spec.secrets import clear_text_secrets
 from tests.crypto_material import ca_certificate, ca_private_key, ssh_private_key
 

@@ -18,7 +18,7 @@ import pytest
 from moto import mock_aws
 from typer.testing import CliRunner
 
-import gpuforge.spec.models as spec_models
+import gpuforge.spec.node_group as spec_node_group
 from gpuforge.cli import app
 from gpuforge.pin import PinError, pin_stack
 from gpuforge.plan.stacks import load_stack
@@ -35,8 +35,8 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[AwsClients]:
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(key, "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.setattr(spec_models, "DLAMI_SSM", PARAMETER)
-    monkeypatch.setattr(spec_models, "DLAMI_2404_SSM", PARAMETER)  # the Slurm groups' default
+    monkeypatch.setattr(spec_node_group, "DLAMI_SSM", PARAMETER)
+    monkeypatch.setattr(spec_node_group, "DLAMI_2404_SSM", PARAMETER)  # the Slurm groups' default
     with mock_aws():
         yield AwsClients.for_region(REGION, boto3.session.Session())
 

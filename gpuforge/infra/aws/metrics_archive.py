@@ -16,6 +16,8 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from gpuforge.catalog.tokens import CLUSTER_TAG
+
 
 @dataclass(frozen=True)
 class MetricsArchiveArgs:
@@ -48,7 +50,7 @@ class MetricsArchive(pulumi.ComponentResource):
         workspace = aws.amp.Workspace(
             f"{name}-workspace",
             alias=f"gpuforge-{args.cluster}",
-            tags={"gpuforge:cluster": args.cluster},
+            tags={CLUSTER_TAG: args.cluster},
             opts=pulumi.ResourceOptions(parent=self, protect=args.protected),
         )
         aws.iam.RolePolicy(

@@ -21,6 +21,7 @@ import pulumi_aws as aws
 
 from gpuforge.assets import PLAYBOOKS_DIR
 from gpuforge.catalog.aws_wiring import load_aws_wiring
+from gpuforge.catalog.mounts import HOME_MOUNT_POINT, LUSTRE_MOUNT_POINT
 from gpuforge.catalog.tokens import NODE_GROUP, NODE_GROUP_TAG
 from gpuforge.render.labels import (
     GPU_TAINT_EFFECT,
@@ -76,7 +77,7 @@ GPU_HEALTH_CHECK_GRACE_S = 900
 class LustreMount:
     dns_name: pulumi.Input[str]
     mount_name: pulumi.Input[str]
-    mount_point: str = "/fsx"
+    mount_point: str = LUSTRE_MOUNT_POINT
     # EFA-enabled file system: the entry requires gpuforge-lnet.service (LNet over EFA before the mount).
     efa: bool = False
 
@@ -253,12 +254,12 @@ def _root_device(group: ResolvedNodeGroup, eks: bool) -> str:
 def _capacity_reservation(
     group: ResolvedNodeGroup,
 ) -> aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs | None:
-    capacity = group.spec.capacity
-    if capacity.type not in ("capacity_reservation", "capacity_block"):
+    reservation = group.spec.reservation
+    if reservation is None:
         return None
     return aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
         capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
-            capacity_reservation_id=capacity.reservation_id
+            capacity_reservation_id=reservation.reservation_id
         )
     )
 
@@ -425,6 +426,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 # The shared /home with the options slurm.yml's site_mounts writes (EFS_MOUNT_OPTIONS).
                 "home": {
                     "file_system": values[2],
+                    "mount_point": HOME_MOUNT_POINT,
                     "fstype": load_aws_wiring().efs.mount_helper.fstype,
                     "options": EFS_MOUNT_OPTIONS,
                     "mount_keeping": MOUNT_KEEPING.read_text().rstrip("\n"),
@@ -487,7 +489,8 @@ class GpuNodeGroup(pulumi.ComponentResource):
             ),
             # In a reservation or block, terminate before launching: a full one has no room for EKS's extra node.
             update_config=aws.eks.NodeGroupUpdateConfigArgs(
-                max_unavailable=1, update_strategy=EKS_UPDATE_RESERVED if _reserved(group) else EKS_UPDATE_ON_DEMAND
+                max_unavailable=1,
+                update_strategy=EKS_UPDATE_RESERVED if group.spec.is_reserved else EKS_UPDATE_ON_DEMAND,
             ),
             labels=node_labels(group),
             taints=[
@@ -543,13 +546,8 @@ def _desired_owned_elsewhere(group: ResolvedNodeGroup) -> pulumi.ResourceOptions
     return pulumi.ResourceOptions(ignore_changes=["desiredCapacity"] if _desired_scheduled(group) else None)
 
 
-def _reserved(group: ResolvedNodeGroup) -> bool:
-    """Launches into a reservation or Capacity Block, sized to count + spares: no room for one more."""
-    return group.spec.capacity.type in ("capacity_reservation", "capacity_block")
-
-
 def _maintenance(group: ResolvedNodeGroup) -> tuple[int, int]:
-    return MAINTENANCE_RESERVED if _reserved(group) else MAINTENANCE_ON_DEMAND
+    return MAINTENANCE_RESERVED if group.spec.is_reserved else MAINTENANCE_ON_DEMAND
 
 
 def _capacity_block_schedules(

@@ -14,7 +14,7 @@ import pulumi_kubernetes as k8s
 
 from gpuforge.catalog.aws_wiring import load_aws_wiring
 from gpuforge.catalog.flows import load_flows
-from gpuforge.catalog.tokens import CLUSTER_TAG
+from gpuforge.catalog.tokens import CLUSTER_TAG, ENVIRONMENT_TAG
 from gpuforge.infra.k8s import GpuPlatform, GpuPlatformArgs, GpuPool, ParallelFsVolume
 from gpuforge.infra.k8s.alerting import declare_alert_routing, operator_monitoring
 from gpuforge.infra.k8s.monitoring_stack import monitoring_stack_for
@@ -79,7 +79,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
     assert spec.network is not None  # resolve() admits aws and hybrid placement only with a network
     region = spec.region
     assert region is not None  # resolve() admits only aws placement here
-    tags = {CLUSTER_TAG: spec.name, "gpuforge:environment": spec.environment, **spec.tags}
+    tags = {CLUSTER_TAG: spec.name, ENVIRONMENT_TAG: spec.environment, **spec.tags}
 
     def regional_provider(suffix: str, in_region: str) -> aws.Provider:
         return aws.Provider(

@@ -33,7 +33,8 @@ from gpuforge.render.templates import render
 from gpuforge.spec import ResolvedSpec
 from gpuforge.spec.models import UBUNTU_2404_SSM, Tier
 from gpuforge.spec.monitoring import NodeGroupServer
-from gpuforge.spec.scheduler_checks import CONTROLLER_NODE_GROUP, ResolvedScheduler, secret_names
+from gpuforge.spec.resolved_scheduler import ResolvedScheduler
+from gpuforge.spec.scheduler_checks import CONTROLLER_NODE_GROUP, secret_names
 
 from .iam import assume_role_policy, lifecycle_policy, secret_read_policy
 from .instance import hardened_instance
@@ -147,8 +148,8 @@ class SlurmControlPlane(pulumi.ComponentResource):
             storage_type="gp3",
             storage_encrypted=True,
             kms_key_id=args.kms_key_arn,
-            db_name="slurm_acct_db",
-            username="slurm",
+            db_name=args.resolved.catalog.slurm.accounting_database.name,
+            username=args.resolved.catalog.slurm.accounting_database.user,
             password=self._password.result,
             db_subnet_group_name=db_subnets.name,
             vpc_security_group_ids=[sg["database"]],

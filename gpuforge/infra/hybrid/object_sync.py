@@ -19,7 +19,7 @@ import pulumi
 import pulumi_aws as aws
 
 from gpuforge.infra.aws.iam import assume_role_policy
-from gpuforge.spec.secrets import SITE_S3_ACCESS_KEY, SITE_S3_SECRET_KEY
+from gpuforge.spec.config_keys import SITE_S3_ACCESS_KEY, SITE_S3_SECRET_KEY
 from gpuforge.spec.site import ObjectSync as ObjectSyncSpec
 
 

@@ -13,6 +13,7 @@ import pulumi
 import pulumi_aws as aws
 
 from gpuforge.catalog import load_charts
+from gpuforge.catalog.tokens import CLUSTER_TAG, ENVIRONMENT_TAG
 from gpuforge.infra.aws import build_aws_network_and_cluster
 from gpuforge.infra.aws.network import SegmentedNetwork
 from gpuforge.infra.k8s.platform import GPU_RESOURCE, fabric_resource
@@ -57,7 +58,7 @@ def build_hybrid_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resou
     aws_outputs, network = cloud_side.outputs, cloud_side.network
     site_outputs, site_component = build_onprem_site(name, resolved, parent)
 
-    tags = {"gpuforge:cluster": spec.name, "gpuforge:environment": spec.environment, **spec.tags}
+    tags = {CLUSTER_TAG: spec.name, ENVIRONMENT_TAG: spec.environment, **spec.tags}
     provider = aws.Provider(
         f"{name}-aws-link",
         region=spec.region,

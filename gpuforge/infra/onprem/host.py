@@ -20,7 +20,7 @@ import pulumi_kubernetes as k8s
 from gpuforge.catalog.kubelet import load_kubelet_reservation
 from gpuforge.catalog.tokens import HOST
 from gpuforge.render.labels import NODE_LABEL_GPU_MODEL, NODE_LABEL_GROUP, NODE_LABEL_LOCATION
-from gpuforge.spec.site_checks import ResolvedHost
+from gpuforge.spec.resolved_site import ResolvedHost
 
 NODE_LABEL_SITE = "gpuforge.dev/site"
 NODE_LABEL_RACK = "gpuforge.dev/rack"

@@ -14,7 +14,7 @@ from gpuforge.infra.k8s.alerting import declare_alert_routing, operator_monitori
 from gpuforge.infra.k8s.monitoring_stack import monitoring_stack_for
 from gpuforge.spec import ResolvedSpec
 from gpuforge.spec.host_network_checks import host_lnet, host_storage_addresses
-from gpuforge.spec.site_checks import ResolvedHost, ResolvedSite
+from gpuforge.spec.resolved_site import ResolvedHost, ResolvedSite
 
 from .host import host_props
 from .site import OnPremSite, OnPremSiteArgs

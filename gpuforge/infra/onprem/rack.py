@@ -10,7 +10,7 @@ from typing import Any
 
 import pulumi
 
-from gpuforge.spec.site_checks import ResolvedSite
+from gpuforge.spec.resolved_site import ResolvedSite
 
 from .host import Host, HostArgs
 

@@ -20,7 +20,7 @@ from gpuforge.infra.k8s import GpuPlatform, GpuPlatformArgs, GpuPool
 from gpuforge.infra.k8s.monitoring_stack import MonitoringStack
 from gpuforge.infra.k8s.scheduling import Taint
 from gpuforge.spec.models import Fabric, Platform
-from gpuforge.spec.site_checks import ResolvedHost, ResolvedSite
+from gpuforge.spec.resolved_site import ResolvedHost, ResolvedSite
 
 from .rack import Rack, RackArgs
 

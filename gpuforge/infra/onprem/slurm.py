@@ -13,7 +13,7 @@ from typing import Any
 import pulumi
 
 from gpuforge.spec import ResolvedSpec
-from gpuforge.spec.scheduler_checks import ResolvedScheduler
+from gpuforge.spec.resolved_scheduler import ResolvedScheduler
 from gpuforge.spec.site import NfsMount
 
 

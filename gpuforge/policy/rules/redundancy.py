@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterator, Mapping
 
 from gpuforge.catalog.tokens import DRA, NODE_GROUP, OBJECT_STORE, SLURM_ROLE_TAG
+from gpuforge.spec.node_group import RESERVED_CAPACITY
 
 from .base import (
     PROD_ONLY,
@@ -105,7 +106,7 @@ def efa_placement(r: Resource, ctx: RuleContext) -> Iterator[Violation]:
     # Reserved capacity is placed by its reservation: a Capacity Block is already placed together and
     # takes no placement group; an ODCR uses the group it was created in, or none (ParallelCluster
     # ec2_validators; wiring-placementgroup-capacity checks the launch side).
-    if r.get("capacity") in ("capacity_block", "capacity_reservation"):
+    if r.get("capacity") in RESERVED_CAPACITY:
         return
     if r.get("fabric") == "efa" and not is_unknown(placement) and placement != "cluster":
         yield Violation(
