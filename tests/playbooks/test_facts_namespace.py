@@ -36,6 +36,8 @@ NOT_FACTS = {
     "ansible_role_name",
     "ansible_search_path",
     "ansible_config_file",
+    # Not a variable: the key of an async task's result (async_status reads it back from the registered result).
+    "ansible_job_id",
     # Not a variable: secret_store's name for a secret kept in Ansible Vault (secret_store_ref.store).
     "ansible_vault",
 }
