@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from rich import box
 from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
@@ -12,20 +13,21 @@ from rich.text import Text
 
 from gpuforge.plan.capacity import ASSUMPTIONS, CapacityPlan, Estimate, Figure
 
-LABELS = {  # figure -> (the name the bases use, the table's short column header)
-    "peak_tflops_per_gpu": ("peak dense TFLOPS per GPU", "TFLOPS/GPU"),
+LABELS = {  # figure -> (its name, its header in the terminal's table; None: only in bases, JSON, Markdown)
+    "peak_tflops_per_gpu": ("peak dense TFLOPS per GPU", "TFLOPS"),
     "mfu": ("MFU", "MFU"),
     "gpu_hours": ("GPU-hours", "GPU-h"),
     "nodes": ("nodes", "nodes"),
     "days": ("days", "days"),
-    "node_hours": ("node-hours", "node-h"),
+    "node_hours": ("node-hours", None),
     "cost_on_demand": ("cost, on-demand", "on-demand"),
-    "cost_reserved": ("cost, Capacity Block", "Capacity Block"),
-    "energy_it_kwh": ("energy, IT (kWh)", "IT kWh"),
-    "energy_facility_kwh": ("energy, facility (kWh)", "facility kWh"),
+    "cost_reserved": ("cost, Capacity Block", "block"),
+    "energy_it_kwh": ("energy, IT (kWh)", None),
+    "energy_facility_kwh": ("energy, facility (kWh)", "kWh"),
     "peak_facility_kw": ("peak facility power (kW)", "peak kW"),
-    "budget_share": ("share of power budget", "of budget"),
+    "budget_share": ("share of power budget", "budget"),
 }
+TABLE_NOTE = "block: a Capacity Block; kWh: facility energy (IT x PUE); peak kW: facility power; budget: its share"
 
 
 def format_figure(figure: Figure) -> str:
@@ -80,12 +82,12 @@ def console_capacity(plan: CapacityPlan) -> RenderableType:
     w = plan.workload
     parts.append(Text(f"FLOPs: {w.flops.basis}"))
     if plan.estimated:
-        columns = _columns(plan)
-        table = Table(show_header=True, header_style="bold")
+        columns = [key for key in _columns(plan) if LABELS[key][1] is not None]
+        table = Table(show_header=True, header_style="bold", box=box.SIMPLE_HEAD, caption=TABLE_NOTE)
         table.add_column("node type", no_wrap=True)
         table.add_column("GPUs", no_wrap=True)
         for key in columns:
-            table.add_column(LABELS[key][1], justify="right", overflow="fold")
+            table.add_column(LABELS[key][1] or key, justify="right", no_wrap=True)
         for e in plan.estimated:
             table.add_row(e.node_type, f"{e.gpus_per_node}x{e.gpu}", *_cells(e, columns, compact_figure))
         parts.append(table)
@@ -108,7 +110,7 @@ def markdown_capacity(plan: CapacityPlan) -> str:
     lines = ["## Capacity", "", _headline(plan), "", f"FLOPs: {plan.workload.flops.basis}", ""]
     if plan.estimated:
         columns = _columns(plan)
-        lines += ["| node type | " + " | ".join(LABELS[key][1] for key in columns) + " |"]
+        lines += ["| node type | " + " | ".join(LABELS[key][0] for key in columns) + " |"]
         lines += ["|---|" + "---:|" * len(columns)]
         lines += [
             f"| {e.node_type} ({e.gpus_per_node} x {e.gpu}) | " + " | ".join(_cells(e, columns)) + " |"
