@@ -45,17 +45,24 @@ def capacity(
             "(H100/H200 0.38 from Llama 3, A100 0.302 from MT-NLG); none for B200 and L40S.",
         ),
     ] = None,
-    days: Annotated[float | None, typer.Option("--days", help="Deadline in days: how many nodes finish by then.")] = None,
-    nodes: Annotated[int | None, typer.Option("--nodes", help="Node count: how many days the run takes on them.")] = None,
+    days: Annotated[
+        float | None, typer.Option("--days", help="Deadline in days: how many nodes finish by then.")
+    ] = None,
+    nodes: Annotated[
+        int | None, typer.Option("--nodes", help="Node count: how many days the run takes on them.")
+    ] = None,
     node_type: Annotated[
         str | None,
         typer.Option("--node-type", help="An instance type or server model of the catalog (p5.48xlarge, dgx-h100)."),
     ] = None,
     compare: Annotated[
-        bool, typer.Option("--compare", help="Side by side for the catalog's GPU node types (training instances, servers).")
+        bool,
+        typer.Option("--compare", help="Side by side for the catalog's GPU node types (training instances, servers)."),
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the estimate as JSON on stdout.")] = False,
-    markdown: Annotated[Path | None, typer.Option("--markdown", help="Write the estimate as Markdown (for a PR).")] = None,
+    markdown: Annotated[
+        Path | None, typer.Option("--markdown", help="Write the estimate as Markdown (for a PR).")
+    ] = None,
 ) -> None:
     """How much cluster a training run needs. From the run's FLOPs (6 x N x D: Kaplan et al. 2020, Hoffmann
     et al. 2022; or --flops), the GPU's peak dense throughput at --precision (catalog) and the MFU, for a

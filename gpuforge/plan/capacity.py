@@ -135,7 +135,9 @@ class CapacityPlan:
 
 
 def training_flops(parameters: float, tokens: float) -> Figure:
-    return Figure(6 * parameters * tokens, "FLOP", f"6 x {parameters:.4g} parameters x {tokens:.4g} tokens; {SIX_ND_BASIS}")
+    return Figure(
+        6 * parameters * tokens, "FLOP", f"6 x {parameters:.4g} parameters x {tokens:.4g} tokens; {SIX_ND_BASIS}"
+    )
 
 
 def node_gpu(catalog: Catalog, node_type: str) -> tuple[str, int]:
@@ -145,7 +147,9 @@ def node_gpu(catalog: Catalog, node_type: str) -> tuple[str, int]:
         return server.gpu_model, server.gpu_count
     instance = catalog.instance_type(node_type)
     if instance.accelerator is None or instance.accelerator.name not in catalog.data.gpus:
-        held = f"{instance.accelerator.count} x {instance.accelerator.name}" if instance.accelerator else "no accelerator"
+        held = (
+            f"{instance.accelerator.count} x {instance.accelerator.name}" if instance.accelerator else "no accelerator"
+        )
         raise CatalogError(f"{node_type} has {held}: not a GPU of the catalog's gpus ({', '.join(catalog.data.gpus)})")
     return instance.accelerator.name, instance.accelerator.count
 
@@ -166,7 +170,8 @@ def estimate(catalog: Catalog, workload: Workload, facility: Facility, node_type
         return Estimate(
             node_type=node_type,
             skipped=f"no peak dense {workload.precision} figure for {gpu_name} in the catalog (the GPU lacks the "
-            f"precision, or add gpus.{gpu_name}.dense_tflops.{workload.precision} with its source via catalog overrides)",
+            f"precision, or add gpus.{gpu_name}.dense_tflops.{workload.precision} with its source via catalog "
+            "overrides)",
             skipped_for="--precision",
         )
     if workload.mfu is not None:
@@ -181,7 +186,9 @@ def estimate(catalog: Catalog, workload: Workload, facility: Facility, node_type
             skipped_for="--mfu",
         )
     figures: dict[str, Figure] = {
-        "peak_tflops_per_gpu": Figure(peak, "TFLOPS", f"{gpu_name} dense {workload.precision}: {gpu.dense_tflops_source}"),
+        "peak_tflops_per_gpu": Figure(
+            peak, "TFLOPS", f"{gpu_name} dense {workload.precision}: {gpu.dense_tflops_source}"
+        ),
         "mfu": mfu,
     }
     delivered = peak * 1e12 * mfu.value
@@ -235,7 +242,9 @@ def _cost(catalog: Catalog, node_type: str, nodes: int, run_hours: float, figure
     notes: list[str] = []
     on_demand = prices.instance(node_type)
     if on_demand is None:
-        notes.append(f"no on-demand price for {node_type}: add prices.instances.{node_type}.hourly_usd via catalog overrides")
+        notes.append(
+            f"no on-demand price for {node_type}: add prices.instances.{node_type}.hourly_usd via catalog overrides"
+        )
     else:
         keep = 1 - prices.discount_fraction
         discount = f" x (1 - discount {prices.discount_fraction:g})" if prices.discount_fraction else ""
@@ -252,7 +261,9 @@ def _cost(catalog: Catalog, node_type: str, nodes: int, run_hours: float, figure
         return notes
     block_days = terms.billed_days(run_hours / 24)
     if block_days is None:
-        notes.append(f"no Capacity Block is {run_hours / 24:.1f} days long (at most {terms.weekly_up_to_days}): add nodes")
+        notes.append(
+            f"no Capacity Block is {run_hours / 24:.1f} days long (at most {terms.weekly_up_to_days}): add nodes"
+        )
         return notes
     figures["cost_reserved"] = Figure(
         nodes * block_days * 24 * reserved.hourly_usd,

@@ -58,21 +58,37 @@ def check_workload(
     d = _quantity("--tokens", tokens, "2T", issues)
     total = _quantity("--flops", flops, "8.4e23", issues)
     if flops is not None and (params is not None or tokens is not None):
-        issues.append(SpecIssue("--flops", "given with --params/--tokens: one model, two sizes", "give --flops or both --params and --tokens"))
+        issues.append(
+            SpecIssue(
+                "--flops",
+                "given with --params/--tokens: one model, two sizes",
+                "give --flops or both --params and --tokens",
+            )
+        )
     elif flops is None and (params is None or tokens is None):
         missing = " and ".join(o for o, v in (("--params", params), ("--tokens", tokens)) if v is None)
         issues.append(
-            SpecIssue(missing.split(" and ")[0], f"the run's size needs {missing}", "--params 70B --tokens 2T, or --flops 8.4e23")
+            SpecIssue(
+                missing.split(" and ")[0],
+                f"the run's size needs {missing}",
+                "--params 70B --tokens 2T, or --flops 8.4e23",
+            )
         )
     if precision not in PRECISIONS:
-        issues.append(SpecIssue("--precision", f"{precision!r} is not a precision the catalog rates", f"one of {', '.join(PRECISIONS)}"))
-    if mfu is not None and not (math.isfinite(mfu) and 0 < mfu <= 1):
         issues.append(
-            SpecIssue("--mfu", f"{mfu:g} is not a fraction of peak: expected 0 < MFU <= 1", "--mfu 0.4")
+            SpecIssue(
+                "--precision", f"{precision!r} is not a precision the catalog rates", f"one of {', '.join(PRECISIONS)}"
+            )
         )
+    if mfu is not None and not (math.isfinite(mfu) and 0 < mfu <= 1):
+        issues.append(SpecIssue("--mfu", f"{mfu:g} is not a fraction of peak: expected 0 < MFU <= 1", "--mfu 0.4"))
     if (days is None) == (nodes is None):
         issues.append(
-            SpecIssue("--days", "give a deadline or a node count, exactly one" + (" (both given)" if days is not None else ""), "--days 30 or --nodes 64")
+            SpecIssue(
+                "--days",
+                "give a deadline or a node count, exactly one" + (" (both given)" if days is not None else ""),
+                "--days 30 or --nodes 64",
+            )
         )
     if days is not None and not (math.isfinite(days) and 0 < days <= MAX_DAYS):
         issues.append(SpecIssue("--days", f"{days:g} is not a deadline: expected 0 < days <= {MAX_DAYS}", "--days 30"))
@@ -88,7 +104,9 @@ def check_workload(
     return Workload(flops=figure, precision=precision, mfu=mfu, days=days, nodes=nodes)  # type: ignore[arg-type]
 
 
-def check_node_types(catalog: Catalog, node_type: str | None, compare: bool, resolved: ResolvedSpec | None) -> list[str]:
+def check_node_types(
+    catalog: Catalog, node_type: str | None, compare: bool, resolved: ResolvedSpec | None
+) -> list[str]:
     """The node types to estimate: --node-type, all of them (--compare), or the stack's training groups."""
     if compare and node_type is not None:
         raise SpecError([SpecIssue("--compare", "given with --node-type", "give one node type or --compare")])
@@ -102,7 +120,8 @@ def check_node_types(catalog: Catalog, node_type: str | None, compare: bool, res
             [
                 SpecIssue(
                     "--node-type",
-                    "no node type: none given" + (" and the stack has no training node group" if resolved is not None else ""),
+                    "no node type: none given"
+                    + (" and the stack has no training node group" if resolved is not None else ""),
                     "--node-type p5.48xlarge (an instance type or server model of the catalog), or --compare",
                 )
             ]
@@ -111,7 +130,13 @@ def check_node_types(catalog: Catalog, node_type: str | None, compare: bool, res
         node_gpu(catalog, node_type)
     except CatalogError as error:
         raise SpecError(
-            [SpecIssue("--node-type", str(error), "a GPU instance type or server model: p5.48xlarge, p4de.24xlarge, dgx-h100")]
+            [
+                SpecIssue(
+                    "--node-type",
+                    str(error),
+                    "a GPU instance type or server model: p5.48xlarge, p4de.24xlarge, dgx-h100",
+                )
+            ]
         ) from None
     return [node_type]
 
@@ -125,9 +150,17 @@ def _stack_node_types(resolved: ResolvedSpec) -> list[str]:
 
 def facility_of(catalog: Catalog, resolved: ResolvedSpec | None, stack: str | None) -> Facility:
     if resolved is None:
-        return Facility(pue=catalog.pue_default, pue_source=f"catalog default, no stack: {catalog.data.host_power.pue_source}")
+        return Facility(
+            pue=catalog.pue_default, pue_source=f"catalog default, no stack: {catalog.data.host_power.pue_source}"
+        )
     spec = resolved.spec
     budget, source = spec.power.budget_kw, "the stack's power.budget_kw"
     if budget is None and spec.site is not None:
         budget, source = spec.site.power.budget_kw, f"site {spec.site.name}'s power.budget_kw"
-    return Facility(pue=resolved.pue, pue_source=resolved.pue_source, budget_kw=budget, budget_source=source if budget else "", stack=stack)
+    return Facility(
+        pue=resolved.pue,
+        pue_source=resolved.pue_source,
+        budget_kw=budget,
+        budget_source=source if budget else "",
+        stack=stack,
+    )
