@@ -41,8 +41,8 @@ def capacity(
         float | None,
         typer.Option(
             "--mfu",
-            help="Model FLOPs utilization, 0-1. Default: the catalog's published figure for the GPU's generation "
-            "(H100/H200 0.38 from Llama 3, A100 0.302 from MT-NLG); none for B200 and L40S.",
+            help="Model FLOPs utilization, 0-1. Default: the catalog's published figure for the GPU's "
+            "generation, cited in the answer (docs/capacity.md lists them); GPUs without one need it.",
         ),
     ] = None,
     days: Annotated[
@@ -70,9 +70,10 @@ def capacity(
     on-demand and Capacity Block rates, energy (IT and x PUE) and the run's peak facility power against the
     stack's power budget. Every figure says where it comes from.
 
-    Example: `gpuforge capacity --params 70B --tokens 2T --node-type p5.48xlarge --days 30` (8.4e23 FLOPs at
-    989.4 TFLOPS x 0.38 = 620,000 GPU-hours: 108 nodes for 30 days). `--compare` puts the catalog's node types
-    side by side. Exit 0 with an answer, 1 when no node type fits the power budget, 2 for bad input."""
+    Example: `gpuforge capacity --params 70B --tokens 2T --node-type p5.48xlarge --days 30` (8.4e23 FLOPs
+    over the H100's dense bf16 TFLOPS x MFU: GPU-hours, then the nodes that finish in 30 days). `--compare`
+    puts the catalog's node types side by side. Exit 0 with an answer, 1 when no node type fits the power
+    budget, 2 for bad input."""
     from gpuforge.catalog import load_catalog
     from gpuforge.plan.capacity import plan_capacity
     from gpuforge.plan.capacity_input import check_node_types, check_workload, facility_of

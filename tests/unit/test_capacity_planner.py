@@ -214,3 +214,21 @@ def test_gpu_figures_in_the_catalog_carry_their_sources() -> None:
                 assert gpu.dense_tflops["fp8"] == pytest.approx(2 * gpu.dense_tflops["bf16"], rel=0.02), name
         if gpu.mfu_default is not None:
             assert gpu.mfu_source, name
+
+
+def test_the_docs_table_of_mfu_defaults_matches_the_catalog() -> None:
+    """docs/capacity.md lists each GPU's default MFU; a catalog edit that leaves the page behind fails here."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "capacity.md").read_text(encoding="utf-8")
+    rows = {
+        line.split("|")[1].strip(): line.split("|")[2].strip()
+        for line in page.splitlines()
+        if line.startswith("| ") and line.count("|") == 4
+    }
+    for name, gpu in load_catalog().data.gpus.items():
+        if not gpu.dense_tflops:
+            continue
+        documented = next((value for gpus, value in rows.items() if name in gpus.split(", ")), None)
+        expected = f"{gpu.mfu_default:g}" if gpu.mfu_default is not None else "none"
+        assert documented == expected, f"docs/capacity.md says {documented!r} for {name}, the catalog {expected!r}"
