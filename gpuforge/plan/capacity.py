@@ -65,6 +65,21 @@ class Facility:
     budget_kw: float | None = None
     budget_source: str = ""
     stack: str | None = None
+    site: Facility | None = None  # hybrid: the site's PUE and budget, for its server models
+
+    def for_node(self, catalog: Catalog, node_type: str) -> Facility:
+        """A server model of a hybrid stack runs on the site, under the site's PUE and budget."""
+        return self.site if self.site is not None and node_type in catalog.data.servers else self
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "stack": self.stack,
+            "pue": self.pue,
+            "pue_source": self.pue_source,
+            "budget_kw": self.budget_kw,
+            "budget_source": self.budget_source or None,
+        }
+        return doc | ({"site": self.site.to_json()} if self.site is not None else {})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,7 +128,7 @@ class CapacityPlan:
         return not self.estimated or all(e.over_budget for e in self.estimated)
 
     def to_json(self) -> dict[str, Any]:
-        w, f = self.workload, self.facility
+        w = self.workload
         return {
             "workload": {
                 "flops": w.flops.to_json(),
@@ -122,13 +137,7 @@ class CapacityPlan:
                 "days": w.days,
                 "nodes": w.nodes,
             },
-            "facility": {
-                "stack": f.stack,
-                "pue": f.pue,
-                "pue_source": f.pue_source,
-                "budget_kw": f.budget_kw,
-                "budget_source": f.budget_source or None,
-            },
+            "facility": self.facility.to_json(),
             "assumptions": list(ASSUMPTIONS),
             "estimates": [e.to_json() for e in self.estimates],
         }
@@ -215,6 +224,7 @@ def estimate(catalog: Catalog, workload: Workload, facility: Facility, node_type
     node_hours = nodes * run_hours
     figures["node_hours"] = Figure(node_hours, "node-h", f"{nodes} nodes x {run_hours:.4g} h")
     notes = _cost(catalog, node_type, nodes, run_hours, figures)
+    facility = facility.for_node(catalog, node_type)
     node_kw = catalog.node_power_kw(node_type)
     power_basis = f"{node_kw:g} kW per {node_type} (catalog node power, at its maximum)"
     figures["energy_it_kwh"] = Figure(node_kw * node_hours, "kWh", f"{power_basis} x {node_hours:.4g} node-h")

@@ -154,13 +154,25 @@ def facility_of(catalog: Catalog, resolved: ResolvedSpec | None, stack: str | No
             pue=catalog.pue_default, pue_source=f"catalog default, no stack: {catalog.data.host_power.pue_source}"
         )
     spec = resolved.spec
+    site = None
+    if spec.site is not None:
+        site = Facility(
+            pue=spec.site.power.pue,
+            pue_source=f"site {spec.site.name}'s measured PUE (site.power.pue)",
+            budget_kw=spec.site.power.budget_kw,
+            budget_source=f"site {spec.site.name}'s power.budget_kw",
+            stack=stack,
+        )
     budget, source = spec.power.budget_kw, "the stack's power.budget_kw"
-    if budget is None and spec.site is not None:
-        budget, source = spec.site.power.budget_kw, f"site {spec.site.name}'s power.budget_kw"
+    if spec.placement.kind == "onprem" and site is not None:  # one facility: the site (resolve picked its PUE)
+        if budget is None:
+            budget, source = site.budget_kw, site.budget_source
+        site = None
     return Facility(
         pue=resolved.pue,
         pue_source=resolved.pue_source,
         budget_kw=budget,
-        budget_source=source if budget else "",
+        budget_source=source if budget is not None else "",
         stack=stack,
+        site=site,
     )

@@ -62,7 +62,8 @@ def _headline(plan: CapacityPlan) -> str:
     w, f = plan.workload, plan.facility
     given = f"by a {w.days:g}-day deadline" if w.days is not None else f"on {w.nodes} nodes"
     where = f"stack {f.stack}" if f.stack else "no stack (catalog PUE, no power budget)"
-    return f"{format_figure(w.flops)} FLOP in {w.precision}, {given}; {where}, PUE {f.pue:g}"
+    site = f" (its site's server models: PUE {f.site.pue:g})" if f.site is not None else ""
+    return f"{format_figure(w.flops)} FLOP in {w.precision}, {given}; {where}, PUE {f.pue:g}{site}"
 
 
 def _columns(plan: CapacityPlan) -> list[str]:

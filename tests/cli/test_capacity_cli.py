@@ -107,3 +107,15 @@ def test_help_teaches_the_method() -> None:
     assert result.exit_code == 0
     for words in ("6 x N x D", "Kaplan", "--compare", "Capacity Block", "Exit 0"):
         assert words in result.output
+
+
+def test_the_hybrid_stack_estimates_its_site_and_its_cloud_nodes_under_their_own_pue() -> None:
+    result = runner.invoke(app, ["capacity", "hybrid", *RUN, "--nodes", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    estimates = {e["node_type"]: e for e in doc["estimates"]}
+    assert set(estimates) == {"dgx-h100", "p5.48xlarge"}, result.output  # the site's hosts and the cloud group
+    site, cloud = doc["facility"]["site"], doc["facility"]
+    assert f"PUE {site['pue']:g}" in estimates["dgx-h100"]["figures"]["peak_facility_kw"]["basis"]
+    assert f"PUE {cloud['pue']:g}" in estimates["p5.48xlarge"]["figures"]["peak_facility_kw"]["basis"]
+    assert site["pue"] != cloud["pue"]

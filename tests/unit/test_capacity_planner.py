@@ -232,3 +232,17 @@ def test_the_docs_table_of_mfu_defaults_matches_the_catalog() -> None:
         documented = next((value for gpus, value in rows.items() if name in gpus.split(", ")), None)
         expected = f"{gpu.mfu_default:g}" if gpu.mfu_default is not None else "none"
         assert documented == expected, f"docs/capacity.md says {documented!r} for {name}, the catalog {expected!r}"
+
+
+def test_a_hybrid_stack_s_server_models_run_under_the_site_s_pue_and_budget() -> None:
+    """Hybrid: p5.48xlarge in the cloud at PUE 1.2 against 1,000 kW; dgx-h100 on the site at PUE 1.5 against
+    100 kW. 4 nodes of 10.2 kW: 48.96 kW in the cloud, 61.2 kW on the site (61% of its budget)."""
+    site = Facility(pue=1.5, pue_source="site", budget_kw=100.0, budget_source="site budget")
+    hybrid = Facility(pue=1.2, pue_source="cloud", budget_kw=1000.0, budget_source="cloud budget", site=site)
+    catalog = load_catalog()
+    cloud = estimate(catalog, _workload(nodes=4), hybrid, "p5.48xlarge")
+    on_site = estimate(catalog, _workload(nodes=4), hybrid, "dgx-h100")
+    assert cloud.figures["peak_facility_kw"].value == pytest.approx(48.96)
+    assert on_site.figures["peak_facility_kw"].value == pytest.approx(61.2)
+    assert on_site.figures["budget_share"].value == pytest.approx(0.612)
+    assert "site budget" in on_site.figures["budget_share"].basis
