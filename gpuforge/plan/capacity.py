@@ -102,7 +102,7 @@ class Estimate:
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"node_type": self.node_type}
         if self.skipped:
-            return doc | {"skipped": self.skipped}
+            return doc | {"skipped": self.skipped, "skipped_for": self.skipped_for}
         return doc | {
             "gpu": self.gpu,
             "gpus_per_node": self.gpus_per_node,

@@ -69,6 +69,7 @@ def test_compare_puts_the_catalog_s_node_types_side_by_side_and_says_what_it_ski
         name for name, e in estimates.items() if "figures" in e
     }
     assert "pass --mfu" in estimates["p6-b200.48xlarge"]["skipped"]
+    assert estimates["p6-b200.48xlarge"]["skipped_for"] == "--mfu"
     # the same run needs fewer H100 nodes than A100 nodes
     assert (
         estimates["p5.48xlarge"]["figures"]["nodes"]["value"] < estimates["p4de.24xlarge"]["figures"]["nodes"]["value"]
