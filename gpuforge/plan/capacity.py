@@ -224,7 +224,14 @@ def estimate(catalog: Catalog, workload: Workload, facility: Facility, node_type
     node_hours = nodes * run_hours
     figures["node_hours"] = Figure(node_hours, "node-h", f"{nodes} nodes x {run_hours:.4g} h")
     notes = _cost(catalog, node_type, nodes, run_hours, figures)
-    facility = facility.for_node(catalog, node_type)
+    _power(catalog, facility.for_node(catalog, node_type), node_type, nodes, node_hours, figures)
+    return Estimate(node_type=node_type, gpu=gpu_name, gpus_per_node=per_node, figures=figures, notes=tuple(notes))
+
+
+def _power(
+    catalog: Catalog, facility: Facility, node_type: str, nodes: int, node_hours: float, figures: dict[str, Figure]
+) -> None:
+    """Energy (IT, and x PUE) and the run's peak facility power against the budget, at the node's maximum."""
     node_kw = catalog.node_power_kw(node_type)
     power_basis = f"{node_kw:g} kW per {node_type} (catalog node power, at its maximum)"
     figures["energy_it_kwh"] = Figure(node_kw * node_hours, "kWh", f"{power_basis} x {node_hours:.4g} node-h")
@@ -240,7 +247,6 @@ def estimate(catalog: Catalog, workload: Workload, facility: Facility, node_type
             f"peak facility power / {facility.budget_kw:g} kW ({facility.budget_source}); the run alone, the stack's "
             "own planned load is `gpuforge plan`'s",
         )
-    return Estimate(node_type=node_type, gpu=gpu_name, gpus_per_node=per_node, figures=figures, notes=tuple(notes))
 
 
 def _cost(catalog: Catalog, node_type: str, nodes: int, run_hours: float, figures: dict[str, Figure]) -> list[str]:
