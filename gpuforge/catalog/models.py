@@ -193,6 +193,9 @@ class InstanceType(InstanceTypeRow):
 # --- Curated facts ------------------------------------------------------------------------------
 
 
+Precision = Literal["tf32", "bf16", "fp16", "fp8"]
+
+
 class Gpu(_Frozen):
     name: str
     tdp_w: int = Field(gt=0, le=10_000)  # W per GPU
@@ -200,6 +203,23 @@ class Gpu(_Frozen):
     nvlink_links: int | None = None
     source: str
     secondary: bool = False
+    # Peak dense (no 2:4 sparsity) Tensor Core TFLOPS per precision, from the vendor's datasheet;
+    # a precision the GPU lacks is absent. `gpuforge capacity` divides a run's FLOPs by it.
+    dense_tflops: dict[Precision, float] = Field(default_factory=dict)
+    dense_tflops_source: str = ""
+    # Model FLOPs utilization a published large run reached on this generation; None: no public figure.
+    mfu_default: float | None = Field(default=None, gt=0, le=1)
+    mfu_source: str = ""
+
+    @model_validator(mode="after")
+    def _figures_sourced(self) -> Gpu:
+        if self.dense_tflops and not self.dense_tflops_source:
+            raise ValueError("dense_tflops needs dense_tflops_source (where the figures come from)")
+        if any(v <= 0 for v in self.dense_tflops.values()):
+            raise ValueError("dense_tflops must be positive")
+        if self.mfu_default is not None and not self.mfu_source:
+            raise ValueError("mfu_default needs mfu_source (the published run it comes from)")
+        return self
 
 
 class HostPower(_Frozen):

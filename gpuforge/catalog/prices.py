@@ -6,6 +6,7 @@ Part of the catalog so a stack overrides it like any other fact
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,24 @@ class LustrePrice(BaseModel):
         return None
 
 
+class CapacityBlockTerms(BaseModel):
+    """The lengths a Capacity Block is sold in: whole days up to one limit, whole weeks up to the next."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    daily_up_to_days: int = Field(gt=0)
+    weekly_up_to_days: int = Field(gt=0)
+    source: str = "per-stack override"
+
+    def billed_days(self, days: float) -> int | None:
+        """The shortest block that covers *days* of running; None when no block is that long."""
+        whole = max(1, math.ceil(days - 1e-9))
+        if whole <= self.daily_up_to_days:
+            return whole
+        weeks = math.ceil(whole / 7) * 7
+        return weeks if weeks <= self.weekly_up_to_days else None
+
+
 class PriceTable(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -63,6 +82,8 @@ class PriceTable(BaseModel):
     discount_fraction: float = Field(default=0.0, ge=0, lt=1)
     instances: dict[str, InstancePrice] = Field(default_factory=dict)
     rds_instances: dict[str, InstancePrice] = Field(default_factory=dict)  # by DB instance class, Single-AZ
+    reservations: dict[str, InstancePrice] = Field(default_factory=dict)  # Capacity Block effective hourly rate
+    capacity_block_terms: CapacityBlockTerms | None = None
     fsx_lustre: dict[str, LustrePrice] = Field(default_factory=dict)
     s3_standard: StoragePrice | None = None
     not_counted: tuple[str, ...] = ()
@@ -70,6 +91,9 @@ class PriceTable(BaseModel):
 
     def instance(self, instance_type: str) -> InstancePrice | None:
         return self.instances.get(instance_type)
+
+    def reservation(self, instance_type: str) -> InstancePrice | None:
+        return self.reservations.get(instance_type)
 
     def database(self, instance_class: str) -> InstancePrice | None:
         return self.rds_instances.get(instance_class)

@@ -22,6 +22,8 @@ def fail(error: SpecError) -> NoReturn:
         header = "not in a project"
     elif error.issues and all(issue.path in LOCATION_PATHS for issue in error.issues):
         header = "no such stack"
+    elif error.issues and all(issue.path.startswith("--") for issue in error.issues):
+        header = "invalid options"
     else:
         header = "invalid spec"
     err.print(f"[bold red]{header}[/]: " + escape(error.report()), highlight=False, soft_wrap=True)

@@ -77,7 +77,7 @@ REMOTE_WRITE_URL_PLACEHOLDER = "[[ prometheus_remote_write_url ]]"
 # The node_group label of a site's Slurm controllers (file_sd).
 SLURM_CONTROLLER_GROUP = CONTROLLER_NODE_GROUP  # the site file_sd label and the AWS controllers' tag
 # The file each of node_textfile_collectors' scripts writes into the textfile directory, without .prom.
-TEXTFILE_COLLECTOR_FILES = ("efa", "lustre", "slurm")
+TEXTFILE_COLLECTOR_FILES = ("efa", "lustre", "slurm", "software")
 # Kubernetes service discovery's name for a node's gpuforge.dev/node-group label (label names sanitised:
 # every character outside [a-zA-Z0-9_] becomes "_").
 NODE_GROUP_META_LABEL = "__meta_kubernetes_node_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", NODE_LABEL_GROUP)
@@ -205,7 +205,7 @@ class RuleParams:
             "node_down_for": self.node_down_for,
             "group_targets_job": self.group_targets_job,
             "textfile_stale_seconds": str(self.textfile_stale_seconds),
-            # The files the textfile collectors write (efa.prom, lustre.prom, slurm.prom).
+            # The files the textfile collectors write (efa.prom, lustre.prom, slurm.prom, software.prom).
             "textfile_collectors": "|".join(TEXTFILE_COLLECTOR_FILES),
             "node_job": self.node_job,
             "dcgm_job": self.dcgm_job,

@@ -101,7 +101,7 @@ def test_efa_collector_exports_hw_counters_of_efa_devices_only(tmp_path: Path) -
     assert "mlx5_0" not in text, "InfiniBand HCAs are node_exporter's infiniband collector's"
 
 
-@pytest.mark.parametrize("script", ["slurm-textfile-collector", "efa-counters", "lustre-client"])
+@pytest.mark.parametrize("script", ["slurm-textfile-collector", "efa-counters", "lustre-client", "software-versions"])
 def test_collectors_run_on_the_nodes_python(script: str) -> None:
     assert (FILES / script).read_text().startswith("#!/usr/bin/python3\n")
     assert os.access(FILES / script, os.X_OK)
@@ -173,3 +173,97 @@ def test_lustre_collector_without_lctl_reports_no_health_check(tmp_path: Path) -
     promtool_check_metrics(text)
     assert "health_check" not in text.split("# TYPE gpuforge_lustre_client_check gauge")[1]
     assert 'gpuforge_lustre_client_check{check="llite",mountpoint="/fsx"} 1' in text.splitlines()
+
+
+def dpkg_status(packages: dict[str, str], removed: tuple[str, ...] = ()) -> str:
+    """/var/lib/dpkg/status as dpkg writes it: one stanza per package, removed ones "deinstall ok config-files"."""
+    stanzas = [
+        f"Package: {name}\nStatus: install ok installed\nPriority: optional\nArchitecture: amd64\nVersion: {version}\n"
+        f"Description: {name}\n multi-line description\n"
+        for name, version in packages.items()
+    ]
+    stanzas += [f"Package: {name}\nStatus: deinstall ok config-files\nVersion: 0.1-1\n" for name in removed]
+    return "\n".join(stanzas)
+
+
+def software_root(root: Path, *, module: str | None, efa: bool) -> Path:
+    """A GPU node's tree with the bench's stand-in package versions (tests/standins/packages.py: the production
+    names and versions the roles install)."""
+    from tests.standins.packages import (
+        CUDA_CUDART_VERSION,
+        CUDA_VERSION,
+        DOCA_VERSION,
+        DRIVER_BRANCH,
+        DRIVER_VERSIONS,
+        EFA_INSTALLER_VERSION,
+        NCCL_PINNED,
+    )
+
+    (root / "proc/sys/kernel").mkdir(parents=True)
+    (root / "proc/sys/kernel/osrelease").write_text("6.1.0-28-cloud-amd64\n")
+    (root / "var/lib/dpkg").mkdir(parents=True)
+    packages = {
+        f"cuda-drivers-{DRIVER_BRANCH}": DRIVER_VERSIONS[0],
+        f"cuda-cudart-{CUDA_VERSION.replace('.', '-')}": CUDA_CUDART_VERSION,
+        "libnccl2": NCCL_PINNED,
+        "doca-ofed": DOCA_VERSION,
+        "rdma-core": "44.0-2",
+    }
+    (root / "var/lib/dpkg/status").write_text(dpkg_status(packages, removed=("cuda-cudart-11-8",)))
+    if module is not None:
+        (root / "sys/module/nvidia").mkdir(parents=True)
+        (root / "sys/module/nvidia/version").write_text(module + "\n")
+    if efa:
+        (root / "opt/amazon").mkdir(parents=True)
+        (root / "opt/amazon/efa_installed_packages").write_text(
+            f"# EFA installer version: {EFA_INSTALLER_VERSION}\n"
+            "libfabric1-aws 2.1.0amzn5.0\n"
+        )
+    return root
+
+
+def test_software_collector_reports_what_the_node_runs(tmp_path: Path) -> None:
+    from tests.standins.packages import EFA_INSTALLER_VERSION, NCCL_PINNED
+
+    root = software_root(tmp_path / "root", module="580.82.07", efa=True)
+    text = run_collector("software-versions", tmp_path / "out", "--root", str(root))
+    promtool_check_metrics(text)
+    lines = set(text.splitlines())
+    expected = [
+        ("kernel", "6.1.0-28-cloud-amd64", "proc"),
+        ("nvidia_driver", "580.82.07", "module"),
+        ("cuda", "12.8", "dpkg"),
+        ("nccl", NCCL_PINNED, "dpkg"),
+        ("doca_ofed", "2.10.0-1", "dpkg"),
+        ("rdma_core", "44.0-2", "dpkg"),
+        ("efa_installer", EFA_INSTALLER_VERSION, "installer"),
+    ]
+    for component, version, source in expected:
+        series = f'gpuforge_node_software_info{{component="{component}",version="{version}",source="{source}"}} 1'
+        assert series in lines
+    assert f"gpuforge_node_software_components {len(expected)}" in lines
+    assert "11.8" not in text, "a removed package (config files left) is not installed"
+
+
+def test_software_collector_before_the_driver_loads_and_on_a_bare_node(tmp_path: Path) -> None:
+    """An image or a chroot has the driver package but no loaded module: the package's version, said so.
+    A node with nothing of it (a controller) reports its kernel alone, and no component it lacks."""
+    from tests.standins.packages import DRIVER_VERSIONS
+
+    baked = software_root(tmp_path / "baked", module=None, efa=False)
+    text = run_collector("software-versions", tmp_path / "out1", "--root", str(baked))
+    promtool_check_metrics(text)
+    assert (
+        f'gpuforge_node_software_info{{component="nvidia_driver",version="{DRIVER_VERSIONS[0]}",source="dpkg"}} 1'
+        in text.splitlines()
+    )
+    assert 'component="efa_installer"' not in text
+
+    bare = tmp_path / "bare"
+    (bare / "proc/sys/kernel").mkdir(parents=True)
+    (bare / "proc/sys/kernel/osrelease").write_text("6.1.0-28-amd64\n")
+    text = run_collector("software-versions", tmp_path / "out2", "--root", str(bare))
+    promtool_check_metrics(text)
+    info = [line for line in text.splitlines() if line.startswith("gpuforge_node_software_info")]
+    assert info == ['gpuforge_node_software_info{component="kernel",version="6.1.0-28-amd64",source="proc"} 1']
+    assert "gpuforge_node_software_components 1" in text.splitlines()

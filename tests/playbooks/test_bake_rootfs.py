@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -123,6 +124,24 @@ def test_efa_units_enabled_not_started(efa_rootfs: Baked) -> None:
     assert not (efa_rootfs.path / "run/lustre-standin").exists()
     # Nothing ran inside the image: no PID files, no sockets of started services.
     assert not (efa_rootfs.path / "run/nvidia-persistenced").exists()
+
+
+def test_efa_image_reports_the_software_it_was_baked_with(efa_rootfs: Baked, tmp_path: Path) -> None:
+    """The software collector the bake installed, run over the baked tree as its timer runs it on the booted
+    node: the driver package (no module loads in an image), CUDA, NCCL and the EFA installer the roles pinned."""
+    units = enabled_units(efa_rootfs.path)
+    assert "gpuforge-software-metrics.timer" in units
+    script = efa_rootfs.path / "usr/local/libexec/gpuforge/software-versions"
+    subprocess.run([str(script), str(tmp_path), "--root", str(efa_rootfs.path)], check=True, timeout=60)
+    lines = set((tmp_path / "software.prom").read_text().splitlines())
+    for component, version, source in (
+        ("nvidia_driver", standin.DRIVER_VERSIONS[-1], "dpkg"),
+        ("cuda", standin.CUDA_VERSION, "dpkg"),
+        ("nccl", standin.NCCL_PINNED, "dpkg"),
+        ("efa_installer", standin.EFA_INSTALLER_VERSION, "installer"),
+    ):
+        series = f'gpuforge_node_software_info{{component="{component}",version="{version}",source="{source}"}} 1'
+        assert series in lines, sorted(lines)
 
 
 def test_efa_limits_sysctls_modules_and_mount(efa_rootfs: Baked) -> None:
