@@ -21,6 +21,7 @@ from .directory import LdapDirectory
 from .keys import ssh_public_key_problem
 from .limits import rds_class_problem, refusing
 from .models import Name, SpecModel
+from .preemption import Preemption
 
 # Slurm's time format (slurm.conf MaxTime/DefaultTime): minutes, [days-]hours:minutes:seconds, or UNLIMITED.
 SLURM_TIME = re.compile(r"^(UNLIMITED|INFINITE|\d+|\d+:\d{2}(:\d{2})?|\d+-\d{1,2}(:\d{2}(:\d{2})?)?)$")
@@ -138,7 +139,10 @@ class Partition(SpecModel):
         default=False, description="Whole nodes per job (OverSubscribe=EXCLUSIVE): multi-node training."
     )
     priority_tier: int = Field(
-        default=1, ge=1, le=65533, description="Higher tiers are scheduled first and may preempt lower ones."
+        default=1,
+        ge=1,
+        le=65533,
+        description="Higher tiers are scheduled first; they never preempt a running job (scheduler.preemption).",
     )
 
     @field_validator("max_time", "default_time")
@@ -209,6 +213,10 @@ class SchedulerSpec(SpecModel):
     containers: Literal["enroot_pyxis", "none"] = Field(
         default="enroot_pyxis",
         description="Container runtime for jobs: enroot + pyxis (srun --container-image) or none.",
+    )
+    preemption: Preemption = Field(
+        default_factory=Preemption,
+        description="Whether a running job may be preempted: none by default; opt in to a scavenger QOS.",
     )
     job_tmpfs: bool = Field(
         default=True,
