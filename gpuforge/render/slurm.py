@@ -164,6 +164,7 @@ def slurm_contract(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> Sl
             "max_time": p.max_time,
             "default_time": p.default_time or "",
             "exclusive": p.exclusive,
+            "allow_accounts": list(p.allow_accounts),
             "priority_tier": p.priority_tier,
             **partition_sharing(shapes[g] for g in p.node_groups),
         }
@@ -221,10 +222,12 @@ def slurm_contract(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> Sl
         "containers": _containers(resolved, sched, groups),
         "login_access": "bastion" if sched.spec.login.bastion else "ssm",
         "accounts": {
-            name: {"description": a.description, "fairshare": a.fairshare} for name, a in sched.spec.accounts.items()
+            name: {"description": a.description, "fairshare": a.fairshare, "max_gpus": a.max_gpus}
+            for name, a in sched.spec.accounts.items()
         },
         "users": {
-            name: {"uid": u.uid, "account": u.account, "ssh_public_keys": list(u.ssh_public_keys)}
+            name: {"uid": u.uid, "account": u.account, "further_accounts": list(u.further_accounts),
+                   "ssh_public_keys": list(u.ssh_public_keys)}
             for name, u in sched.spec.users.items()
         },
         "directory": _directory(sched),

@@ -81,6 +81,7 @@ class Partition(Contract):
     max_time: str = Field(description="MaxTime.")
     default_time: str = Field(description="DefaultTime; empty: none.")
     exclusive: bool = Field(description="OverSubscribe=EXCLUSIVE (whole nodes per job).")
+    allow_accounts: list[str] = Field(default_factory=list, description="AllowAccounts; empty: every account.")
     priority_tier: int = Field(description="PriorityTier: a higher tier is scheduled first; it preempts nothing "
                                            "(preemption is preempt/none or preempt/qos).")
     def_cpu_per_gpu: int = Field(description="DefCpuPerGPU: CPUs a job gets per GPU it asks for (the smallest "
@@ -241,11 +242,15 @@ class Containers(Contract):
 class Account(Contract):
     description: str = Field(description="sacctmgr account description.")
     fairshare: int = Field(description="The account's fairshare.")
+    max_gpus: int | None = Field(default=None,
+                                 description="GrpTRES=gres/gpu=N: GPUs its running jobs hold together; null: none.")
 
 
 class User(Contract):
     uid: int = Field(description="The same uid on every node.")
-    account: str = Field(description="The user's Slurm account.")
+    account: str = Field(description="The user's Slurm account (its default).")
+    further_accounts: list[str] = Field(default_factory=list,
+                                        description="Further accounts the user may charge with --account.")
     ssh_public_keys: list[str] = Field(description="Keys slurm_users authorizes.")
 
 

@@ -138,6 +138,11 @@ class Partition(SpecModel):
     exclusive: bool = Field(
         default=False, description="Whole nodes per job (OverSubscribe=EXCLUSIVE): multi-node training."
     )
+    allow_accounts: list[Name] = Field(
+        default_factory=list,
+        description="AllowAccounts: only jobs charged to these accounts (scheduler.accounts) may use the partition; "
+        "empty: every account.",
+    )
     priority_tier: int = Field(
         default=1,
         ge=1,
@@ -180,6 +185,10 @@ class SlurmLogin(SpecModel):
 class LocalUser(SpecModel):
     uid: int = Field(ge=1000, le=60000, description="Numeric user id, the same on every node.")
     account: Name = Field(description="Slurm account (scheduler.accounts) the user's jobs are charged to.")
+    further_accounts: list[Name] = Field(
+        default_factory=list,
+        description="Further accounts (scheduler.accounts) the user may charge a job to with --account.",
+    )
     ssh_public_keys: list[SshPublicKey] = Field(
         default_factory=list,
         description="Public keys allowed to log in: OpenSSH public key lines (ssh-ed25519 AAAA... comment).",
@@ -189,6 +198,12 @@ class LocalUser(SpecModel):
 class Account(SpecModel):
     description: str = Field(description="Who the account is (a team, a project).")
     fairshare: int = Field(default=1, ge=1, le=1000, description="Fair-share weight among accounts.")
+    max_gpus: int | None = Field(
+        default=None,
+        ge=1,
+        description="GPUs the account's running jobs may hold together (GrpTRES=gres/gpu=N); a job past it waits "
+        "(reason AssocGrpGRES). None: no limit.",
+    )
 
 
 class SchedulerSpec(SpecModel):

@@ -90,6 +90,8 @@ GPUS = 2
 GPU_TYPE = "a10g"
 STATIC_PORTS = {2: 6821, 3: 6822}
 USER, ACCOUNT, UID = "alice", "research", 2001
+# A second account of the user's, capped at one GPU (GrpTRES) and not allowed in the debug partition.
+CAPPED_ACCOUNT, CAPPED_GPUS = "capped", 1
 # Every port a Slurm daemon of this cluster binds on all addresses of the shared host network: slurmctld,
 # the cloud node's slurmd (Slurm's default), slurmdbd, the static slurmds.
 SLURM_PORTS = (6817, 6818, 6819, *STATIC_PORTS.values())
@@ -258,9 +260,13 @@ def cluster_config(machines: Machines, cpus: int, real_memory: int, user_public_
     config["partitions"] = [
         {**shared, "name": "gpu", "nodesets": ["ns_gpu"], "default": True},
         {**shared, "name": "cloud", "nodesets": ["ns_cloud"], "default": False},
-        {**shared, "name": DEBUG_PARTITION, "nodesets": ["ns_gpu"], "default": False, "priority_tier": DEBUG_TIER},
+        {**shared, "name": DEBUG_PARTITION, "nodesets": ["ns_gpu"], "default": False, "priority_tier": DEBUG_TIER,
+         "allow_accounts": [ACCOUNT]},
     ]
     config["preemption"] = preemption(PREEMPTION)
+    config["accounts"][CAPPED_ACCOUNT] = {"description": "A team at its GPU limit", "fairshare": 1,
+                                          "max_gpus": CAPPED_GPUS}
+    config["users"][USER]["further_accounts"] = [CAPPED_ACCOUNT]
     config["login_groups"] = ["login"]
     # enroot's settings per node group of these machines (none has local NVMe: the root disk's paths, which
     # the dev stack's login group has), and the toolkit for enroot's GPU hook on both compute groups.

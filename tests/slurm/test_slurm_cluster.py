@@ -20,6 +20,8 @@ from tests.machines import Machine
 
 from .cluster import (
     ACCOUNT,
+    CAPPED_ACCOUNT,
+    CAPPED_GPUS,
     GPUS,
     HOME_AUTOMOUNT,
     HOME_FSTAB,
@@ -415,3 +417,30 @@ def test_a_scavenger_job_is_preempted_after_its_grace_signal(slurm_cluster: Slur
         assert _job(slurm_cluster, scavenger)["Restarts"] == "1" or _requeued(slurm_cluster, scavenger)
     finally:
         slurm_cluster.as_user(f"scancel {scavenger} {normal or ''}")
+
+
+def test_an_account_over_its_gpu_limit_waits_with_the_limit_as_its_reason(slurm_cluster: SlurmCluster) -> None:
+    """max_gpus is the account's GrpTRES=gres/gpu=N in slurmdbd: with its GPU in use, the next job charged to it
+    waits (AssocGrpGRES) although GPUs are free."""
+    running = _submit(slurm_cluster, f"-A {CAPPED_ACCOUNT} -p gpu --gres=gpu:{CAPPED_GPUS}", "sleep 120")
+    waiting = None
+    try:
+        wait_for("the capped account's first job running", lambda: _state(slurm_cluster, running) == "RUNNING", 60)
+        waiting = _submit(slurm_cluster, f"-A {CAPPED_ACCOUNT} -p gpu --gres=gpu:1", "hostname")
+        reason = wait_for(f"job {waiting} evaluated", lambda: _pending_reason(slurm_cluster, waiting), 60)
+        assert reason == "AssocGrpGRES", reason
+        limits = slurm_cluster.controller.run(
+            f"sacctmgr -nP list associations account={CAPPED_ACCOUNT} format=account,user,grptres", root=True).stdout
+        assert f"{CAPPED_ACCOUNT}||gres/gpu={CAPPED_GPUS}" in limits.splitlines(), limits
+    finally:
+        slurm_cluster.as_user(f"scancel {running} {waiting or ''}")
+
+
+def test_a_job_outside_a_partitions_accounts_is_refused(slurm_cluster: SlurmCluster) -> None:
+    """debug allows the research account only (AllowAccounts): a job charged to the user's other account is
+    refused at submission, one charged to research is taken."""
+    refused = slurm_cluster.as_user(f"sbatch -A {CAPPED_ACCOUNT} -p debug --wrap hostname 2>&1; echo rc=$?")
+    assert "rc=1" in refused and "account/partition combination" in refused, refused
+    taken = _submit(slurm_cluster, f"-A {ACCOUNT} -p debug", "hostname")
+    row = wait_for(f"job {taken} to finish", lambda: _finished(slurm_cluster, taken), JOB_TIMEOUT_S)
+    assert row["State"] == "COMPLETED", _sacct(slurm_cluster, taken)

@@ -114,3 +114,41 @@ def test_the_shared_cluster_settings_are_rendered() -> None:
                  "PrivateData=accounts,jobs,reservations,usage,users", "PriorityWeightQOS=2000",
                  "PriorityWeightTRES=GRES/gpu=1000"):
         assert line in conf.splitlines(), line
+
+
+def test_account_limits_further_accounts_and_partition_access_are_rendered() -> None:
+    cluster = _stack("dev")
+    sched = cluster["scheduler"]
+    sched["accounts"]["vision"] = {"description": "Vision", "fairshare": 5, "max_gpus": 8}
+    sched["users"]["alice"]["further_accounts"] = ["vision"]
+    sched["partitions"]["debug"]["allow_accounts"] = ["research"]
+    config = slurm_config(resolve(cluster, "dev"))
+    assert config["accounts"]["vision"] == {"description": "Vision", "fairshare": 5, "max_gpus": 8}
+    assert config["accounts"]["research"]["max_gpus"] is None
+    assert config["users"]["alice"]["further_accounts"] == ["vision"]
+    (debug,) = _lines(render_slurm(config)["slurm.conf"], "PartitionName=debug ")
+    assert " AllowAccounts=research " in debug
+    (gpu,) = _lines(render_slurm(config)["slurm.conf"], "PartitionName=gpu ")
+    assert "AllowAccounts" not in gpu
+
+
+def test_unknown_accounts_are_refused_at_once_with_their_field_paths() -> None:
+    cluster = _stack("dev")
+    sched = cluster["scheduler"]
+    sched["users"]["alice"]["further_accounts"] = ["vison"]
+    sched["partitions"]["debug"]["allow_accounts"] = ["research", "robotics"]
+    with pytest.raises(SpecError) as err:
+        resolve(cluster, "dev")
+    problems = {issue.path: issue.message for issue in err.value.issues}
+    assert problems == {
+        "cluster.scheduler.users[alice].further_accounts[0]": "no account named 'vison'",
+        "cluster.scheduler.partitions[debug].allow_accounts[1]": "no account named 'robotics'",
+    }, problems
+
+
+def test_a_gpu_limit_below_one_is_refused() -> None:
+    cluster = _stack("dev")
+    cluster["scheduler"]["accounts"]["vision"] = {"description": "Vision", "max_gpus": 0}
+    with pytest.raises(SpecError) as err:
+        resolve(cluster, "dev")
+    assert [issue.path for issue in err.value.issues] == ["cluster.scheduler.accounts[vision].max_gpus"]
