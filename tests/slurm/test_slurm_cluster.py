@@ -359,6 +359,12 @@ def _state(cluster: SlurmCluster, job: str) -> str:
     return _job(cluster, job).get("JobState", "")
 
 
+def _mib(amount: str) -> int:
+    """Slurm's memory figure (4000M, 4G, 1.50T) in MiB."""
+    scale = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+    return round(float(amount[:-1]) * scale[amount[-1]]) if amount[-1] in scale else int(amount)
+
+
 def test_two_one_gpu_jobs_share_a_two_gpu_node(slurm_cluster: SlurmCluster) -> None:
     """Jobs that name no CPUs or memory get their GPU's share (DefCpuPerGPU, DefMemPerCPU), not the whole
     node's memory: two 1-GPU jobs run side by side on one 2-GPU compute."""
@@ -369,9 +375,11 @@ def test_two_one_gpu_jobs_share_a_two_gpu_node(slurm_cluster: SlurmCluster) -> N
         wait_for("both 1-GPU jobs running", lambda: all(_state(slurm_cluster, j) == "RUNNING" for j in jobs), 60)
         partition = {p["name"]: p for p in slurm_cluster.config["partitions"]}["gpu"]
         for job in jobs:
-            tres = dict(item.split("=") for item in _job(slurm_cluster, job)["AllocTRES"].split(","))
+            shown = _job(slurm_cluster, job)
+            # 22.05 shows the allocation as TRES=, later releases as AllocTRES=.
+            tres = dict(item.split("=", 1) for item in (shown.get("AllocTRES") or shown["TRES"]).split(","))
             assert tres["cpu"] == str(partition["def_cpu_per_gpu"]), tres
-            assert tres["mem"] == f"{partition['def_mem_per_cpu'] * partition['def_cpu_per_gpu']}M", tres
+            assert _mib(tres["mem"]) == partition["def_mem_per_cpu"] * partition["def_cpu_per_gpu"], tres
     finally:
         slurm_cluster.as_user("scancel " + " ".join(jobs))
 
@@ -403,8 +411,9 @@ def test_a_scavenger_job_is_preempted_after_its_grace_signal(slurm_cluster: Slur
     wait_for(f"{compute.name} idle", lambda: _idle(slurm_cluster, compute.name))
     marker = f"/home/{USER}/scavenger-grace"
     compute.run(f"rm -f {marker}", root=True)
-    step = (f"trap 'echo checkpointed > {marker}; exit 0' TERM; "
-            "while true; do sleep 1; done")
+    # The checkpoint on SIGTERM, then on until SIGKILL at the end of the grace time: a job that ended by itself
+    # would complete, not be requeued.
+    step = f"trap 'echo checkpointed > {marker}' TERM; while true; do sleep 1; done"
     scavenger = _submit(slurm_cluster, f"-p gpu -w {compute.name} --gres=gpu:{GPUS} --qos=scavenger",
                         f"srun sh -c {json.dumps(step)}")
     normal = None
