@@ -88,10 +88,19 @@ class InstanceExtras(_Frozen):
 
     gpudirect_rdma: bool | None = None  # None: not listed in aws-ofi-nccl platform-aws.cpp
     nvswitch: bool = False  # NVSwitch baseboard: Fabric Manager required
+    # CPU sockets (DescribeInstanceTypes counts cores only): Slurm's node line, Sockets x CoresPerSocket.
+    sockets: PositiveInt | None = None
+    sockets_source: str | None = None
     nccl_busbw_reference_gbps: float | None = None  # nccl-tests busbw, GB/s
     nccl_busbw_basis: str | None = None
     source: str
     secondary: bool = False
+
+    @model_validator(mode="after")
+    def _sockets_sourced(self) -> InstanceExtras:
+        if (self.sockets is None) != (self.sockets_source is None):
+            raise ValueError("sockets and sockets_source go together")
+        return self
 
     @model_validator(mode="after")
     def _basis_with_figure(self) -> InstanceExtras:
@@ -143,6 +152,11 @@ class InstanceType(InstanceTypeRow):
     @property
     def gpu_model(self) -> str | None:
         return self.accelerator.name if self.accelerator else None
+
+    @property
+    def sockets(self) -> int | None:
+        """CPU sockets where facts.yaml has them; None: not sourced (Slurm then assumes one)."""
+        return self.extras.sockets if self.extras else None
 
     @property
     def gpudirect_rdma(self) -> bool | None:

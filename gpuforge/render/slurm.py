@@ -22,6 +22,7 @@ from gpuforge.catalog.flows import load_flows
 from gpuforge.catalog.mounts import HOME_MOUNT_POINT
 from gpuforge.render.lifecycle import lifecycle_config
 from gpuforge.render.slurm_contract import NodeHardware, SlurmConfig
+from gpuforge.render.slurm_sharing import NodeShape, partition_sharing, preemption
 from gpuforge.render.templates import macro, render
 from gpuforge.spec import ResolvedSpec
 from gpuforge.spec.resolved_scheduler import ResolvedScheduler, SlurmGroup
@@ -128,6 +129,7 @@ def slurm_contract(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> Sl
     nodesets: list[dict[str, Any]] = []
     gres_files: list[dict[str, Any]] = []
     groups: dict[str, dict[str, Any]] = {}
+    shapes: dict[str, NodeShape] = {}
     max_nodes = 0
     for name, group in sched.groups.items():
         nodeset = f"ns_{name.replace('-', '_')}"
@@ -147,6 +149,7 @@ def slurm_contract(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> Sl
                 gres_files.append(
                     {"nodes": facts["line"].names, "type": facts["gpu_type"], "file": _device_files(facts["gpus"])}
                 )
+        shapes[name] = facts["shape"]
         groups[name] = {
             "nodeset": nodeset,
             "dynamic": group.cloud,
@@ -163,7 +166,9 @@ def slurm_contract(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> Sl
             "max_time": p.max_time,
             "default_time": p.default_time or "",
             "exclusive": p.exclusive,
+            "allow_accounts": list(p.allow_accounts),
             "priority_tier": p.priority_tier,
+            **partition_sharing(shapes[g] for g in p.node_groups),
         }
         for pname, p in sched.spec.partitions.items()
     ]
@@ -196,6 +201,7 @@ def slurm_contract(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> Sl
         "dynamic_groups": dynamic,
         "nodesets": nodesets,
         "partitions": partitions,
+        "preemption": preemption(sched.spec.preemption),
         "groups": groups,
         "login_groups": list(sched.login_groups),
         "login_hosts": [{"name": name, "address": address} for name, address in sched.login_hosts.items()],
@@ -218,10 +224,12 @@ def slurm_contract(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> Sl
         "containers": _containers(resolved, sched, groups),
         "login_access": "bastion" if sched.spec.login.bastion else "ssm",
         "accounts": {
-            name: {"description": a.description, "fairshare": a.fairshare} for name, a in sched.spec.accounts.items()
+            name: {"description": a.description, "fairshare": a.fairshare, "max_gpus": a.max_gpus}
+            for name, a in sched.spec.accounts.items()
         },
         "users": {
-            name: {"uid": u.uid, "account": u.account, "ssh_public_keys": list(u.ssh_public_keys)}
+            name: {"uid": u.uid, "account": u.account, "further_accounts": list(u.further_accounts),
+                   "ssh_public_keys": list(u.ssh_public_keys)}
             for name, u in sched.spec.users.items()
         },
         "directory": _directory(sched),
@@ -257,19 +265,25 @@ def _cloud_facts(resolved: ResolvedSpec, group: SlurmGroup, fraction: float) -> 
         features.append(gpu_type(it.gpu_model))
     if spec.availability_zone:
         features.append(spec.availability_zone)
-    # The same record as a site's node line (no names: the nodes register themselves, named at boot).
+    # The same record as a site's node line (no names: the nodes register themselves, named at boot). Sockets
+    # where the catalog has them (instance_extras), else Slurm's default of one socket holding every core.
+    sockets = it.sockets
+    if sockets and it.cores % sockets:
+        raise SlurmRenderError(f"catalog: {it.instance_type} has {it.cores} cores, not a multiple of its {sockets} "
+                               "sockets (facts.yaml instance_extras): correct sockets")
     line = NodeHardware(
         names="",
         addresses="",
         cpus=it.vcpus,
-        cores_per_socket=it.cores,
+        sockets=sockets,
+        cores_per_socket=it.cores // (sockets or 1),
         threads_per_core=it.threads_per_core,
         real_memory=real_memory_mib(it.memory_mib, fraction),
         gres=f"gpu:{gpu_type(it.gpu_model)}:{gpus}" if gpus else "",
         features=features,
     )
     return {"conf": node_conf(line), "features": features, "gpus": gpus, "gpu_type": gpu_type(it.gpu_model),
-            "local_nvme": it.nvme_gb > 0}
+            "local_nvme": it.nvme_gb > 0, "shape": NodeShape(line.cpus, line.real_memory, gpus)}
 
 
 def _site_facts(group: SlurmGroup, fraction: float) -> dict[str, Any]:
@@ -297,7 +311,7 @@ def _site_facts(group: SlurmGroup, fraction: float) -> dict[str, Any]:
     )
     # Local scratch where the server model lists its drives (the local_scratch role mounts them).
     return {"line": line, "gpus": gpus, "gpu_type": gpu_type(server.gpu_model),
-            "local_nvme": bool(server.scratch_devices)}
+            "local_nvme": bool(server.scratch_devices), "shape": NodeShape(line.cpus, line.real_memory, gpus)}
 
 
 def _device_files(gpus: int) -> str:

@@ -81,7 +81,32 @@ class Partition(Contract):
     max_time: str = Field(description="MaxTime.")
     default_time: str = Field(description="DefaultTime; empty: none.")
     exclusive: bool = Field(description="OverSubscribe=EXCLUSIVE (whole nodes per job).")
-    priority_tier: int = Field(description="PriorityTier (preemption: a higher tier requeues a lower one).")
+    allow_accounts: list[str] = Field(default_factory=list, description="AllowAccounts; empty: every account.")
+    priority_tier: int = Field(description="PriorityTier: a higher tier is scheduled first; it preempts nothing "
+                                           "(preemption is preempt/none or preempt/qos).")
+    def_cpu_per_gpu: int = Field(description="DefCpuPerGPU: CPUs a job gets per GPU it asks for (the smallest "
+                                             "node's CPUs / GPUs); 0: a partition without GPUs, none written.")
+    def_mem_per_cpu: int = Field(description="DefMemPerCPU, MiB: memory a job gets per CPU (the smallest node's "
+                                             "RealMemory / CPUs), so a 1-GPU job takes its share, not the node.")
+    billing_weights: str = Field(description="TRESBillingWeights: a node's CPUs, memory and GPUs each bill as "
+                                             "its GPUs (with PriorityFlags=MAX_TRES, the largest share counts).")
+
+
+class Qos(Contract):
+    name: str = Field(description="The QOS's name (sacctmgr).")
+    priority: int = Field(description="Its Priority (PriorityWeightQOS scales it).")
+    preempt: list[str] = Field(description="Preempt: the QOS whose jobs this one's jobs may preempt.")
+    preempt_mode: Literal["cluster", "requeue"] = Field(description="PreemptMode of its jobs when preempted.")
+    grace_time_s: int = Field(description="GraceTime, seconds: SIGTERM first, SIGKILL this much later.")
+
+
+class Preemption(Contract):
+    type: Literal["preempt/none", "preempt/qos"] = Field(
+        description="PreemptType: preempt/none (default: no running job is ever stopped for another) or "
+                    "preempt/qos (scheduler.preemption.kind qos: only the scavenger QOS's jobs are).")
+    mode: Literal["OFF", "REQUEUE"] = Field(description="PreemptMode: OFF, or REQUEUE with preempt/qos.")
+    qos: list[Qos] = Field(description="The QOS the slurm_dbd role creates and keeps as given (preempt/qos: the "
+                                       "scavenger and normal, which preempts it); empty with preempt/none.")
 
 
 class Group(Contract):
@@ -217,11 +242,15 @@ class Containers(Contract):
 class Account(Contract):
     description: str = Field(description="sacctmgr account description.")
     fairshare: int = Field(description="The account's fairshare.")
+    max_gpus: int | None = Field(default=None,
+                                 description="GrpTRES=gres/gpu=N: GPUs its running jobs hold together; null: none.")
 
 
 class User(Contract):
     uid: int = Field(description="The same uid on every node.")
-    account: str = Field(description="The user's Slurm account.")
+    account: str = Field(description="The user's Slurm account (its default).")
+    further_accounts: list[str] = Field(default_factory=list,
+                                        description="Further accounts the user may charge with --account.")
     ssh_public_keys: list[str] = Field(description="Keys slurm_users authorizes.")
 
 
@@ -264,6 +293,7 @@ class SlurmConfig(Contract):
     dynamic_groups: list[DynamicGroup] = Field(description="Cloud groups, whose nodes register themselves.")
     nodesets: list[NodeSet] = Field(description="One NodeSet per Slurm node group.")
     partitions: list[Partition] = Field(description="PartitionName lines.")
+    preemption: Preemption = Field(description="Whether and how running jobs are preempted (docs/slurm.md).")
     groups: dict[str, Group] = Field(description="Per node group (key): what the compute role needs "
                                                  "(slurmd.default.j2 takes it as slurm_group, plus name).")
     login_groups: list[str] = Field(description="Node groups and pools that get the client commands and logins.")

@@ -22,6 +22,7 @@ from .directory import LdapDirectory
 from .fields import Name
 from .keys import ssh_public_key_problem
 from .limits import rds_class_problem, refusing
+from .preemption import Preemption
 
 # Slurm's time format (slurm.conf MaxTime/DefaultTime): minutes, [days-]hours:minutes:seconds, or UNLIMITED.
 SLURM_TIME = re.compile(r"^(UNLIMITED|INFINITE|\d+|\d+:\d{2}(:\d{2})?|\d+-\d{1,2}(:\d{2}(:\d{2})?)?)$")
@@ -138,8 +139,16 @@ class Partition(SpecModel):
     exclusive: bool = Field(
         default=False, description="Whole nodes per job (OverSubscribe=EXCLUSIVE): multi-node training."
     )
+    allow_accounts: list[Name] = Field(
+        default_factory=list,
+        description="AllowAccounts: only jobs charged to these accounts (scheduler.accounts) may use the partition; "
+        "empty: every account.",
+    )
     priority_tier: int = Field(
-        default=1, ge=1, le=65533, description="Higher tiers are scheduled first and may preempt lower ones."
+        default=1,
+        ge=1,
+        le=65533,
+        description="Higher tiers are scheduled first; they never preempt a running job (scheduler.preemption).",
     )
 
     @field_validator("max_time", "default_time")
@@ -177,6 +186,10 @@ class SlurmLogin(SpecModel):
 class LocalUser(SpecModel):
     uid: int = Field(ge=1000, le=60000, description="Numeric user id, the same on every node.")
     account: Name = Field(description="Slurm account (scheduler.accounts) the user's jobs are charged to.")
+    further_accounts: list[Name] = Field(
+        default_factory=list,
+        description="Further accounts (scheduler.accounts) the user may charge a job to with --account.",
+    )
     ssh_public_keys: list[SshPublicKey] = Field(
         default_factory=list,
         description="Public keys allowed to log in: OpenSSH public key lines (ssh-ed25519 AAAA... comment).",
@@ -186,6 +199,12 @@ class LocalUser(SpecModel):
 class Account(SpecModel):
     description: str = Field(description="Who the account is (a team, a project).")
     fairshare: int = Field(default=1, ge=1, le=1000, description="Fair-share weight among accounts.")
+    max_gpus: int | None = Field(
+        default=None,
+        ge=1,
+        description="GPUs the account's running jobs may hold together (GrpTRES=gres/gpu=N); a job past it waits "
+        "(reason AssocGrpGRES). None: no limit.",
+    )
 
 
 class SchedulerSpec(SpecModel):
@@ -210,6 +229,10 @@ class SchedulerSpec(SpecModel):
     containers: Literal["enroot_pyxis", "none"] = Field(
         default="enroot_pyxis",
         description="Container runtime for jobs: enroot + pyxis (srun --container-image) or none.",
+    )
+    preemption: Preemption = Field(
+        default_factory=Preemption,
+        description="Whether a running job may be preempted: none by default; opt in to a scavenger QOS.",
     )
     job_tmpfs: bool = Field(
         default=True,

@@ -133,6 +133,9 @@ def check_scheduler(
         if user.account not in sched.accounts:
             issues.append(SpecIssue(f"{PATH}.users[{uname}].account", f"no account named {user.account!r}",
                                     f"use one of {', '.join(sched.accounts) or '(none)'}, or declare it in accounts"))
+        issues += _unknown_accounts(f"{PATH}.users[{uname}].further_accounts", user.further_accounts, sched)
+    for pname, partition in sched.partitions.items():
+        issues += _unknown_accounts(f"{PATH}.partitions[{pname}].allow_accounts", partition.allow_accounts, sched)
     issues += _directory(spec)
     controllers, ctl_issues = _controllers(spec, catalog, subnets, site)
     issues += ctl_issues
@@ -400,3 +403,13 @@ def raw_duplicate_uids(cluster: object) -> list[SpecIssue]:
     if not isinstance(users, Mapping):
         return []
     return duplicate_uids({str(n): u.get("uid") for n, u in users.items() if isinstance(u, Mapping)})
+
+
+def _unknown_accounts(path: str, names: list[str], sched: SchedulerSpec) -> list[SpecIssue]:
+    """Accounts a user or a partition names that scheduler.accounts does not declare (sacctmgr would refuse
+    the association, slurmctld would refuse every job of the partition)."""
+    return [
+        SpecIssue(f"{path}[{i}]", f"no account named {name!r}",
+                  f"use one of {', '.join(sched.accounts) or '(none)'}, or declare it in accounts")
+        for i, name in enumerate(names) if name not in sched.accounts
+    ]

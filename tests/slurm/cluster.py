@@ -49,7 +49,9 @@ from gpuforge.nodes.instance_name import node_name
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.slurm import slurm_config
 from gpuforge.render.slurm_contract import SlurmConfig
+from gpuforge.render.slurm_sharing import NodeShape, partition_sharing, preemption
 from gpuforge.spec import resolve
+from gpuforge.spec.preemption import Preemption
 from tests.machines import SSH_IMAGE, Machine, Machines
 from tests.standins.containers import ContainerSources
 from tests.standins.imds import StandInImds
@@ -88,12 +90,18 @@ GPUS = 2
 GPU_TYPE = "a10g"
 STATIC_PORTS = {2: 6821, 3: 6822}
 USER, ACCOUNT, UID = "alice", "research", 2001
+# A second account of the user's, capped at one GPU (GrpTRES) and not allowed in the debug partition.
+CAPPED_ACCOUNT, CAPPED_GPUS = "capped", 1
 # Every port a Slurm daemon of this cluster binds on all addresses of the shared host network: slurmctld,
 # the cloud node's slurmd (Slurm's default), slurmdbd, the static slurmds.
 SLURM_PORTS = (6817, 6818, 6819, *STATIC_PORTS.values())
 CLUSTER = "forge-dev"
 CLOUD_GROUP = "cloud"
 CLOUD_INSTANCE = "i-0c10d0000000000a1"  # the instance the cloud machine is when the cluster is built
+# Preemption as a cluster opts in to it (scheduler.preemption.kind qos), with a grace time a test can wait out;
+# a debug partition at a higher tier over the same nodes, as the stacks have it.
+PREEMPTION = Preemption(kind="qos", grace_time_s=30)
+DEBUG_PARTITION, DEBUG_TIER = "debug", 10
 # The /home mount every Slurm host gets (slurm_config.home, a site's NFS export), at a stand-in mount point.
 HOME_STAND_IN = {"name": "home", "kind": "nfs", "server": "10.64.8.20", "export": "/export/home", "version": "4.2",
                  "mount_point": "/shared/home", "source": "10.64.8.20:/export/home"}
@@ -248,10 +256,17 @@ def cluster_config(machines: Machines, cpus: int, real_memory: int, user_public_
     }
     config["max_node_count"] = len(STATIC) + 1
     base = {p["name"]: p for p in config["partitions"]}["gpu"]
+    shared = {**base, **machine_sharing(cpus, real_memory)}
     config["partitions"] = [
-        {**base, "name": "gpu", "nodesets": ["ns_gpu"], "default": True},
-        {**base, "name": "cloud", "nodesets": ["ns_cloud"], "default": False},
+        {**shared, "name": "gpu", "nodesets": ["ns_gpu"], "default": True},
+        {**shared, "name": "cloud", "nodesets": ["ns_cloud"], "default": False},
+        {**shared, "name": DEBUG_PARTITION, "nodesets": ["ns_gpu"], "default": False, "priority_tier": DEBUG_TIER,
+         "allow_accounts": [ACCOUNT]},
     ]
+    config["preemption"] = preemption(PREEMPTION)
+    config["accounts"][CAPPED_ACCOUNT] = {"description": "A team at its GPU limit", "fairshare": 1,
+                                          "max_gpus": CAPPED_GPUS}
+    config["users"][USER]["further_accounts"] = [CAPPED_ACCOUNT]
     config["login_groups"] = ["login"]
     # enroot's settings per node group of these machines (none has local NVMe: the root disk's paths, which
     # the dev stack's login group has), and the toolkit for enroot's GPU hook on both compute groups.
@@ -291,6 +306,12 @@ def contract_vars(config: dict[str, Any]) -> dict[str, Any]:
     """A test's variation of slurm_config as the roles get it: checked against the contract (their argument
     specs would refuse it otherwise), its `files` derived again from what the test changed."""
     return SlurmConfig.model_validate({key: value for key, value in config.items() if key != "files"}).to_vars()
+
+
+def machine_sharing(cpus: int, real_memory: int) -> dict[str, Any]:
+    """A partition's defaults per GPU and billing weights over these machines (the stand-in GPUs), as the
+    renderer derives them from the catalog for real nodes."""
+    return partition_sharing([NodeShape(cpus, real_memory, GPUS)])
 
 
 def static_node(machine: Machine, cpus: int, real_memory: int) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from .cluster import (
     generated_secrets,
     generated_ssh_key,
     log_tails,
+    machine_sharing,
     node_facts,
     prepare_machine,
     run_as_user,
@@ -130,7 +131,8 @@ def failover_config(machines: Machines, cpus: int, real_memory: int, user_public
     config["max_node_count"] = 1
     base = {p["name"]: p for p in config["partitions"]}["gpu"]
     # Shared nodes: a job held running across the failover leaves room for the ones submitted after it.
-    config["partitions"] = [{**base, "name": "gpu", "nodesets": ["ns_gpu"], "default": True, "exclusive": False}]
+    config["partitions"] = [{**base, **machine_sharing(cpus, real_memory), "name": "gpu", "nodesets": ["ns_gpu"],
+                             "default": True, "exclusive": False}]
     config["login_groups"] = []
     config["login_hosts"] = []
     # No container sources on this network (they are served on the host's loopback): no enroot or pyxis.

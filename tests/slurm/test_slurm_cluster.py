@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import time
 from collections.abc import Callable
 
 import pytest
@@ -19,6 +20,8 @@ from tests.machines import Machine
 
 from .cluster import (
     ACCOUNT,
+    CAPPED_ACCOUNT,
+    CAPPED_GPUS,
     GPUS,
     HOME_AUTOMOUNT,
     HOME_FSTAB,
@@ -324,3 +327,130 @@ def test_ssh_to_a_cloud_node_is_admitted_only_into_ones_own_job(slurm_cluster: S
             cloud.run(f"mv {PAM_FILE}.boot {PAM_FILE}", root=True)
 
     _admitted_only_into_ones_own_job(slurm_cluster, cloud, name, "cloud", in_job=without_the_name)
+
+
+# --- A cluster many teams share (issue 25): settings, preemption, shared GPU nodes ---
+
+
+def test_slurmctld_runs_the_shared_cluster_settings(slurm_cluster: SlurmCluster) -> None:
+    """The settings slurm.conf carries for a shared cluster, as the running slurmctld took them (22.05 here:
+    CryptoType, the name before 23.11's CredType, rendered for the release the role found installed)."""
+    shown = dict(
+        (key.strip(), value.strip())
+        for key, _, value in (line.partition("=") for line in slurm_cluster.scontrol("show", "config").splitlines())
+    )
+    assert shown["PreemptType"] == "preempt/qos" and shown["PreemptMode"] == "REQUEUE", shown
+    assert shown["EnforcePartLimits"] == "ALL" and shown["UnkillableStepTimeout"].split()[0] == "180", shown
+    assert shown["LaunchParameters"] == "use_interactive_step", shown
+    assert set(shown["PrivateData"].split(",")) == {"accounts", "jobs", "reservations", "usage", "users"}, shown
+    assert "MAX_TRES" in shown["PriorityFlags"] and shown["PriorityWeightQOS"] == "2000", shown
+    assert (shown.get("CredType") or shown.get("CryptoType", "")).endswith("/munge"), shown
+    conf = slurm_cluster.controller.run("cat /etc/slurm/slurm.conf").stdout
+    settings = [line.partition("=")[0] for line in conf.splitlines() if not line.startswith("#")]
+    assert "CryptoType" in settings and "CredType" not in settings, conf
+
+
+def _job(cluster: SlurmCluster, job: str) -> dict[str, str]:
+    """`scontrol show job -o JOB` as a dict (JobState, Restarts, TRES, ...)."""
+    text = cluster.scontrol("show", "job", "-o", job)
+    return dict(token.partition("=")[::2] for token in text.split() if "=" in token)
+
+
+def _state(cluster: SlurmCluster, job: str) -> str:
+    return _job(cluster, job).get("JobState", "")
+
+
+def _mib(amount: str) -> int:
+    """Slurm's memory figure (4000M, 4G, 1.50T) in MiB."""
+    scale = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+    return round(float(amount[:-1]) * scale[amount[-1]]) if amount[-1] in scale else int(amount)
+
+
+def test_two_one_gpu_jobs_share_a_two_gpu_node(slurm_cluster: SlurmCluster) -> None:
+    """Jobs that name no CPUs or memory get their GPU's share (DefCpuPerGPU, DefMemPerCPU), not the whole
+    node's memory: two 1-GPU jobs run side by side on one 2-GPU compute."""
+    node = slurm_cluster.computes[0].name
+    wait_for(f"{node} idle", lambda: _idle(slurm_cluster, node))
+    jobs = [_submit(slurm_cluster, f"-p gpu -w {node} --gres=gpu:1", "sleep 120") for _ in range(2)]
+    try:
+        wait_for("both 1-GPU jobs running", lambda: all(_state(slurm_cluster, j) == "RUNNING" for j in jobs), 60)
+        partition = {p["name"]: p for p in slurm_cluster.config["partitions"]}["gpu"]
+        for job in jobs:
+            shown = _job(slurm_cluster, job)
+            # 22.05 shows the allocation as TRES=, later releases as AllocTRES=.
+            tres = dict(item.split("=", 1) for item in (shown.get("AllocTRES") or shown["TRES"]).split(","))
+            assert tres["cpu"] == str(partition["def_cpu_per_gpu"]), tres
+            assert _mib(tres["mem"]) == partition["def_mem_per_cpu"] * partition["def_cpu_per_gpu"], tres
+    finally:
+        slurm_cluster.as_user("scancel " + " ".join(jobs))
+
+
+def test_a_debug_job_does_not_requeue_a_running_training_job(slurm_cluster: SlurmCluster) -> None:
+    """debug sits at a higher PriorityTier over the same nodes: its job waits for the GPUs; the training job
+    that holds them keeps running (no partition-tier preemption)."""
+    node = slurm_cluster.computes[0].name
+    wait_for(f"{node} idle", lambda: _idle(slurm_cluster, node))
+    training = _submit(slurm_cluster, f"-p gpu -w {node} --gres=gpu:{GPUS}", "sleep 300")
+    debug = None
+    try:
+        wait_for("the training job running", lambda: _state(slurm_cluster, training) == "RUNNING", 60)
+        debug = _submit(slurm_cluster, f"-p debug -w {node} --gres=gpu:1", "hostname")
+        reason = wait_for(f"debug job {debug} evaluated", lambda: _pending_reason(slurm_cluster, debug), 60)
+        assert reason in ("Resources", "Priority"), reason
+        time.sleep(15)  # partition_prio preempted within a scheduling pass (seconds): give it several
+        assert _state(slurm_cluster, training) == "RUNNING", _job(slurm_cluster, training)
+        assert _job(slurm_cluster, training)["Restarts"] == "0"
+        assert _state(slurm_cluster, debug) == "PENDING"
+    finally:
+        slurm_cluster.as_user(f"scancel {training} {debug or ''}")
+
+
+def test_a_scavenger_job_is_preempted_after_its_grace_signal(slurm_cluster: SlurmCluster) -> None:
+    """preempt/qos: a scavenger job on idle GPUs gets SIGTERM when a normal job needs them, has its
+    GraceTime to write a checkpoint, and is requeued; the normal job then runs."""
+    compute = slurm_cluster.computes[1]
+    wait_for(f"{compute.name} idle", lambda: _idle(slurm_cluster, compute.name))
+    marker = f"/home/{USER}/scavenger-grace"
+    compute.run(f"rm -f {marker}", root=True)
+    # The checkpoint on SIGTERM, then on until SIGKILL at the end of the grace time: a job that ended by itself
+    # would complete, not be requeued.
+    step = f"trap 'echo checkpointed > {marker}' TERM; while true; do sleep 1; done"
+    scavenger = _submit(slurm_cluster, f"-p gpu -w {compute.name} --gres=gpu:{GPUS} --qos=scavenger",
+                        f"srun sh -c {json.dumps(step)}")
+    normal = None
+    try:
+        wait_for("the scavenger job running", lambda: _state(slurm_cluster, scavenger) == "RUNNING", 60)
+        normal = _submit(slurm_cluster, f"-p gpu -w {compute.name} --gres=gpu:{GPUS}", "hostname")
+        wait_for("the grace signal's checkpoint", lambda: compute.run(f"cat {marker}", check=False).stdout, 60)
+        row = wait_for(f"job {normal} to finish", lambda: _finished(slurm_cluster, normal), JOB_TIMEOUT_S)
+        assert row["State"] == "COMPLETED", _sacct(slurm_cluster, normal)
+        assert _job(slurm_cluster, scavenger)["Restarts"] == "1" or _requeued(slurm_cluster, scavenger)
+    finally:
+        slurm_cluster.as_user(f"scancel {scavenger} {normal or ''}")
+
+
+def test_an_account_over_its_gpu_limit_waits_with_the_limit_as_its_reason(slurm_cluster: SlurmCluster) -> None:
+    """max_gpus is the account's GrpTRES=gres/gpu=N in slurmdbd: with its GPU in use, the next job charged to it
+    waits (AssocGrpGRES) although GPUs are free."""
+    running = _submit(slurm_cluster, f"-A {CAPPED_ACCOUNT} -p gpu --gres=gpu:{CAPPED_GPUS}", "sleep 120")
+    waiting = None
+    try:
+        wait_for("the capped account's first job running", lambda: _state(slurm_cluster, running) == "RUNNING", 60)
+        waiting = _submit(slurm_cluster, f"-A {CAPPED_ACCOUNT} -p gpu --gres=gpu:1", "hostname")
+        reason = wait_for(f"job {waiting} evaluated", lambda: _pending_reason(slurm_cluster, waiting), 60)
+        assert reason == "AssocGrpGRES", reason
+        limits = slurm_cluster.controller.run(
+            f"sacctmgr -nP list associations account={CAPPED_ACCOUNT} format=account,user,grptres", root=True).stdout
+        assert f"{CAPPED_ACCOUNT}||gres/gpu={CAPPED_GPUS}" in limits.splitlines(), limits
+    finally:
+        slurm_cluster.as_user(f"scancel {running} {waiting or ''}")
+
+
+def test_a_job_outside_a_partitions_accounts_is_refused(slurm_cluster: SlurmCluster) -> None:
+    """debug allows the research account only (AllowAccounts): a job charged to the user's other account is
+    refused at submission, one charged to research is taken."""
+    refused = slurm_cluster.as_user(f"sbatch -A {CAPPED_ACCOUNT} -p debug --wrap hostname 2>&1; echo rc=$?")
+    assert "rc=1" in refused and "account/partition combination" in refused, refused
+    taken = _submit(slurm_cluster, f"-A {ACCOUNT} -p debug", "hostname")
+    row = wait_for(f"job {taken} to finish", lambda: _finished(slurm_cluster, taken), JOB_TIMEOUT_S)
+    assert row["State"] == "COMPLETED", _sacct(slurm_cluster, taken)
