@@ -21,6 +21,7 @@ from .models import ClusterSpec
 from .paths import NODE_GROUPS
 from .resolved_scheduler import ResolvedScheduler, SlurmController, SlurmGroup
 from .resolved_site import ResolvedHost, ResolvedSite
+from .scheduler import SchedulerSpec
 from .subnets import Subnets
 
 PATH = "cluster.scheduler"
