@@ -19,7 +19,7 @@ from gpuforge.plan.engine import plan_stack
 from gpuforge.plan.stacks import find_project
 from gpuforge.scaffold import PROGRAM, InstallSource, install_source, scaffold
 from gpuforge.spec import SpecError
-from tests.installed import build_wheel, fresh_venv, install_wheel
+from tests.installed import fresh_venv, install_wheel
 from tests.support import REPO as SOURCE_ROOT
 
 runner = CliRunner()
@@ -137,12 +137,12 @@ def test_version() -> None:
 
 
 @pytest.mark.slow
-def test_the_built_wheel_plans_a_stack_from_outside_the_repository(tmp_path: Path) -> None:
+def test_the_built_wheel_plans_a_stack_from_outside_the_repository(gpuforge_wheel: Path, tmp_path: Path) -> None:
     """What `pip install gpuforge` gives a team: no checkout, the assets as package data, the project
     found from the directory it runs in (tests/installed.py; `bake --check` into a root file system from
     the same wheel: tests/playbooks/test_bake_from_wheel.py)."""
     venv, repo = tmp_path / "venv", tmp_path / "clusters"
-    installed, top_level = install_wheel(build_wheel(tmp_path / "wheels"), venv)
+    installed, top_level = install_wheel(gpuforge_wheel, venv)
     assert {name for name in top_level if not name.endswith(".dist-info")} == {"gpuforge"}
     site = next(venv.glob("lib/python3*/site-packages"))
     python = str(installed)
@@ -187,11 +187,10 @@ def test_stacks_lists_every_stack_in_deploy_order() -> None:
 
 
 @pytest.mark.slow
-def test_what_init_writes_installs_gpuforge_in_a_fresh_environment(tmp_path: Path) -> None:
+def test_what_init_writes_installs_gpuforge_in_a_fresh_environment(gpuforge_wheel: Path, tmp_path: Path) -> None:
     """pip installs the wheel (so it records where from), init writes requirements.txt, and a second,
     fresh environment installs gpuforge from that file alone, as the generated workflows do."""
-    repo = tmp_path / "clusters"
-    wheel = build_wheel(tmp_path / "wheels")
+    repo, wheel = tmp_path / "clusters", gpuforge_wheel
 
     def pip_install(python: Path, *args: str) -> None:
         # --ignore-installed: the .pth line shows pip this checkout's editable gpuforge, which a CI runner's
