@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gpuforge.plan.model import Plan
+from tests.installed import build_wheel
 from tests.support import planned
 
 # For any test directory: booted machines (machine_pool, two_machines) and the stand-in package
@@ -22,3 +25,8 @@ def dev_plan() -> Plan:
 def prod_plan() -> Plan:
     return planned("prod")
 
+
+@pytest.fixture(scope="session")
+def gpuforge_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel built from this checkout, once per session: the tests that install it only read it."""
+    return build_wheel(tmp_path_factory.mktemp("wheel"))

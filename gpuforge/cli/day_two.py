@@ -127,12 +127,21 @@ def ssh(
         ),
     ] = None,
     user: Annotated[str | None, typer.Option("--user", "-u", help="On premises: the SSH user.")] = None,
+    ssh_options: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--ssh-option",
+            "-o",
+            help="On premises: an ssh_config option for this connection, as `ssh -o` takes it "
+            "(IdentityFile=~/.ssh/site, ProxyJump=bastion); repeatable.",
+        ),
+    ] = None,
     print_only: Annotated[bool, typer.Option("--print", help="Print the command instead of running it.")] = False,
 ) -> None:
     """A shell on a node: on AWS a Session Manager session (`aws ssm start-session`: no open port, the
     session runs as your SSMSessionRunAs user and is logged, per the cluster's Session Manager
     preferences; needs the AWS CLI and its Session Manager plugin), on premises SSH to the management
-    address the spec gives the host. Exit 2 when the node is not found."""
+    address the spec gives the host. Exit 2 when the node is not found, or for --ssh-option on AWS."""
     from gpuforge.status import NoSuchNode, cluster_instances, pick_node, session_command, site_address
 
     resolved = _resolved(stack)
@@ -141,9 +150,15 @@ def ssh(
         on_site = resolved.site is not None and (region is None or node is None or node in resolved.site.hosts)
         if on_site:
             _, address = site_address(resolved, node)
-            command = ["ssh", f"{user}@{address}" if user else address]
+            options = [word for option in ssh_options or [] for word in ("-o", option)]
+            command = ["ssh", *options, f"{user}@{address}" if user else address]
         else:
             assert region is not None
+            if ssh_options:
+                err.print("[bold red]ssh[/]: --ssh-option is for SSH on premises; a Session Manager session on AWS "
+                          "takes no SSH options (set them in the account's Session Manager preferences)",
+                          highlight=False, soft_wrap=True)
+                raise typer.Exit(2)
             nodes, failure = cluster_instances(_client("ec2", region), resolved.spec.name)
             if failure is not None:
                 err.print(f"[bold red]ssh[/]: could not list the stack's instances: {escape(failure)}", highlight=False)

@@ -151,6 +151,14 @@ def test_ssh_on_premises_goes_to_the_login_hosts_address() -> None:
     assert host.stdout == "ssh 10.64.1.12\n"
     nope = runner.invoke(app, ["ssh", "onprem-lab", "dgx-z99", "--print"])
     assert nope.exit_code == 2 and "no site host 'dgx-z99'" in nope.output
+    keyed = runner.invoke(app, ["ssh", "onprem-lab", "dgx-a02", "-o", "IdentityFile=~/.ssh/site", "-o",
+                                "ProxyJump=bastion", "--print"])  # fmt: skip
+    assert keyed.stdout == "ssh -o 'IdentityFile=~/.ssh/site' -o ProxyJump=bastion 10.64.1.12\n"
+
+
+def test_ssh_options_are_refused_for_session_manager() -> None:
+    result = runner.invoke(app, ["ssh", "dev", "-o", "IdentityFile=~/.ssh/site", "--print"])
+    assert result.exit_code == 2 and "--ssh-option is for SSH on premises" in result.output
 
 
 def test_status_on_premises_lists_the_site_hosts() -> None:

@@ -7,8 +7,6 @@ import json
 import shutil
 import subprocess
 import sys
-import sysconfig
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from gpuforge.plan.engine import plan_stack
 from gpuforge.plan.stacks import find_project
 from gpuforge.scaffold import PROGRAM, InstallSource, install_source, scaffold
 from gpuforge.spec import SpecError
+from tests.installed import fresh_venv, install_wheel
 from tests.support import REPO as SOURCE_ROOT
 
 runner = CliRunner()
@@ -138,25 +137,15 @@ def test_version() -> None:
 
 
 @pytest.mark.slow
-def test_the_built_wheel_plans_a_stack_from_outside_the_repository(tmp_path: Path) -> None:
+def test_the_built_wheel_plans_a_stack_from_outside_the_repository(gpuforge_wheel: Path, tmp_path: Path) -> None:
     """What `pip install gpuforge` gives a team: no checkout, the assets as package data, the project
-    found from the directory it runs in. The new venv gets gpuforge only from the wheel; its
-    dependencies are this environment's, reached through a plain .pth line (which runs none of the
-    .pth hooks there, so the editable install of this checkout stays invisible)."""
-    wheels, venv, repo = tmp_path / "wheels", tmp_path / "venv", tmp_path / "clusters"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(wheels), str(SOURCE_ROOT)],
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run([sys.executable, "-m", "venv", "--clear", "--without-pip", str(venv)], check=True)
-    site = next(venv.glob("lib/python3*/site-packages"))
-    (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    with zipfile.ZipFile(next(wheels.glob("*.whl"))) as wheel:
-        wheel.extractall(site)  # what pip does with a pure-Python wheel, minus the script shims
-        top_level = {name.split("/")[0] for name in wheel.namelist()}
+    found from the directory it runs in (tests/installed.py; `bake --check` into a root file system from
+    the same wheel: tests/playbooks/test_bake_from_wheel.py)."""
+    venv, repo = tmp_path / "venv", tmp_path / "clusters"
+    installed, top_level = install_wheel(gpuforge_wheel, venv)
     assert {name for name in top_level if not name.endswith(".dist-info")} == {"gpuforge"}
-    python = str(venv / "bin" / "python")
+    site = next(venv.glob("lib/python3*/site-packages"))
+    python = str(installed)
     gpuforge = [python, "-m", "gpuforge"]
 
     where = subprocess.run(
@@ -198,23 +187,10 @@ def test_stacks_lists_every_stack_in_deploy_order() -> None:
 
 
 @pytest.mark.slow
-def test_what_init_writes_installs_gpuforge_in_a_fresh_environment(tmp_path: Path) -> None:
+def test_what_init_writes_installs_gpuforge_in_a_fresh_environment(gpuforge_wheel: Path, tmp_path: Path) -> None:
     """pip installs the wheel (so it records where from), init writes requirements.txt, and a second,
     fresh environment installs gpuforge from that file alone, as the generated workflows do."""
-    wheels, repo = tmp_path / "wheels", tmp_path / "clusters"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(wheels), str(SOURCE_ROOT)],
-        check=True,
-        capture_output=True,
-    )
-    wheel = next(wheels.glob("*.whl"))
-
-    def fresh_venv(name: str) -> Path:
-        venv = tmp_path / name
-        subprocess.run([sys.executable, "-m", "venv", "--clear", "--without-pip", str(venv)], check=True)
-        site = next(venv.glob("lib/python3*/site-packages"))
-        (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # gpuforge's dependencies
-        return venv / "bin" / "python"
+    repo, wheel = tmp_path / "clusters", gpuforge_wheel
 
     def pip_install(python: Path, *args: str) -> None:
         # --ignore-installed: the .pth line shows pip this checkout's editable gpuforge, which a CI runner's
@@ -224,13 +200,13 @@ def test_what_init_writes_installs_gpuforge_in_a_fresh_environment(tmp_path: Pat
         assert proc.returncode == 0, proc.stderr[-2000:]
 
     repo.mkdir()
-    first = fresh_venv("first")
+    first = fresh_venv(tmp_path / "first")
     pip_install(first, str(wheel))
     init = subprocess.run([str(first), "-m", "gpuforge", "init"], cwd=repo, capture_output=True, text=True)
     assert init.returncode == 0, init.stderr[-2000:]
     assert (repo / "requirements.txt").read_text() == f"./wheels/{wheel.name}\n"
 
-    second = fresh_venv("second")
+    second = fresh_venv(tmp_path / "second")
     pip_install(second, "-r", "requirements.txt")  # the command of init's next step and of the workflows
     where = subprocess.run(
         [str(second), "-c", "import gpuforge; print(gpuforge.__file__)"], cwd=repo, capture_output=True, text=True
