@@ -169,14 +169,20 @@ class SlurmCluster:
             sections += log_tails(machine, (*DAEMON_LOGS, *sorted(_job_outputs(machine))), lines)
         probes = [(self.controller, command) for command in CONTROLLER_PROBES]
         probes += [(machine, command) for machine in (*self.computes, self.cloud) for command in NODE_PROBES]
-        for machine, command in probes:
-            try:
-                result = machine.run(command, root=True, check=False, timeout=20)
-                out = (result.stdout + result.stderr).rstrip()
-            except (OSError, subprocess.SubprocessError) as exc:
-                out = f"({type(exc).__name__}: {exc})"
-            sections.append(f"--- {machine.name}$ {command}\n{out}")
-        return "\n".join(sections)
+        return "\n".join(sections + probe_sections(probes, timeout=20))
+
+
+def probe_sections(probes: Iterable[tuple[Machine, str]], timeout: float = 30) -> list[str]:
+    """Each (machine, command)'s output, as root, as a diagnostics section; never raises."""
+    sections = []
+    for machine, command in probes:
+        try:
+            result = machine.run(command, root=True, check=False, timeout=timeout)
+            out = (result.stdout + result.stderr).rstrip()
+        except (OSError, subprocess.SubprocessError) as exc:
+            out = f"({type(exc).__name__}: {exc})"
+        sections.append(f"--- {machine.name}$ {command}\n{out}")
+    return sections
 
 
 # Where the daemons log (slurm.conf's SlurmctldLogFile/SlurmdLogFile, slurmdbd.conf's LogFile).

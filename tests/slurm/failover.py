@@ -38,6 +38,7 @@ from .cluster import (
     log_tails,
     node_facts,
     prepare_machine,
+    probe_sections,
     run_as_user,
     static_node,
 )
@@ -90,15 +91,9 @@ class FailoverCluster:
         sections = []
         for machine in self.machines:
             sections += log_tails(machine, DAEMON_LOGS, lines)
-        for machine in (self.primary, self.backup):
-            for command in ("scontrol ping", "squeue -a -l", "systemctl status slurmctld --no-pager -n 20"):
-                try:
-                    result = machine.run(command, root=True, check=False, timeout=30)
-                    out = (result.stdout + result.stderr).rstrip()
-                except Exception as exc:
-                    out = f"({type(exc).__name__}: {exc})"
-                sections.append(f"--- {machine.name}$ {command}\n{out}")
-        return "\n".join(sections)
+        commands = ("scontrol ping", "squeue -a -l", "systemctl status slurmctld --no-pager -n 20")
+        probes = [(machine, command) for machine in (self.primary, self.backup) for command in commands]
+        return "\n".join(sections + probe_sections(probes))
 
 
 def site_rendering() -> dict[str, Any]:

@@ -28,6 +28,7 @@ from .cluster import (
     log_tails,
     node_facts,
     prepare_machine,
+    probe_sections,
     run_as_user,
 )
 from .failover import DAEMON_LOGS, inventory, one_compute
@@ -61,14 +62,8 @@ class TrixieCluster:
         sections = []
         for machine in self.machines:
             sections += log_tails(machine, DAEMON_LOGS, lines)
-        for command in ("sinfo -N -l", "squeue -a -l", "systemctl --failed --no-pager"):
-            try:
-                result = self.controller.run(command, root=True, check=False, timeout=30)
-                out = (result.stdout + result.stderr).rstrip()
-            except Exception as exc:
-                out = f"({type(exc).__name__}: {exc})"
-            sections.append(f"--- {self.controller.name}$ {command}\n{out}")
-        return "\n".join(sections)
+        commands = ("sinfo -N -l", "squeue -a -l", "systemctl --failed --no-pager")
+        return "\n".join(sections + probe_sections((self.controller, command) for command in commands))
 
 
 def build_trixie(machines: Machines) -> TrixieCluster:
