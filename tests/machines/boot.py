@@ -177,6 +177,11 @@ class MachinePool:
         self._key, self._known_hosts = self._client_key()
         stop_stale_machines()
 
+    @property
+    def client_key(self) -> Path:
+        """The admin user's SSH key every machine of this pool authorizes (a VM's too: tests/machines/vm.py)."""
+        return self._key
+
     def _client_key(self) -> tuple[Path, Path]:
         key = self.workdir / "id_ed25519"
         _keygen(key, "gpuforge-tests")

@@ -1,9 +1,10 @@
-"""Machine images as cached overlay layers: Debian 12 (debootstrap), then sshd, then what a test adds.
+"""Machine images as cached overlay layers: Debian 12 or 13 (debootstrap), then sshd, then what a test adds.
 
 An image is a stack of directories under ``.cache/machines/layers/``. The bottom one is the debootstrap
-root file system of tests/playbooks/rootfs.py, unpacked once. Each image above it holds only what its
-own step changed (an overlay upper directory: new files, and whiteouts for deleted ones), and is named
-by a hash of everything that shapes it: its parent's key, its Debian packages and its setup commands.
+root file system of tests/playbooks/rootfs.py for the bottom image's release (Image.base), unpacked once.
+Each image above it holds only what its own step changed (an overlay upper directory: new files, and
+whiteouts for deleted ones), and is named by a hash of everything that shapes it: its parent's key, its
+Debian packages and its setup commands.
 So a Slurm or Prometheus image installs its packages once, every later test session reuses the layer,
 and a changed package list makes a new layer beside the old one.
 
@@ -21,7 +22,7 @@ import subprocess
 import tarfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -43,11 +44,17 @@ class Image:
     packages: tuple[str, ...] = ()
     setup: tuple[str, ...] = ()
     parent: Image | None = field(default=None, repr=False)
+    # The Debian release of the bottom image (one without a parent); derived images inherit it.
+    base: rootfs.Release = rootfs.BOOKWORM
+
+    @property
+    def release(self) -> rootfs.Release:
+        return self.parent.release if self.parent else self.base
 
     @cached_property
     def key(self) -> str:
         spec = {
-            "parent": self.parent.key if self.parent else rootfs.cache_key(),
+            "parent": self.parent.key if self.parent else rootfs.cache_key(self.base),
             "packages": sorted(self.packages),
             "setup": list(self.setup),
         }
@@ -59,7 +66,7 @@ class Image:
 
     def layers(self) -> list[Path]:
         """This image's directories, top first (overlayfs' lowerdir order), the base file system last."""
-        below = self.parent.layers() if self.parent else [base_layer()]
+        below = self.parent.layers() if self.parent else [base_layer(self.base)]
         return [self.path, *below]
 
     def derive(self, name: str, packages: tuple[str, ...] = (), setup: tuple[str, ...] = ()) -> Image:
@@ -67,10 +74,10 @@ class Image:
         return Image(name=name, packages=packages, setup=setup, parent=self)
 
 
-def base_layer() -> Path:
+def base_layer(release: rootfs.Release = rootfs.BOOKWORM) -> Path:
     """The debootstrap root file system (built and cached by tests/playbooks/rootfs.py), unpacked once."""
-    tarball, _ = rootfs.build_tarball()
-    path = LAYERS_DIR / f"base-{rootfs.cache_key()}"
+    tarball, _ = rootfs.build_tarball(release)
+    path = LAYERS_DIR / f"base-{rootfs.cache_key(release)}"
     with _building(path) as build:
         if build is not None:
             with tarfile.open(tarball) as tar:
@@ -102,7 +109,7 @@ def build(image: Image) -> Image:
     """Make sure every layer of *image* exists (building the missing ones, parents first); return it."""
     if image.parent is not None:
         build(image.parent)
-    lower = image.parent.layers() if image.parent else [base_layer()]
+    lower = image.parent.layers() if image.parent else [base_layer(image.base)]
     with _building(image.path) as upper:
         if upper is not None:
             _build_layer(upper, lower, image)
@@ -178,3 +185,6 @@ SSH_IMAGE = Image(
         "ln -sf /dev/null /etc/tmpfiles.d/systemd-nologin.conf",
     ),
 )
+
+# The same on Debian 13 (trixie): its Slurm 24.11 and systemd 257 (tests/slurm/test_slurm_trixie.py).
+TRIXIE_SSH_IMAGE = replace(SSH_IMAGE, name="debian13-ssh", base=rootfs.TRIXIE)

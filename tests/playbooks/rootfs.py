@@ -1,8 +1,11 @@
-"""A Debian 12 root file system for the playbook tests, made with debootstrap and cached.
+"""Debian root file systems for the playbook and machine tests, made with debootstrap and cached.
 
-The tarball under .cache/rootfs/ is keyed by a hash of everything that shapes it (suite, variant,
-components, packages, mirror), so a second run reuses it and a changed package list rebuilds it.
-Downloaded .deb files are kept in .cache/rootfs/apt-archives/ between runs for the same reason.
+Debian 12 (bookworm, Slurm 22.05) is the default; Debian 13 (trixie, Slurm 24.11 and a newer systemd) is
+the second release the Slurm roles are proven on (tests/slurm/test_slurm_trixie.py). Each tarball under
+.cache/rootfs/ is keyed by a hash of everything that shapes it (suite, variant, components, packages,
+mirror), so a second run reuses it and a changed package list rebuilds it. Downloaded .deb files (their
+names carry their versions, so both releases share the directory) are kept in .cache/rootfs/apt-archives/
+between runs for the same reason.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -31,32 +35,50 @@ COMPONENTS = ["main", "contrib", "non-free", "non-free-firmware"]
 PACKAGES = ["python3", "python3-apt", "systemd", "procps", "kmod", "ca-certificates"]
 
 
-def cache_key() -> str:
-    spec = {"suite": SUITE, "variant": VARIANT, "mirror": MIRROR, "components": COMPONENTS, "packages": PACKAGES}
+@dataclass(frozen=True)
+class Release:
+    """A Debian release a root file system is debootstrapped from: *name* prefixes its cache files."""
+
+    name: str
+    suite: str
+
+
+BOOKWORM = Release("debian12", SUITE)
+TRIXIE = Release("debian13", "trixie")
+
+
+def cache_key(release: Release = BOOKWORM) -> str:
+    spec = {
+        "suite": release.suite,
+        "variant": VARIANT,
+        "mirror": MIRROR,
+        "components": COMPONENTS,
+        "packages": PACKAGES,
+    }
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def tarball_path() -> Path:
-    return CACHE_DIR / f"debian12-{VARIANT}-{cache_key()}.tar"
+def tarball_path(release: Release = BOOKWORM) -> Path:
+    return CACHE_DIR / f"{release.name}-{VARIANT}-{cache_key(release)}.tar"
 
 
-def build_tarball() -> tuple[Path, bool]:
+def build_tarball(release: Release = BOOKWORM) -> tuple[Path, bool]:
     """The cached tarball, built with debootstrap when missing. Returns (path, built_now)."""
-    tarball = tarball_path()
+    tarball = tarball_path(release)
     if tarball.is_file():
         return tarball, False
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     # Several test sessions may start at once on one host: one builds, the others wait and reuse.
-    with open(CACHE_DIR / f"{cache_key()}.lock", "w") as lock:
+    with open(CACHE_DIR / f"{cache_key(release)}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if tarball.is_file():
             return tarball, False
-        _debootstrap(tarball)
+        _debootstrap(tarball, release)
     return tarball, True
 
 
-def _debootstrap(tarball: Path) -> None:
-    staging = CACHE_DIR / f"staging-{cache_key()}"
+def _debootstrap(tarball: Path, release: Release) -> None:
+    staging = CACHE_DIR / f"staging-{cache_key(release)}"
     if staging.exists():
         shutil.rmtree(staging)
     try:
@@ -66,7 +88,7 @@ def _debootstrap(tarball: Path) -> None:
                 f"--variant={VARIANT}",
                 f"--components={','.join(COMPONENTS)}",
                 f"--include={','.join(PACKAGES)}",
-                SUITE,
+                release.suite,
                 str(staging),
                 MIRROR,
             ],

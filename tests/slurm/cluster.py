@@ -177,14 +177,20 @@ class SlurmCluster:
             sections += log_tails(machine, (*DAEMON_LOGS, *sorted(_job_outputs(machine))), lines)
         probes = [(self.controller, command) for command in CONTROLLER_PROBES]
         probes += [(machine, command) for machine in (*self.computes, self.cloud) for command in NODE_PROBES]
-        for machine, command in probes:
-            try:
-                result = machine.run(command, root=True, check=False, timeout=20)
-                out = (result.stdout + result.stderr).rstrip()
-            except (OSError, subprocess.SubprocessError) as exc:
-                out = f"({type(exc).__name__}: {exc})"
-            sections.append(f"--- {machine.name}$ {command}\n{out}")
-        return "\n".join(sections)
+        return "\n".join(sections + probe_sections(probes, timeout=20))
+
+
+def probe_sections(probes: Iterable[tuple[Machine, str]], timeout: float = 30) -> list[str]:
+    """Each (machine, command)'s output, as root, as a diagnostics section; never raises."""
+    sections = []
+    for machine, command in probes:
+        try:
+            result = machine.run(command, root=True, check=False, timeout=timeout)
+            out = (result.stdout + result.stderr).rstrip()
+        except (OSError, subprocess.SubprocessError) as exc:
+            out = f"({type(exc).__name__}: {exc})"
+        sections.append(f"--- {machine.name}$ {command}\n{out}")
+    return sections
 
 
 # Where the daemons log (slurm.conf's SlurmctldLogFile/SlurmdLogFile, slurmdbd.conf's LogFile).
@@ -332,17 +338,22 @@ def static_node(machine: Machine, cpus: int, real_memory: int) -> dict[str, Any]
 def prepare_machine(machine: Machine, gpus: bool) -> None:
     """The host-level facts a real node has before Ansible: writable cgroups, GPU devices and tools."""
     _in_namespaces(machine, CGROUPS_WRITABLE)
-    if not gpus:
-        return
-    machine.run("; ".join(f"mknod -m 0666 /dev/nvidia{i} c 195 {i}" for i in range(GPUS)), root=True)
-    standin = machine.root / STANDIN_DIR.lstrip("/")
-    standin.mkdir(parents=True, exist_ok=True)
-    (standin / "nvidia-smi.csv").write_text(NVIDIA_SMI_CSV)
-    (standin / "dcgmi-diag.txt").write_text((FIXTURES / "healthcheck" / "dcgmi-diag-r3-pass.txt").read_text())
-    for tool, script in STANDIN_TOOLS.items():
-        path = machine.root / "usr/local/bin" / tool
-        path.write_text(script)
-        path.chmod(0o755)
+    if gpus:
+        stand_in_gpus(machine)
+
+
+def stand_in_gpus(machine: Machine) -> None:
+    """The GPU devices (NVIDIA's major 195) and the stand-in nvidia-smi and dcgmi, written over SSH (a
+    virtual machine's disk is not the host's to write)."""
+    files = {
+        f"{STANDIN_DIR}/nvidia-smi.csv": NVIDIA_SMI_CSV,
+        f"{STANDIN_DIR}/dcgmi-diag.txt": (FIXTURES / "healthcheck" / "dcgmi-diag-r3-pass.txt").read_text(),
+        **{f"/usr/local/bin/{tool}": script for tool, script in STANDIN_TOOLS.items()},
+    }
+    commands = [f"mknod -m 0666 /dev/nvidia{i} c 195 {i}" for i in range(GPUS)] + [f"mkdir -p {STANDIN_DIR}"]
+    commands += [f"printf %s {_quote(text)} > {path}" for path, text in files.items()]
+    commands += [f"chmod 0755 /usr/local/bin/{tool}" for tool in STANDIN_TOOLS]
+    machine.run(" && ".join(commands), root=True)
 
 
 def _in_namespaces(machine: Machine, script: str) -> None:

@@ -39,6 +39,7 @@ from .cluster import (
     machine_sharing,
     node_facts,
     prepare_machine,
+    probe_sections,
     run_as_user,
     static_node,
 )
@@ -91,15 +92,9 @@ class FailoverCluster:
         sections = []
         for machine in self.machines:
             sections += log_tails(machine, DAEMON_LOGS, lines)
-        for machine in (self.primary, self.backup):
-            for command in ("scontrol ping", "squeue -a -l", "systemctl status slurmctld --no-pager -n 20"):
-                try:
-                    result = machine.run(command, root=True, check=False, timeout=30)
-                    out = (result.stdout + result.stderr).rstrip()
-                except Exception as exc:
-                    out = f"({type(exc).__name__}: {exc})"
-                sections.append(f"--- {machine.name}$ {command}\n{out}")
-        return "\n".join(sections)
+        commands = ("scontrol ping", "squeue -a -l", "systemctl status slurmctld --no-pager -n 20")
+        probes = [(machine, command) for machine in (self.primary, self.backup) for command in commands]
+        return "\n".join(sections + probe_sections(probes))
 
 
 def site_rendering() -> dict[str, Any]:
@@ -124,6 +119,14 @@ def failover_config(machines: Machines, cpus: int, real_memory: int, user_public
     config["state_shared"] = site["state_shared"]
     config["accounting"]["backup_host"] = site["accounting"]["backup_host"]
     config["timeouts"] = {**site["timeouts"], "slurmctld": SLURMCTLD_TIMEOUT_S}
+    one_compute(config, compute, cpus, real_memory)
+    return config
+
+
+def one_compute(config: dict[str, Any], compute: Machine, cpus: int, real_memory: int) -> None:
+    """Shape *config* (booted_rendering's) to one static compute of group gpu in one shared partition, no
+    login nodes and no job containers: the small clusters of a network of their own (this one, and
+    Debian 13's in tests/slurm/trixie.py)."""
     config["nodes"] = [static_node(compute, cpus, real_memory)]
     config["dynamic_groups"] = []
     config["nodesets"] = [{"name": "ns_gpu", "feature": "", "nodes": compute.name}]
@@ -137,10 +140,17 @@ def failover_config(machines: Machines, cpus: int, real_memory: int, user_public
     config["login_hosts"] = []
     # No container sources on this network (they are served on the host's loopback): no enroot or pyxis.
     config["containers"]["runtime"] = "none"
-    return config
 
 
-def inventory(machines: Machines, config: dict[str, Any], secret_values: dict[str, str]) -> dict[str, Any]:
+def inventory(
+    machines: Machines,
+    config: dict[str, Any],
+    secret_values: dict[str, str],
+    controllers: tuple[int, ...] = (PRIMARY, BACKUP),
+    computes: tuple[int, ...] = (COMPUTE,),
+) -> dict[str, Any]:
+    """The controllers (machine indexes) and the computes (group gpu) of a small cluster, on vault secrets."""
+
     def hosts(indexes: tuple[int, ...], **extra: Any) -> dict[str, Any]:
         return {machines[i].name: {**machines[i].ansible_vars(), **extra} for i in indexes}
 
@@ -154,8 +164,8 @@ def inventory(machines: Machines, config: dict[str, Any], secret_values: dict[st
                 "slurm_users_create_home": True,
             },
             "children": {
-                "slurm_controller": {"hosts": hosts((PRIMARY, BACKUP))},
-                "slurm_compute": {"hosts": hosts((COMPUTE,), gpuforge_node_group="gpu")},
+                "slurm_controller": {"hosts": hosts(controllers)},
+                "slurm_compute": {"hosts": hosts(computes, gpuforge_node_group="gpu")},
             },
         }
     }

@@ -333,8 +333,8 @@ def test_ssh_to_a_cloud_node_is_admitted_only_into_ones_own_job(slurm_cluster: S
 
 
 def test_slurmctld_runs_the_shared_cluster_settings(slurm_cluster: SlurmCluster) -> None:
-    """The settings slurm.conf carries for a shared cluster, as the running slurmctld took them (22.05 here:
-    CryptoType, the name before 23.11's CredType, rendered for the release the role found installed)."""
+    """The settings slurm.conf carries for a shared cluster, as the running slurmctld took them (22.05 here; the
+    credential setting by the name slurm.conf(5) documents from 22.05 to 24.11, CredType)."""
     shown = dict(
         (key.strip(), value.strip())
         for key, _, value in (line.partition("=") for line in slurm_cluster.scontrol("show", "config").splitlines())
@@ -347,7 +347,7 @@ def test_slurmctld_runs_the_shared_cluster_settings(slurm_cluster: SlurmCluster)
     assert (shown.get("CredType") or shown.get("CryptoType", "")).endswith("/munge"), shown
     conf = slurm_cluster.controller.run("cat /etc/slurm/slurm.conf").stdout
     settings = [line.partition("=")[0] for line in conf.splitlines() if not line.startswith("#")]
-    assert "CryptoType" in settings and "CredType" not in settings, conf
+    assert "CredType" in settings and "CryptoType" not in settings, conf
 
 
 def _job(cluster: SlurmCluster, job: str) -> dict[str, str]:

@@ -97,17 +97,6 @@ def test_a_cpu_partition_bills_cpus_and_names_no_gpu_default() -> None:
     assert "DefCpuPerGPU" not in line and ' DefMemPerCPU=4096 TRESBillingWeights="CPU=1,Mem=0.25G" ' in line
 
 
-@pytest.mark.parametrize(("release", "setting"), [
-    ("23.11.4", "CredType=cred/munge"),
-    ("24.05.1", "CredType=cred/munge"),
-    ("22.05.8", "CryptoType=crypto/munge"),
-])
-def test_the_credential_setting_is_named_as_the_installed_release_names_it(release: str, setting: str) -> None:
-    config = slurm_config(resolve(_stack("dev"), "dev"))
-    conf = render("slurm/slurm.conf.j2", slurm_config=config, slurm_release=release)
-    assert _lines(conf, "CredType=") + _lines(conf, "CryptoType=") == [setting]
-
-
 def test_the_shared_cluster_settings_are_rendered() -> None:
     conf = _conf(_stack("dev"), "dev")
     for line in ("UnkillableStepTimeout=180", "EnforcePartLimits=ALL", "LaunchParameters=use_interactive_step",
