@@ -22,6 +22,7 @@ machine, as operators reach them through Session Manager in production (no secur
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -74,6 +75,7 @@ class PlannedMachine:
     subnet: Subnet
     address: str
     security_groups: tuple[str, ...]  # security group resource names
+    user_data: str = ""  # its launch template's user data (a #cloud-config document), decoded
 
     @property
     def ec2_hostname(self) -> str:
@@ -132,6 +134,7 @@ def plan_network(plan: Plan, instances: dict[str, int] | None = None, *, bastion
     }
     groups_by_id = {rid: r.name for rid, r in _by_id(plan, SECURITY_GROUP).items()}
     (vpc,) = plan.by_type("aws:ec2/vpc:Vpc")
+    templates = _by_id(plan, LAUNCH_TEMPLATE)
     machines: list[PlannedMachine] = []
     for resource in plan.by_type(INSTANCE):
         tags = resource.inputs.get("tags", {})
@@ -141,8 +144,8 @@ def plan_network(plan: Plan, instances: dict[str, int] | None = None, *, bastion
             subnet=subnets_by_id[resource.inputs["subnetId"]],
             address=resource.inputs["privateIp"],
             security_groups=tuple(groups_by_id[g] for g in resource.inputs.get("vpcSecurityGroupIds", [])),
+            user_data=_user_data(templates[resource.inputs["launchTemplate"]["id"]]),
         ))
-    templates = _by_id(plan, LAUNCH_TEMPLATE)
     taken = {m.address for m in machines}
     node_groups: dict[str, list[PlannedMachine]] = {}
     for asg in plan.by_type(ASG):
@@ -157,7 +160,8 @@ def plan_network(plan: Plan, instances: dict[str, int] | None = None, *, bastion
         for n in range(1, count + 1):
             address = next(h for h in hosts if h not in taken)
             taken.add(address)
-            members.append(PlannedMachine(f"{group}-{n}", group, subnet, address, security_groups))
+            members.append(PlannedMachine(f"{group}-{n}", group, subnet, address, security_groups,
+                                          _user_data(templates[asg.inputs["launchTemplate"]["id"]])))
         node_groups[group] = members
         machines += members
     if bastion:
@@ -175,6 +179,11 @@ def _tier_group(plan: Plan, tier: str) -> str:
     (group,) = [r.name for r in plan.by_type(SECURITY_GROUP) if r.inputs.get("tags", {}).get("Name", "").endswith(
         f"-net-{tier}")]
     return group
+
+
+def _user_data(template: PlanResource) -> str:
+    encoded = template.inputs.get("userData")
+    return base64.b64decode(encoded).decode() if isinstance(encoded, str) else ""
 
 
 def _template_tag(template: dict[str, Any], key: str) -> str:
