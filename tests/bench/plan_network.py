@@ -41,7 +41,6 @@ ID_SUFFIX = "-id"  # the offline engine's mock id of a resource: its name + "-id
 # Where the bench's Auto Scaling instances start in their subnet: above AWS's reserved first four addresses and
 # the controllers' planned host .10 (gpuforge/infra/aws/slurm.py).
 ASG_FIRST_HOST = 100
-BASTION_HOST = 10  # the bastion's host number in its ingress subnet
 TABLE = "gpuforge_security_groups"
 
 
@@ -123,11 +122,9 @@ def _by_id(plan: Plan, type_: str) -> dict[str, PlanResource]:
     return {r.name + ID_SUFFIX: r for r in plan.by_type(type_)}
 
 
-def plan_network(plan: Plan, instances: dict[str, int] | None = None, *, bastion: bool = False) -> PlanNetwork:
+def plan_network(plan: Plan, instances: dict[str, int] | None = None) -> PlanNetwork:
     """The network of *plan*'s stack with *instances* running in each node group (by gpuforge:node-group tag;
-    a group not named runs its desired capacity). With *bastion*, a user's way in as well: a machine in the
-    first ingress-tier subnet and the ingress tier's security group ("load balancers and bastions",
-    gpuforge/infra/aws/network.py), which the plan leaves to the user to launch."""
+    a group not named runs its desired capacity)."""
     subnets_by_id = {
         rid: Subnet(r.name, r.inputs["cidrBlock"], r.inputs.get("tags", {}).get("gpuforge:tier", ""))
         for rid, r in _by_id(plan, SUBNET).items()
@@ -164,21 +161,10 @@ def plan_network(plan: Plan, instances: dict[str, int] | None = None, *, bastion
                                           _user_data(templates[asg.inputs["launchTemplate"]["id"]])))
         node_groups[group] = members
         machines += members
-    if bastion:
-        ingress_subnet = next(s for s in subnets_by_id.values() if s.tier == "ingress")
-        host = str(list(ipaddress.ip_network(ingress_subnet.cidr).hosts())[BASTION_HOST - 1])
-        machines.append(PlannedMachine("bastion", "", ingress_subnet, host, (_tier_group(plan, "ingress"),)))
     rules = [_rule(r, groups_by_id, "in") for r in plan.by_type(INGRESS)]
     rules += [_rule(r, groups_by_id, "out") for r in plan.by_type(EGRESS)]
     return PlanNetwork(vpc.inputs["cidrBlock"], {s.name: s for s in subnets_by_id.values()}, machines, rules,
                        node_groups)
-
-
-def _tier_group(plan: Plan, tier: str) -> str:
-    """The network tier's security group (tagged Name <cluster>-net-<tier>)."""
-    (group,) = [r.name for r in plan.by_type(SECURITY_GROUP) if r.inputs.get("tags", {}).get("Name", "").endswith(
-        f"-net-{tier}")]
-    return group
 
 
 def _user_data(template: PlanResource) -> str:

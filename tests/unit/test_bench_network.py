@@ -18,6 +18,7 @@ from tests.bench.plan_network import (
     plan_network,
     without_rules,
 )
+from tests.bench.user_data import UserDataError, parse
 from tests.support import planned
 
 HARNESS = HarnessAccess("198.18.255.1")
@@ -26,7 +27,7 @@ SRUN_FROM_CONTROLLERS = "forge-dev-slurm-management-in-srun-controllers"
 
 def test_machines_sit_at_their_planned_addresses_in_their_planned_subnets() -> None:
     plan = planned("dev")
-    network = plan_network(plan, {"train": 2}, bastion=True)
+    network = plan_network(plan, {"train": 2})
     (controller,) = plan.by_type("aws:ec2/instance:Instance")
     ctl = network.machine("forge-dev-ctl-0")
     assert ctl.address == controller.inputs["privateIp"] == plan.outputs["slurm"]["controllers"]["forge-dev-ctl-0"]
@@ -43,24 +44,21 @@ def test_machines_sit_at_their_planned_addresses_in_their_planned_subnets() -> N
     assert len({m.address for m in network.machines}) == len(network.machines)
     assert network.machine("train-1").subnet.tier == "compute"
     assert network.machine("login-1").security_groups == ("forge-dev-net-management-sg",)
-    assert network.machine("bastion").security_groups == ("forge-dev-net-ingress-sg",)
 
 
 def test_each_rule_is_one_accept_on_each_member_and_nothing_else_is_admitted() -> None:
-    network = plan_network(planned("dev"), {"train": 2}, bastion=True)
+    network = plan_network(planned("dev"), {"train": 2})
     login = nft_ruleset(network, network.machine("login-1"), HARNESS)
     input_chain, output_chain = login.split("chain output")
     assert "policy drop" in input_chain and "policy drop" in output_chain
     # slurmctld answers a queued srun on the login node, from the controller only.
     assert (f'ip saddr {{ 10.20.128.10 }} tcp dport 60001-63000 accept comment "{SRUN_FROM_CONTROLLERS}"'
             in input_chain)
-    # SSH to the login node only from the bastion's group (and the harness), never from compute.
-    assert 'ip saddr { 10.20.144.10 } tcp dport 22 accept comment "forge-dev-net-management-in-ssh-from-ingress"' \
-        in input_chain
+    # SSH to the login node only from the ingress tier's bastions, of which dev runs none, and the harness.
+    assert "# forge-dev-net-management-in-ssh-from-ingress: no member of forge-dev-net-ingress-sg" in input_chain
     accepts = [line for line in input_chain.splitlines() if line.strip().endswith('"') and "accept" in line]
     assert {line.split('comment "')[1].rstrip('"') for line in accepts} == {
         "bench harness (Session Manager in production)",
-        "forge-dev-net-management-in-ssh-from-ingress",
         "forge-dev-slurm-management-in-srun-compute",
         SRUN_FROM_CONTROLLERS,
     }
@@ -84,7 +82,7 @@ def test_removing_a_rule_from_the_plan_removes_its_accept() -> None:
 
 @pytest.mark.skipif(shutil.which("nft") is None or shutil.which("ip") is None, reason="needs nft and ip (root)")
 def test_nft_accepts_every_machines_ruleset() -> None:
-    network = plan_network(planned("dev"), {"train": 2}, bastion=True)
+    network = plan_network(planned("dev"), {"train": 2})
     namespace = f"gf-nftcheck-{uuid.uuid4().hex[:8]}"
     subprocess.run(["ip", "netns", "add", namespace], check=True, capture_output=True)
     try:
@@ -100,3 +98,16 @@ def test_nft_accepts_every_machines_ruleset() -> None:
             subprocess.run(["ip", "netns", "exec", namespace, "nft", "flush", "ruleset"], check=True, timeout=30)
     finally:
         subprocess.run(["ip", "netns", "delete", namespace], check=True, capture_output=True)
+
+
+def test_user_data_the_bench_applies_is_the_plans_and_unknown_keys_are_refused() -> None:
+    network = plan_network(planned("dev"), {"train": 1})
+    controller = parse(network.machine("forge-dev-ctl-0").user_data)
+    assert controller["preserve_hostname"] is False and controller["hostname"] == "forge-dev-ctl-0"
+    hosts = [f["content"] for f in controller["write_files"] if f["path"] == "/etc/hosts"]
+    assert hosts == ["10.20.128.10 forge-dev-ctl-0\n"]
+    assert "runcmd" in parse(network.machine("train-1").user_data)  # known, skipped with its reason
+    with pytest.raises(UserDataError, match=r"\['bootcmd'\]"):
+        parse("#cloud-config\nbootcmd: [reboot]\n")
+    with pytest.raises(UserDataError, match="not a #cloud-config"):
+        parse("#!/bin/sh\nreboot\n")
