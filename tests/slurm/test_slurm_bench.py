@@ -104,8 +104,8 @@ def test_a_user_sshes_to_the_login_node_with_their_own_key(slurm_bench: Bench) -
         key = Path(tmp) / "id_ed25519"
         key.write_text(private)
         key.chmod(0o600)
-        options = [o for o in login.ssh_options() if o != str(login.key_path)]
-        options[options.index("-i") + 1] = str(key)
+        options = login.ssh_options()
+        options[options.index("-i") + 1] = str(key)  # the user's key, not the harness's
         result = subprocess.run(["ssh", *options, f"{USER}@{login.address}", "id -un; hostname"],
                                 capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr
