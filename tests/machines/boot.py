@@ -230,6 +230,10 @@ class MachinePool:
             for machine in machines:
                 self._attach(machine, bridge)
             _refresh_package_lists(machines)
+        return self._boot(prefix, image, machines)
+
+    def _boot(self, prefix: str, image: Image, machines: list[Machine]) -> Machines:
+        """Boot *machines* (prepared, networked) as the group *prefix*."""
         for machine in machines:  # start all, then wait for all: they boot in parallel
             self._start(machine)
         for machine in machines:
@@ -267,14 +271,7 @@ class MachinePool:
             self._netns.append(machine)
             vpc.attach(machine.netns, index, host, hosts)
         _refresh_package_lists(machines)
-        for machine in machines:
-            self._start(machine)
-        for machine in machines:
-            self._wait_for_ssh(machine)
-        namespaces.advance_past([pid for m in machines if m.pid and (pid := _container_init(m.pid))])
-        group = Machines(image=image, machines=machines)
-        self._groups[prefix] = group
-        return group
+        return self._boot(prefix, image, machines)
 
     def reboot(self, machines: Machines) -> None:
         """Reboot *machines*: each powers off cleanly (what lives in the kernel and under /run is gone) and boots
