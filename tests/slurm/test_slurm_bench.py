@@ -47,8 +47,9 @@ def _sacct(bench: Bench, job: str) -> dict[str, str]:
 
 def _idle_train_nodes(bench: Bench) -> list[str]:
     out = bench.controller.run("sinfo -N -h -o '%N %t'", root=True, check=False).stdout
-    return sorted(name for name, state in (line.split() for line in out.splitlines() if line.strip())
-                  if state == "idle" and name in bench.train_nodes)
+    # A node is listed once per partition it is in (gpu and debug).
+    return sorted({name for name, state in (line.split() for line in out.splitlines() if line.strip())
+                   if state == "idle" and name in bench.train_nodes})
 
 
 def _blocker(bench: Bench) -> str:
