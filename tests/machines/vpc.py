@@ -11,6 +11,7 @@ each machine's own nftables (tests/bench/plan_network.py), loaded into its names
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from dataclasses import dataclass
 
@@ -39,6 +40,9 @@ class VpcHost:
 
 def make_router(vpc_cidr: str, hosts: list[VpcHost]) -> None:
     """The router namespace, a bridge per subnet of *hosts*, and the host's route to *vpc_cidr* through it."""
+    missing = [tool for tool, package in (("ip", "iproute2"), ("nft", "nftables")) if shutil.which(tool) is None]
+    if missing:
+        raise VpcError(f"a VPC needs {' and '.join(missing)} on this host (apt-get install iproute2 nftables)")
     _run("ip", "netns", "add", ROUTER_NETNS)
     _in_router("sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
     _in_router("ip", "link", "set", "lo", "up")
