@@ -1,11 +1,13 @@
 """The dev stack as its plan declares it, booted (tests/slurm/bench.py says what stands in): its machines at
 their planned addresses in their planned subnets, named as EC2 and their user data name them, behind their
 security groups; and the journeys of a user on it: ssh to the login node, a two-node batch job, an
-interactive srun that had to queue, both in sacct. Removing the security-group rule an interactive srun needs
+interactive srun and an salloc that had to queue, both in sacct, ssh from the login node into a node of
+one's job (and only then). Removing the security-group rule an interactive srun needs
 (slurmctld to the login node's srun ports) makes that journey hang, as it would on AWS."""
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import tempfile
@@ -123,10 +125,12 @@ def test_a_two_node_batch_job_runs_on_both_train_nodes(slurm_bench: Bench) -> No
     slurm_bench.jobs["batch"] = job
 
 
-def _queued_srun(bench: Bench, timeout_s: int) -> tuple[str, subprocess.CompletedProcess[str]]:
+def _queued(bench: Bench, client: str, timeout_s: int) -> tuple[str, subprocess.CompletedProcess[str]]:
+    """Run *client* (srun or salloc, with its arguments) on the login node as the user, for two nodes and
+    behind a job that holds both: (the blocker's id, the client's result)."""
     blocker = _blocker(bench)
     wait_for(f"job {blocker} running", lambda: _sacct(bench, blocker)["State"] == "RUNNING", timeout_s=60)
-    command = f"timeout {timeout_s} srun -N2 {MEM} hostname"
+    command = f"timeout {timeout_s} {client}"
     result = bench.login.run(f"sudo -n -u {USER} -i sh -c {json.dumps(command)}", check=False,
                              timeout=timeout_s + 30)
     return blocker, result
@@ -135,7 +139,7 @@ def _queued_srun(bench: Bench, timeout_s: int) -> tuple[str, subprocess.Complete
 def test_an_interactive_srun_that_had_to_queue_runs_once_granted(slurm_bench: Bench) -> None:
     wait_for("both train nodes idle", lambda: _idle_train_nodes(slurm_bench) == sorted(slurm_bench.train_nodes),
              timeout_s=180)
-    blocker, result = _queued_srun(slurm_bench, 120)
+    blocker, result = _queued(slurm_bench, f"srun -N2 {MEM} hostname", 120)
     assert result.returncode == 0, (result.stdout, result.stderr)
     assert "queued and waiting for resources" in result.stderr, result.stderr
     assert sorted(result.stdout.split()) == sorted(m.name for m in slurm_bench.train)
@@ -149,13 +153,50 @@ def test_an_interactive_srun_that_had_to_queue_runs_once_granted(slurm_bench: Be
         assert rows[batch][2] == "COMPLETED", rows
 
 
+def test_an_salloc_that_had_to_queue_gets_its_allocation(slurm_bench: Bench) -> None:
+    wait_for("both train nodes idle", lambda: _idle_train_nodes(slurm_bench) == sorted(slurm_bench.train_nodes),
+             timeout_s=180)
+    _, result = _queued(slurm_bench, f"salloc -N2 {MEM} srun hostname", 120)
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    assert "queued and waiting for resources" in result.stderr, result.stderr
+    assert sorted(result.stdout.split()) == sorted(m.name for m in slurm_bench.train)
+
+
+def test_a_user_sshes_from_the_login_node_only_into_a_node_of_their_job(slurm_bench: Bench) -> None:
+    wait_for("both train nodes idle", lambda: _idle_train_nodes(slurm_bench) == sorted(slurm_bench.train_nodes),
+             timeout_s=180)
+    private, _ = slurm_bench.user_key
+    key = f"/home/{USER}/.ssh/id_ed25519"
+    slurm_bench.login.run(  # the user's own key, on the login node
+        f"install -d -m 0700 -o {USER} -g {USER} /home/{USER}/.ssh && "
+        f"echo {base64.b64encode(private.encode()).decode()} | base64 -d > {key} && chown {USER}: {key} && "
+        f"chmod 0600 {key}", root=True)
+    target, node = slurm_bench.train[0], slurm_bench.train_nodes[0]
+
+    def ssh() -> subprocess.CompletedProcess[str]:
+        command = f"ssh -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null {target.name} " \
+                  "cat /proc/self/cgroup"
+        return slurm_bench.login.run(f"sudo -n -u {USER} -i sh -c {json.dumps(command)}", check=False, timeout=60)
+
+    refused = ssh()  # reached through the security group (SSH from management), then refused by pam_slurm_adopt
+    assert refused.returncode != 0 and "Connection timed out" not in refused.stderr, refused.stderr
+    job = slurm_bench.as_user(f"sbatch --parsable -N1 -w {node} {MEM} --wrap 'sleep 300'").strip().split(";")[0]
+    try:
+        wait_for(f"job {job} running", lambda: job in slurm_bench.as_user("squeue -h -t RUNNING -o %i").split())
+        admitted = ssh()
+        assert admitted.returncode == 0, admitted.stderr
+        assert f"job_{job}/step_extern" in admitted.stdout, admitted.stdout
+    finally:
+        slurm_bench.as_user(f"scancel {job}")
+
+
 def test_without_the_srun_rule_from_the_controllers_a_queued_srun_hangs(slurm_bench: Bench) -> None:
     wait_for("both train nodes idle", lambda: _idle_train_nodes(slurm_bench) == sorted(slurm_bench.train_nodes),
              timeout_s=180)
     slurm_bench.enforce(without_rules(slurm_bench.plan, SRUN_FROM_CONTROLLERS))
     try:
         # The blocker ends after 20 s; the srun's allocation is granted then, but slurmctld cannot tell it.
-        _, result = _queued_srun(slurm_bench, 75)
+        _, result = _queued(slurm_bench, f"srun -N2 {MEM} hostname", 75)
     finally:
         slurm_bench.enforce(slurm_bench.plan)
         slurm_bench.controller.run(f"scancel -u {USER}", root=True, check=False)
