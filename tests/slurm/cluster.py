@@ -263,9 +263,9 @@ def cluster_config(machines: Machines, cpus: int, real_memory: int, user_public_
 
 def booted_rendering(controller: str, cluster_name: str, user_public_key: str) -> dict[str, Any]:
     """The dev stack's rendering (accounts, partitions' settings, versions) as every booted cluster here
-    starts from: accounting on the controller named *controller* with MariaDB on it, secrets in Ansible vault variables, the
-    cluster user, the stand-in /home and GPUs, no lifecycle program and no topology. The cluster's shape
-    (controllers, nodes, partitions) is the caller's."""
+    starts from: accounting on the controller named *controller* with MariaDB on it, secrets in Ansible vault
+    variables, the cluster user, the stand-in /home and GPUs, no lifecycle program and no topology. The
+    cluster's shape (controllers, nodes, partitions) is the caller's."""
     config = slurm_config(resolve(load_stack("dev").cluster, "dev"), stand_in_gpus=True)
     # No Auto Scaling group behind these machines: no lifecycle program (test_slurm_lifecycle.py adds its own).
     config.pop("lifecycle", None)
