@@ -2,10 +2,11 @@
 machine and write its files (set_hostname/update_hostname, write_files), applied from the launch template's
 own #cloud-config document.
 
-Not cloud-init itself: Debian's cloud-init is not in the bench image, and its other modules (network, the
-datasource) have nothing to do on a machine whose network the bench made. What a document asks beyond the
-keys below is refused, so nothing in user data is silently left out; what the bench leaves out on purpose is
-named in SKIPPED with the reason (the stand-ins it waits for).
+Not cloud-init itself: the Slurm image has no cloud-init (tests/slurm/test_slurm_home_booted.py runs real
+cloud-init from a NoCloud seed on an image of its own; the bench moving to that is a next step), and its other
+modules (network, the datasource) have nothing to do on a machine whose network the bench made. What a document
+asks beyond the keys below is refused, so nothing in user data is silently left out; what the bench leaves out
+on purpose is named in SKIPPED with the reason (the stand-ins it waits for).
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from tests.machines import Machine
 APPLIED = frozenset({"preserve_hostname", "hostname", "fqdn", "prefer_fqdn_over_hostname", "write_files"})
 # key (or file path) -> why the bench does not apply it yet.
 SKIPPED = {
-    "runcmd": "starts nvidia-persistenced and the Lustre and EFS automounts: the bench has no driver, FSx or EFS "
-    "stand-in yet (the shared /home is the Slurm fixture's stand-in)",
-    "/etc/fstab": "the FSx and EFS entries: no FSx or EFS stand-in on the bench yet",
+    "runcmd": "starts nvidia-persistenced and the Lustre and EFS automounts: the bench serves no driver, FSx or EFS "
+    "yet (the shared /home is the Slurm fixture's stand-in; test_slurm_home_booted.py has an EFS stand-in to reuse)",
+    "/etc/fstab": "the FSx and EFS entries: the bench serves no FSx or EFS yet",
 }
 
 
