@@ -54,6 +54,17 @@ def _idle_train_nodes(bench: Bench) -> list[str]:
                    if state == "idle" and name in bench.train_nodes})
 
 
+def _wait_for_idle_train_nodes(bench: Bench) -> None:
+    wait_for("both train nodes idle", lambda: _idle_train_nodes(bench) == sorted(bench.train_nodes), timeout_s=180)
+
+
+def _assert_granted_on_both_train_nodes(bench: Bench, result: subprocess.CompletedProcess[str]) -> None:
+    """A queued srun or salloc (its result) that waited, was granted and ran `hostname` on both train nodes."""
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    assert "queued and waiting for resources" in result.stderr, result.stderr
+    assert sorted(result.stdout.split()) == sorted(m.name for m in bench.train)
+
+
 def _blocker(bench: Bench) -> str:
     """A job that holds both train nodes for a while, so the next one queues."""
     out = bench.as_user(f"sbatch --parsable -N2 --exclusive {MEM} --wrap 'sleep 20'")
@@ -96,8 +107,7 @@ def test_the_security_groups_admit_only_what_the_plan_opens(slurm_bench: Bench) 
 
 
 def test_the_train_instances_register_themselves_under_their_instance_ids(slurm_bench: Bench) -> None:
-    wait_for("both train nodes idle", lambda: _idle_train_nodes(slurm_bench) == sorted(slurm_bench.train_nodes),
-             timeout_s=180)
+    _wait_for_idle_train_nodes(slurm_bench)
 
 
 def test_a_user_sshes_to_the_login_node_with_their_own_key(slurm_bench: Bench) -> None:
@@ -116,8 +126,7 @@ def test_a_user_sshes_to_the_login_node_with_their_own_key(slurm_bench: Bench) -
 
 
 def test_a_two_node_batch_job_runs_on_both_train_nodes(slurm_bench: Bench) -> None:
-    wait_for("both train nodes idle", lambda: _idle_train_nodes(slurm_bench) == sorted(slurm_bench.train_nodes),
-             timeout_s=180)
+    _wait_for_idle_train_nodes(slurm_bench)
     job = slurm_bench.as_user(f"sbatch --parsable -N2 {MEM} --wrap 'srun hostname'").strip().split(";")[0]
     wait_for(f"job {job} completed", lambda: _sacct(slurm_bench, job)["State"] == "COMPLETED", timeout_s=120)
     nodes = slurm_bench.as_user(f"scontrol show hostnames $(sacct -X -n -P -j {job} --format=NodeList)").split()
@@ -137,12 +146,9 @@ def _queued(bench: Bench, client: str, timeout_s: int) -> tuple[str, subprocess.
 
 
 def test_an_interactive_srun_that_had_to_queue_runs_once_granted(slurm_bench: Bench) -> None:
-    wait_for("both train nodes idle", lambda: _idle_train_nodes(slurm_bench) == sorted(slurm_bench.train_nodes),
-             timeout_s=180)
+    _wait_for_idle_train_nodes(slurm_bench)
     blocker, result = _queued(slurm_bench, f"srun -N2 {MEM} hostname", 120)
-    assert result.returncode == 0, (result.stdout, result.stderr)
-    assert "queued and waiting for resources" in result.stderr, result.stderr
-    assert sorted(result.stdout.split()) == sorted(m.name for m in slurm_bench.train)
+    _assert_granted_on_both_train_nodes(slurm_bench, result)
     # Accounting has the batch job of the journey before and this one.
     batch = slurm_bench.jobs.get("batch")
     out = slurm_bench.as_user("sacct -X -n -P --format=JobID,JobName,State")
@@ -154,17 +160,13 @@ def test_an_interactive_srun_that_had_to_queue_runs_once_granted(slurm_bench: Be
 
 
 def test_an_salloc_that_had_to_queue_gets_its_allocation(slurm_bench: Bench) -> None:
-    wait_for("both train nodes idle", lambda: _idle_train_nodes(slurm_bench) == sorted(slurm_bench.train_nodes),
-             timeout_s=180)
+    _wait_for_idle_train_nodes(slurm_bench)
     _, result = _queued(slurm_bench, f"salloc -N2 {MEM} srun hostname", 120)
-    assert result.returncode == 0, (result.stdout, result.stderr)
-    assert "queued and waiting for resources" in result.stderr, result.stderr
-    assert sorted(result.stdout.split()) == sorted(m.name for m in slurm_bench.train)
+    _assert_granted_on_both_train_nodes(slurm_bench, result)
 
 
 def test_a_user_sshes_from_the_login_node_only_into_a_node_of_their_job(slurm_bench: Bench) -> None:
-    wait_for("both train nodes idle", lambda: _idle_train_nodes(slurm_bench) == sorted(slurm_bench.train_nodes),
-             timeout_s=180)
+    _wait_for_idle_train_nodes(slurm_bench)
     private, _ = slurm_bench.user_key
     key = f"/home/{USER}/.ssh/id_ed25519"
     slurm_bench.login.run(  # the user's own key, on the login node
@@ -191,8 +193,7 @@ def test_a_user_sshes_from_the_login_node_only_into_a_node_of_their_job(slurm_be
 
 
 def test_without_the_srun_rule_from_the_controllers_a_queued_srun_hangs(slurm_bench: Bench) -> None:
-    wait_for("both train nodes idle", lambda: _idle_train_nodes(slurm_bench) == sorted(slurm_bench.train_nodes),
-             timeout_s=180)
+    _wait_for_idle_train_nodes(slurm_bench)
     slurm_bench.enforce(without_rules(slurm_bench.plan, SRUN_FROM_CONTROLLERS))
     try:
         # The blocker ends after 20 s; the srun's allocation is granted then, but slurmctld cannot tell it.
