@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from . import namespaces
+from . import namespaces, vpc
 from .images import ADMIN_USER, Image, build, mount_overlay
 
 LEASES_DIR = Path("/run/gpuforge-machines")
@@ -50,6 +50,7 @@ NETWORK_PREFIX = "198.18."
 NETWORK_NUMBERS = range(1, 255)
 NETWORK_HOSTS = range(2, 255)
 BRIDGE_PREFIX = "gf-br"
+VPC_LEASE = "vpc"  # the lease of the one VPC a host holds at a time (tests/machines/vpc.py)
 NETNS_DIR = Path("/run/netns")  # where `ip netns` keeps its namespaces
 IP_TIMEOUT_S = 30
 BOOT_TIMEOUT_S = 180
@@ -174,6 +175,7 @@ class MachinePool:
         self._booted: list[Machine] = []
         self._netns: list[Machine] = []  # machines with a network namespace of their own, made by this pool
         self._bridges: list[str] = []
+        self._vpcs: list[str] = []  # the CIDRs of the VPCs this pool made (tests/machines/vpc.py)
         self._key, self._known_hosts = self._client_key()
         stop_stale_machines()
 
@@ -233,6 +235,10 @@ class MachinePool:
             for machine in machines:
                 self._attach(machine, bridge)
             _refresh_package_lists(machines)
+        return self._boot(prefix, image, machines)
+
+    def _boot(self, prefix: str, image: Image, machines: list[Machine]) -> Machines:
+        """Boot *machines* (prepared, networked) as the group *prefix*."""
         for machine in machines:  # start all, then wait for all: they boot in parallel
             self._start(machine)
         for machine in machines:
@@ -242,6 +248,35 @@ class MachinePool:
         group = Machines(image=image, machines=machines)
         self._groups[prefix] = group
         return group
+
+    def vpc_group(self, prefix: str, image: Image, vpc_cidr: str, hosts: list[vpc.VpcHost]) -> Machines:
+        """Machines named and addressed as *hosts* say, each in a network namespace of its own on its subnet of a
+        VPC (tests/machines/vpc.py) behind its nftables ruleset; a second call with the same prefix returns them.
+        One VPC per host at a time (its router namespace has a fixed name): a second session's call fails."""
+        existing = self._groups.get(prefix)
+        if existing is not None:
+            return existing
+        build(image)
+        lease = _take_lease(VPC_LEASE)
+        if lease is None:
+            raise MachineError(f"another session's VPC is up on this host (lease {LEASES_DIR / VPC_LEASE})")
+        self._leases[VPC_LEASE] = lease
+        _write_lease(lease, {"vpc": vpc_cidr})
+        for host in hosts:
+            if (address_lease := _take_lease(host.address)) is None:
+                raise MachineError(f"{host.address} is leased by another session")
+            self._leases[host.address] = address_lease
+        names = "".join(f"{h.address}\t{h.name}\n" for h in hosts)  # what VPC DNS answers for EC2's names
+        machines = [self._prepare(h.name, h.address, image, names) for h in hosts]
+        self._vpcs.append(vpc_cidr)
+        vpc.make_router(vpc_cidr, hosts)
+        for index, (machine, host) in enumerate(zip(machines, hosts, strict=True)):
+            machine.netns = _netns_name(machine.address)
+            _write_lease(self._leases[machine.address], {"netns": machine.netns, "name": machine.name})
+            self._netns.append(machine)
+            vpc.attach(machine.netns, index, host, hosts)
+        _refresh_package_lists(machines)
+        return self._boot(prefix, image, machines)
 
     def reboot(self, machines: Machines) -> None:
         """Reboot *machines*: each powers off cleanly (what lives in the kernel and under /run is gone) and boots
@@ -407,6 +442,9 @@ class MachinePool:
             except Exception as exc:
                 errors.append(f"bridge {bridge}: {exc}")
         self._bridges.clear()
+        for cidr in self._vpcs:
+            vpc.delete_router(cidr)
+        self._vpcs.clear()
         for lease in self._leases.values():
             Path(lease.name).unlink(missing_ok=True)
             lease.close()
@@ -511,6 +549,8 @@ def stop_stale_machines() -> None:
             # What the lease names, and only if it has this harness's own name for that address.
             if record.get("netns") == _netns_name(path.name):
                 _delete_netns(path.name)
+            if path.name == VPC_LEASE and isinstance(record.get("vpc"), str):
+                vpc.delete_router(record["vpc"])
             bridge = record.get("bridge")
             if isinstance(bridge, str) and path.name.startswith(NETWORK_PREFIX) and bridge == _bridge_name(path.name):
                 _delete_link(bridge)
@@ -579,8 +619,10 @@ def _ip(*args: str) -> None:
 
 
 def _delete_netns(address: str) -> None:
-    """Delete a machine's network namespace and its veth pair (deleting one end deletes both)."""
-    _delete_link(_veth_name(address))
+    """Delete a machine's network namespace and its veth pair (deleting one end deletes both). A VPC machine's
+    pair has its other end in the VPC's router namespace, not on the host: only an own network's is here."""
+    if address.startswith(NETWORK_PREFIX):
+        _delete_link(_veth_name(address))
     if (NETNS_DIR / _netns_name(address)).exists():
         _ip("netns", "delete", _netns_name(address))
 

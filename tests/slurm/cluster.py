@@ -243,7 +243,7 @@ def cluster_config(machines: Machines, cpus: int, real_memory: int, user_public_
     versions) with the cluster's shape replaced by these machines: a controller with MariaDB on it, a
     static group of two computes (their real CPU count) and a cloud group that registers itself."""
     ctl = machines[CONTROLLER]
-    config = booted_rendering(ctl, CLUSTER, user_public_key)
+    config = booted_rendering(ctl.name, CLUSTER, user_public_key)
     names = [machines[i].name for i in STATIC]
     config["controllers"] = [{"name": ctl.name, "address": ctl.address}]
     gres = f"gpu:{GPU_TYPE}:{GPUS}"
@@ -282,15 +282,15 @@ def cluster_config(machines: Machines, cpus: int, real_memory: int, user_public_
     return config
 
 
-def booted_rendering(controller: Machine, cluster_name: str, user_public_key: str) -> dict[str, Any]:
+def booted_rendering(controller: str, cluster_name: str, user_public_key: str) -> dict[str, Any]:
     """The dev stack's rendering (accounts, partitions' settings, versions) as every booted cluster here
-    starts from: accounting on *controller* with MariaDB on it, secrets in Ansible vault variables, the
-    cluster user, the stand-in /home and GPUs, no lifecycle program and no topology. The cluster's shape
-    (controllers, nodes, partitions) is the caller's."""
+    starts from: accounting on the controller named *controller* with MariaDB on it, secrets in Ansible vault
+    variables, the cluster user, the stand-in /home and GPUs, no lifecycle program and no topology. The
+    cluster's shape (controllers, nodes, partitions) is the caller's."""
     config = slurm_config(resolve(load_stack("dev").cluster, "dev"), stand_in_gpus=True)
     # No Auto Scaling group behind these machines: no lifecycle program (test_slurm_lifecycle.py adds its own).
     config.pop("lifecycle", None)
-    config["accounting"]["host"] = controller.name
+    config["accounting"]["host"] = controller
     config["accounting"]["database"].update(kind="controller", host="localhost")
     config["secrets"] = {
         "munge_key": {"store": "ansible_vault", "id": "vault_slurm_munge_key"},

@@ -114,7 +114,7 @@ def failover_config(machines: Machines, cpus: int, real_memory: int, user_public
     site = site_rendering()
     assert len(site["controllers"]) == 2 and site["state_shared"]["kind"] == "nfs"
     primary, backup, compute = machines[PRIMARY], machines[BACKUP], machines[COMPUTE]
-    config = booted_rendering(primary, CLUSTER, user_public_key)
+    config = booted_rendering(primary.name, CLUSTER, user_public_key)
     config["controllers"] = [{"name": m.name, "address": m.address} for m in (primary, backup)]
     config["state_shared"] = site["state_shared"]
     config["accounting"]["backup_host"] = site["accounting"]["backup_host"]

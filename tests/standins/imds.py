@@ -35,8 +35,8 @@ CREDENTIALS_PATH = "/latest/meta-data/iam/security-credentials/"
 class StandInImds(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, instance_id: str) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+    def __init__(self, instance_id: str, host: str = "127.0.0.1") -> None:
+        super().__init__((host, 0), _Handler)
         self.instance_id = instance_id
         self.role: str | None = None  # the instance profile's role; its credentials are the test's own (moto's)
         self.credentials = {"AccessKeyId": "testing", "SecretAccessKey": "testing", "Token": "testing"}
@@ -112,9 +112,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def stand_in_imds(instance_id: str) -> Iterator[StandInImds]:
-    """The stand-in, serving from a thread of this process until the block ends."""
-    server = StandInImds(instance_id)
+def stand_in_imds(instance_id: str, host: str = "127.0.0.1") -> Iterator[StandInImds]:
+    """The stand-in, serving on *host* from a thread of this process until the block ends."""
+    server = StandInImds(instance_id, host)
     thread = threading.Thread(target=server.serve_forever, name="stand-in-imds", daemon=True)
     thread.start()
     try:
