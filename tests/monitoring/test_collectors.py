@@ -175,10 +175,12 @@ def test_lustre_collector_without_lctl_reports_no_health_check(tmp_path: Path) -
     assert 'gpuforge_lustre_client_check{check="llite",mountpoint="/fsx"} 1' in text.splitlines()
 
 
-def dpkg_status(packages: dict[str, str], removed: tuple[str, ...] = ()) -> str:
-    """/var/lib/dpkg/status as dpkg writes it: one stanza per package, removed ones "deinstall ok config-files"."""
+def dpkg_status(packages: dict[str, str], removed: tuple[str, ...] = (), held: tuple[str, ...] = ()) -> str:
+    """/var/lib/dpkg/status as dpkg writes it: one stanza per package, held ones "hold ok installed" (apt-mark
+    hold), removed ones "deinstall ok config-files"."""
     stanzas = [
-        f"Package: {name}\nStatus: install ok installed\nPriority: optional\nArchitecture: amd64\nVersion: {version}\n"
+        f"Package: {name}\nStatus: {'hold' if name in held else 'install'} ok installed\nPriority: optional\n"
+        f"Architecture: amd64\nVersion: {version}\n"
         f"Description: {name}\n multi-line description\n"
         for name, version in packages.items()
     ]
@@ -209,7 +211,9 @@ def software_root(root: Path, *, module: str | None, efa: bool) -> Path:
         "doca-ofed": DOCA_VERSION,
         "rdma-core": "44.0-2",
     }
-    (root / "var/lib/dpkg/status").write_text(dpkg_status(packages, removed=("cuda-cudart-11-8",)))
+    # The roles hold the driver and NCCL at their pins (apt-mark hold), as on a baked node.
+    held = (f"cuda-drivers-{DRIVER_BRANCH}", "libnccl2")
+    (root / "var/lib/dpkg/status").write_text(dpkg_status(packages, removed=("cuda-cudart-11-8",), held=held))
     if module is not None:
         (root / "sys/module/nvidia").mkdir(parents=True)
         (root / "sys/module/nvidia/version").write_text(module + "\n")

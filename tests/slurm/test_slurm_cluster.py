@@ -340,7 +340,7 @@ def test_slurmctld_runs_the_shared_cluster_settings(slurm_cluster: SlurmCluster)
         for key, _, value in (line.partition("=") for line in slurm_cluster.scontrol("show", "config").splitlines())
     )
     assert shown["PreemptType"] == "preempt/qos" and shown["PreemptMode"] == "REQUEUE", shown
-    assert shown["EnforcePartLimits"] == "ALL" and shown["UnkillableStepTimeout"].split()[0] == "180", shown
+    assert shown["EnforcePartLimits"] == "NO" and shown["UnkillableStepTimeout"].split()[0] == "180", shown
     assert shown["LaunchParameters"] == "use_interactive_step", shown
     assert set(shown["PrivateData"].split(",")) == {"accounts", "jobs", "reservations", "usage", "users"}, shown
     assert "MAX_TRES" in shown["PriorityFlags"] and shown["PriorityWeightQOS"] == "2000", shown

@@ -99,7 +99,9 @@ def test_a_cpu_partition_bills_cpus_and_names_no_gpu_default() -> None:
 
 def test_the_shared_cluster_settings_are_rendered() -> None:
     conf = _conf(_stack("dev"), "dev")
-    for line in ("UnkillableStepTimeout=180", "EnforcePartLimits=ALL", "LaunchParameters=use_interactive_step",
+    # No EnforcePartLimits: ALL would refuse the job that should grow an elastic partition from zero nodes.
+    assert not [line for line in conf.splitlines() if line.startswith("EnforcePartLimits")], conf
+    for line in ("UnkillableStepTimeout=180", "LaunchParameters=use_interactive_step",
                  "PrivateData=accounts,jobs,reservations,usage,users", "PriorityWeightQOS=2000",
                  "PriorityWeightTRES=GRES/gpu=1000"):
         assert line in conf.splitlines(), line
