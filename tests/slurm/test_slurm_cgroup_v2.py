@@ -70,7 +70,7 @@ def _configure(machine: Machine, workdir: Path) -> VmCluster:
     stand_in_gpus(machine)
     cpus, memory = node_facts(machine)
     private, public = generated_ssh_key()
-    config = booted_rendering(machine, "forge-vm", public)
+    config = booted_rendering(NAME, "forge-vm", public)
     config["controllers"] = [{"name": NAME, "address": GUEST_ADDRESS}]
     one_compute(config, machine, cpus, memory)
     config["nodes"][0]["addresses"] = GUEST_ADDRESS  # the guest's own address, not the forwarded port's

@@ -70,7 +70,7 @@ def build_trixie(machines: Machines) -> TrixieCluster:
     for index, machine in enumerate(machines):
         prepare_machine(machine, gpus=index == COMPUTE)
     cpus, memory = node_facts(machines[COMPUTE])
-    config = booted_rendering(machines[CONTROLLER], CLUSTER, generated_ssh_key()[1])
+    config = booted_rendering(machines[CONTROLLER].name, CLUSTER, generated_ssh_key()[1])
     config["controllers"] = [{"name": machines[CONTROLLER].name, "address": machines[CONTROLLER].address}]
     one_compute(config, machines[COMPUTE], cpus, memory)
     config = contract_vars(config)
