@@ -446,11 +446,18 @@ def test_an_account_over_its_gpu_limit_waits_with_the_limit_as_its_reason(slurm_
         slurm_cluster.as_user(f"scancel {running} {waiting or ''}")
 
 
-def test_a_job_outside_a_partitions_accounts_is_refused(slurm_cluster: SlurmCluster) -> None:
-    """debug allows the research account only (AllowAccounts): a job charged to the user's other account is
-    refused at submission, one charged to research is taken."""
-    refused = slurm_cluster.as_user(f"sbatch -A {CAPPED_ACCOUNT} -p debug --wrap hostname 2>&1; echo rc=$?")
-    assert "rc=1" in refused and "account/partition combination" in refused, refused
-    taken = _submit(slurm_cluster, f"-A {ACCOUNT} -p debug", "hostname")
-    row = wait_for(f"job {taken} to finish", lambda: _finished(slurm_cluster, taken), JOB_TIMEOUT_S)
-    assert row["State"] == "COMPLETED", _sacct(slurm_cluster, taken)
+def test_a_job_outside_a_partitions_accounts_never_runs(slurm_cluster: SlurmCluster) -> None:
+    """debug allows the research account only (AllowAccounts). With EnforcePartLimits at Slurm's default (NO, see
+    slurm.conf.j2) sbatch takes a job charged to the user's other account, and the scheduler holds it with a reason
+    that names the partition's accounts: a job charged to research, submitted after it, runs while it still waits."""
+    held = _submit(slurm_cluster, f"-A {CAPPED_ACCOUNT} -p debug", "hostname")
+    taken = None
+    try:
+        reason = wait_for(f"job {held} evaluated", lambda: _pending_reason(slurm_cluster, held), 60)
+        assert f"account not permitted to use this partition (debug allows {ACCOUNT} not {CAPPED_ACCOUNT})" in reason
+        taken = _submit(slurm_cluster, f"-A {ACCOUNT} -p debug", "hostname")
+        row = wait_for(f"job {taken} to finish", lambda: _finished(slurm_cluster, taken), JOB_TIMEOUT_S)
+        assert row["State"] == "COMPLETED", _sacct(slurm_cluster, taken)
+        assert _pending_reason(slurm_cluster, held) == reason, _job(slurm_cluster, held)
+    finally:
+        slurm_cluster.as_user(f"scancel {held} {taken or ''}")
