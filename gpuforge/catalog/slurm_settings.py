@@ -29,6 +29,7 @@ class SettingFacts(_Facts):
 
     form: Literal["seconds", "count", "choice", "choices", "options", "location"]
     doc: str
+    example: str | int  # a value that passes the check and that slurmctld takes (the docs and tests use it)
     since: str = OLDEST
     min: int | None = None
     max: int | None = None

@@ -132,3 +132,18 @@ def test_the_owned_keys_are_what_the_template_renders() -> None:
     assert options == set(settings.partition_owned)
     assert not set(settings.owned) & set(settings.settings)
     assert not set(settings.partition_owned) & set(settings.partition_options)
+
+
+def test_every_catalog_example_passes_on_a_stack_whose_slurm_has_it() -> None:
+    """dev runs 23.11 (every key the catalog lists); its cloud nodes make TreeWidth gpuforge's."""
+    settings = slurm_settings()
+    data = _stack("dev")
+    data["scheduler"]["extra_settings"] = {
+        key: facts.example for key, facts in settings.settings.items() if not facts.owned_with_dynamic_nodes
+    }
+    data["scheduler"]["partitions"]["debug"]["extra_options"] = {
+        key: facts.example for key, facts in settings.partition_options.items()
+    }
+    conf = _slurm_conf(data, "dev")
+    line = next(line for line in conf.splitlines() if line.startswith("PartitionName=debug "))
+    assert line.endswith(" ".join(f"{k}={f.example}" for k, f in settings.partition_options.items()))
