@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from gpuforge.catalog import Catalog
 from gpuforge.catalog.models import version_tuple
-from gpuforge.catalog.slurm_settings import SettingFacts, slurm_settings
+from gpuforge.catalog.slurm_settings import SettingFacts, fixed_by_gpuforge, slurm_settings
 
 from .errors import SpecIssue
 from .models import ClusterSpec, default_image_parameter, image_os
@@ -22,7 +22,6 @@ from .slurm_settings import SlurmValue
 from .suggest import did_you_mean, shown
 
 PATH = "cluster.scheduler"
-INFINITE = ("INFINITE", "UNLIMITED", "-1")
 # SchedulerParameters: name or name=value, comma separated (slurm.conf(5): "multiple options ... comma separated").
 _OPTIONS = re.compile(r"[a-z][a-z0-9_]*(=[A-Za-z0-9_.:/-]+)?(,[a-z][a-z0-9_]*(=[A-Za-z0-9_.:/-]+)?)*")
 # A location: a path, a URL or host:port/target, one word (JobCompLoc).
@@ -70,7 +69,7 @@ def check_slurm_settings(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]
     for pname, partition in sched.partitions.items():
         ppath = f"{PATH}.partitions[{pname}]"
         # A partition's own fields are named by their path; gpuforge's fixed values by why.
-        owned = {k: owner if owner.startswith(("gpuforge", "the ")) else f"{ppath}.{owner}"
+        owned = {k: owner if fixed_by_gpuforge(owner) else f"{ppath}.{owner}"
                  for k, owner in settings.partition_owned.items()}
         issues += _check_map(f"{ppath}.extra_options", partition.extra_options, settings.partition_options, owned,
                              release, dynamic)
@@ -119,11 +118,12 @@ def _manual() -> str:
 
 
 def _owned(path: str, key: str, owner: str) -> SpecIssue:
-    if owner.startswith(("gpuforge", "the ")):
-        why = owner.removeprefix("gpuforge").strip().removeprefix("(").removesuffix(")")
+    why = fixed_by_gpuforge(owner)
+    if why is not None:
         return SpecIssue(path, f"{key} is set by gpuforge itself ({why})",
                          f"remove {key} (docs/slurm.md, \"Settings gpuforge does not set\", says which keys are free)")
-    return SpecIssue(path, f"{key} is rendered by gpuforge from {owner}", f"remove {key} here and set {owner}")
+    return SpecIssue(path, f"{key} is rendered by gpuforge from {owner}",
+                     f"remove {key} here; to change it, change {owner}")
 
 
 def _too_new(path: str, what: str, since: str, release: tuple[str, str]) -> list[SpecIssue]:
@@ -140,12 +140,11 @@ def _form(path: str, key: str, value: SlurmValue, facts: SettingFacts, release: 
     text = str(value)
     expected = _expected(facts)
     if facts.form in ("seconds", "count"):
-        if facts.infinite and text.upper() in INFINITE:
+        if text in facts.unlimited:
             return []
         number = value if isinstance(value, int) else int(text) if re.fullmatch(r"-?\d+", text) else None
         if number is None or not (facts.min or 0) <= number <= (facts.max or number):
-            return [SpecIssue(path, f"{shown(value)} is not {expected} (slurm.conf(5), {key})",
-                              f"write {key}: {facts.min if facts.min is not None else 0}..{facts.max}")]
+            return [_not_in_form(path, key, value, expected)]
         return []
     if facts.form == "choice":
         if text not in facts.values:
@@ -158,10 +157,11 @@ def _form(path: str, key: str, value: SlurmValue, facts: SettingFacts, release: 
             return [_not_one_of(path, key, ",".join(wrong), facts, expected)]
         return [i for p in parts for i in _too_new(path, f"{key}={p}", facts.values[p].since, release)]
     pattern = _OPTIONS if facts.form == "options" else _LOCATION
-    if not pattern.fullmatch(text):
-        return [SpecIssue(path, f"{shown(value)} is not {expected} (slurm.conf(5), {key})",
-                          f"write {key} as {expected}")]
-    return []
+    return [] if pattern.fullmatch(text) else [_not_in_form(path, key, value, expected)]
+
+
+def _not_in_form(path: str, key: str, value: SlurmValue, expected: str) -> SpecIssue:
+    return SpecIssue(path, f"{shown(value)} is not {expected} (slurm.conf(5), {key})", f"write {key} as {expected}")
 
 
 def _not_one_of(path: str, key: str, value: SlurmValue, facts: SettingFacts, expected: str) -> SpecIssue:
@@ -172,7 +172,7 @@ def _not_one_of(path: str, key: str, value: SlurmValue, facts: SettingFacts, exp
 
 def _expected(facts: SettingFacts) -> str:
     bounds = f"{facts.min}..{facts.max}"
-    unlimited = " or INFINITE" if facts.infinite else ""
+    unlimited = f" or {' or '.join(facts.unlimited)}" if facts.unlimited else ""
     return {
         "seconds": f"a number of seconds {bounds}{unlimited}",
         "count": f"a whole number {bounds}{unlimited}",
