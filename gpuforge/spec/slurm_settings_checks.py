@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from gpuforge.catalog import Catalog
 from gpuforge.catalog.models import version_tuple
@@ -28,16 +29,27 @@ _OPTIONS = re.compile(r"[a-z][a-z0-9_]*(=[A-Za-z0-9_.:/-]+)?(,[a-z][a-z0-9_]*(=[
 _LOCATION = re.compile(r"[A-Za-z0-9_./:@%+=-]+")
 
 
-def stack_slurm_release(spec: ClusterSpec, catalog: Catalog) -> tuple[str, str]:
-    """The oldest Slurm the stack's daemons may run (every one of them reads slurm.conf), and why."""
+class StackSlurm(NamedTuple):
+    """The oldest Slurm the stack's daemons may run (every one of them reads slurm.conf), why, and what would
+    allow a newer key."""
+
+    version: str
+    why: str
+    newer: str  # how a stack gets a newer release, or why it cannot
+
+
+def stack_slurm_release(spec: ClusterSpec, catalog: Catalog) -> StackSlurm:
     facts = catalog.slurm
     if spec.placement.kind != "aws":
-        return facts.minimum.version, (
+        return StackSlurm(
+            facts.minimum.version,
             f"the site's hosts run the site's own Slurm; gpuforge allows {facts.minimum.version} and newer "
-            "(catalog slurm.minimum, checked by the slurm_version role)"
+            "(catalog slurm.minimum, checked by the slurm_version role)",
+            "gpuforge cannot tell that a site runs a newer release",
         )
     production = facts.distributions[facts.production.os or ""]
-    oldest, why = production.version, f"the controller boots {facts.production.os} ({production.source})"
+    oldest = StackSlurm(production.version, f"the controller boots {facts.production.os} ({production.source})",
+                        "gpuforge installs no newer release on AWS (catalog slurm.production)")
     for name, group in sorted(spec.node_groups.items()):
         if group.orchestrator != "slurm":
             continue
@@ -49,12 +61,13 @@ def stack_slurm_release(spec: ClusterSpec, catalog: Catalog) -> tuple[str, str]:
             os = image_os(group.image.ssm_parameter or default_image_parameter("slurm"))
         packaged = facts.distributions.get(os or "")
         version = packaged.version if packaged else facts.minimum.version
-        if version_tuple(version) < version_tuple(oldest):
-            oldest = version
+        if version_tuple(version) < version_tuple(oldest.version):
             why = (f"node group {name} boots {os}'s Slurm {version}" if packaged else
                    f"node group {name}'s image does not name its distribution, so its Slurm may be as old as "
                    f"{version} (catalog slurm.minimum)")
-    return oldest, why
+            oldest = StackSlurm(version, why, f"or give node group {name} an image by an SSM parameter that names "
+                                              f"its distribution, e.g. {default_image_parameter('slurm')}")
+    return oldest
 
 
 def check_slurm_settings(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]:
@@ -81,7 +94,7 @@ def _check_map(
     given: Mapping[str, SlurmValue],
     known: Mapping[str, SettingFacts],
     owned: Mapping[str, str],
-    release: tuple[str, str],
+    release: StackSlurm,
     dynamic: bool,
 ) -> list[SpecIssue]:
     issues: list[SpecIssue] = []
@@ -126,17 +139,18 @@ def _owned(path: str, key: str, owner: str) -> SpecIssue:
                      f"remove {key} here; to change it, change {owner}")
 
 
-def _too_new(path: str, what: str, since: str, release: tuple[str, str]) -> list[SpecIssue]:
-    version, why = release
-    if version_tuple(since) <= version_tuple(version)[:2]:
+def _too_new(path: str, what: str, since: str, release: StackSlurm) -> list[SpecIssue]:
+    if version_tuple(since) <= version_tuple(release.version)[:2]:
         return []
     return [SpecIssue(
-        path, f"{what} is documented from Slurm {since} (slurm.conf(5)); this stack's Slurm may be {version}: {why}",
-        f"remove {what}, or run Slurm {since} or newer on every host of the stack",
+        path,
+        f"{what} is documented from Slurm {since} (slurm.conf(5)); this stack's Slurm may be {release.version}: "
+        f"{release.why}",
+        f"remove {what}; {release.newer}",
     )]
 
 
-def _form(path: str, key: str, value: SlurmValue, facts: SettingFacts, release: tuple[str, str]) -> list[SpecIssue]:
+def _form(path: str, key: str, value: SlurmValue, facts: SettingFacts, release: StackSlurm) -> list[SpecIssue]:
     text = str(value)
     expected = _expected(facts)
     if facts.form in ("seconds", "count"):

@@ -147,3 +147,13 @@ def test_every_catalog_example_passes_on_a_stack_whose_slurm_has_it() -> None:
     conf = _slurm_conf(data, "dev")
     line = next(line for line in conf.splitlines() if line.startswith("PartitionName=debug "))
     assert line.endswith(" ".join(f"{k}={f.example}" for k, f in settings.partition_options.items()))
+
+
+def test_a_group_on_a_fixed_ami_holds_the_stack_to_the_oldest_slurm() -> None:
+    """An ami_id does not say which distribution (so which Slurm) the group boots: as old as slurm.minimum."""
+    data = _stack("dev")
+    data["node_groups"]["train"]["image"] = {"ami_id": "ami-0123456789abcdef0"}
+    data["scheduler"]["extra_settings"] = {"MaxBatchRequeue": 3}
+    problem = _problems(data)[f"{SETTINGS}[MaxBatchRequeue]"]
+    assert "node group train's image does not name its distribution" in problem
+    assert "fix: remove MaxBatchRequeue; or give node group train an image by an SSM parameter" in problem
