@@ -22,15 +22,18 @@ from typing import Any
 
 import pytest
 
+from gpuforge.catalog import load_catalog
 from gpuforge.catalog.models import version_tuple
 from gpuforge.catalog.slurm_settings import SettingFacts, slurm_settings
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.slurm import render_slurm, slurm_config
 from gpuforge.spec import resolve
-from tests.machines.images import build, mount_overlay
+from tests.machines.images import Image, build, mount_overlay
 from tests.support import skip_or_fail
 
 from .cluster import SLURM_IMAGE
+from .test_slurm_trixie import _manual
+from .trixie import TRIXIE_SLURM_IMAGE
 
 pytestmark = pytest.mark.slow
 
@@ -148,3 +151,25 @@ def test_a_partition_option_newer_than_22_05_stops_its_slurmctld(
     ]
     out = _slurmctld(controller_root, "\n".join(lines) + "\n", rendered)
     assert f"unrecognized key: {key}" in out and PARSED not in out, out
+
+
+@pytest.mark.parametrize("image", [SLURM_IMAGE, TRIXIE_SLURM_IMAGE], ids=lambda image: image.name)
+def test_the_catalog_dates_each_key_as_the_packaged_manuals_do(image: Image) -> None:
+    """slurm.conf(5) as Debian 12 (22.05) and Debian 13 (24.11) install it: a key the catalog lists is in the
+    manual's section for it exactly when the release is at least the key's `since`, and so is each dated value."""
+    manual = _manual(image, "slurm.conf")
+    debian = f"debian-{image.release.name.removeprefix('debian')}"
+    release = version_tuple(load_catalog().slurm.distributions[debian].version)[:2]
+    partition_section = manual.index('.SH "PARTITION CONFIGURATION"')
+    sections = {"settings": manual[:partition_section], "partition_options": manual[partition_section:]}
+    settings = slurm_settings()
+    wrong = []
+    for section, known in (("settings", settings.settings), ("partition_options", settings.partition_options)):
+        for key, facts in known.items():
+            if (f"\\fB{key}\\fR" in sections[section]) != (release >= version_tuple(facts.since)):
+                wrong.append(f"{section}.{key} (since {facts.since})")
+            dated = {value: version_tuple(v.since) for value, v in facts.values.items()
+                     if version_tuple(v.since) > version_tuple(facts.since)}
+            wrong += [f"{section}.{key}={value}" for value, since in dated.items()
+                      if (value in manual) != (release >= since)]
+    assert not wrong, wrong
