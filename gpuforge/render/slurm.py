@@ -47,7 +47,7 @@ STATE_SAVE_LOCATION = "/var/spool/slurmctld"
 # The shared state directory's root, as the slurm_controller role makes StateSaveLocation.
 STATE_OWNER = {"owner": "slurm", "group": "slurm", "mode": "0750"}
 JOB_TMPFS_BASE = "/var/spool/slurmd-tmpfs"
-# The key whose options the stack may add to after gpuforge's own (scheduler.extra_settings).
+# The key whose options gpuforge sets and the stack may add to (scheduler.extra_settings).
 SCHEDULER_PARAMETERS = "SchedulerParameters"
 # slurmd's periodic health check (issue 12): the prolog's quick check (slurm_compute role, linked under this
 # name) on idle nodes between jobs, so a node that fails while idle is drained ("gpuforge health: ...")
@@ -253,12 +253,12 @@ def slurm_contract(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> Sl
 
 
 def passed_through(extra: Mapping[str, str | int]) -> dict[str, Any]:
-    """scheduler.extra_settings as the contract carries them: SchedulerParameters' options apart, to follow
-    gpuforge's own (the template writes those first, catalog slurm_settings merged_after), the rest as they are."""
+    """scheduler.extra_settings as the contract carries them: SchedulerParameters as gpuforge's options (catalog
+    slurm_settings, merged_after) followed by the stack's, the other keys as they are."""
     own = slurm_settings().settings[SCHEDULER_PARAMETERS].merged_after
     options = [o for o in str(extra.get(SCHEDULER_PARAMETERS, "")).split(",") if o and o not in own]
     rest = {key: str(value) for key, value in extra.items() if key != SCHEDULER_PARAMETERS}
-    return {"extra_settings": rest, "extra_scheduler_parameters": options}
+    return {"extra_settings": rest, "scheduler_parameters": [*own, *options]}
 
 
 def _het_job_guard(sched: ResolvedScheduler) -> dict[str, Any]:

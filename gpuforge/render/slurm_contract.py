@@ -299,9 +299,10 @@ class SlurmConfig(Contract):
     preemption: Preemption = Field(description="Whether and how running jobs are preempted (docs/slurm.md).")
     extra_settings: dict[str, str] = Field(
         default_factory=dict, description="slurm.conf keys the stack passes through (scheduler.extra_settings, "
-                                          "checked against slurm.conf(5)), but SchedulerParameters.")
-    extra_scheduler_parameters: list[str] = Field(
-        default_factory=list, description="SchedulerParameters options the stack adds after gpuforge's own.")
+                                          "checked against slurm.conf(5)), SchedulerParameters apart.")
+    scheduler_parameters: list[str] = Field(
+        description="SchedulerParameters: gpuforge's options (catalog slurm_settings, merged_after), then the "
+                    "stack's (scheduler.extra_settings).")
     groups: dict[str, Group] = Field(description="Per node group (key): what the compute role needs "
                                                  "(slurmd.default.j2 takes it as slurm_group, plus name).")
     login_groups: list[str] = Field(description="Node groups and pools that get the client commands and logins.")
