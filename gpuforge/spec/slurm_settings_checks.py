@@ -60,6 +60,8 @@ def stack_slurm_release(spec: ClusterSpec, catalog: Catalog) -> StackSlurm:
         else:
             os = image_os(group.image.ssm_parameter or default_image_parameter("slurm"))
         packaged = facts.distributions.get(os or "")
+        if packaged is not None and not facts.supports_release(packaged.version):
+            continue  # refused on its own (slurm_os_checks.py): no Slurm of gpuforge's runs there
         version = packaged.version if packaged else facts.minimum.version
         if version_tuple(version) < version_tuple(oldest.version):
             why = (f"node group {name} boots {os}'s Slurm {version}" if packaged else
