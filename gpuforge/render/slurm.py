@@ -20,6 +20,7 @@ from typing import Any
 from gpuforge.catalog.aws_wiring import load_aws_wiring
 from gpuforge.catalog.flows import load_flows
 from gpuforge.catalog.mounts import HOME_MOUNT_POINT
+from gpuforge.catalog.slurm_settings import slurm_settings
 from gpuforge.render.lifecycle import lifecycle_config
 from gpuforge.render.slurm_contract import NodeHardware, SlurmConfig
 from gpuforge.render.slurm_sharing import NodeShape, partition_sharing, preemption
@@ -46,6 +47,8 @@ STATE_SAVE_LOCATION = "/var/spool/slurmctld"
 # The shared state directory's root, as the slurm_controller role makes StateSaveLocation.
 STATE_OWNER = {"owner": "slurm", "group": "slurm", "mode": "0750"}
 JOB_TMPFS_BASE = "/var/spool/slurmd-tmpfs"
+# The key whose options gpuforge sets and the stack may add to (scheduler.extra_settings).
+SCHEDULER_PARAMETERS = "SchedulerParameters"
 # slurmd's periodic health check (issue 12): the prolog's quick check (slurm_compute role, linked under this
 # name) on idle nodes between jobs, so a node that fails while idle is drained ("gpuforge health: ...")
 # and replaced by gpuforge-lifecycle before a job lands on it. IDLE, not NONDRAINED_IDLE: that state is
@@ -169,6 +172,7 @@ def slurm_contract(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> Sl
             "allow_accounts": list(p.allow_accounts),
             "priority_tier": p.priority_tier,
             **partition_sharing(shapes[g] for g in p.node_groups),
+            "extra_options": {key: str(value) for key, value in p.extra_options.items()},
         }
         for pname, p in sched.spec.partitions.items()
     ]
@@ -202,6 +206,7 @@ def slurm_contract(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> Sl
         "nodesets": nodesets,
         "partitions": partitions,
         "preemption": preemption(sched.spec.preemption),
+        **passed_through(sched.spec.extra_settings),
         "groups": groups,
         "login_groups": list(sched.login_groups),
         "login_hosts": [{"name": name, "address": address} for name, address in sched.login_hosts.items()],
@@ -245,6 +250,15 @@ def slurm_contract(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> Sl
             "test": catalog.slurm.test.version,
         },
     })
+
+
+def passed_through(extra: Mapping[str, str | int]) -> dict[str, Any]:
+    """scheduler.extra_settings as the contract carries them: SchedulerParameters as gpuforge's options (catalog
+    slurm_settings, merged_after) followed by the stack's, the other keys as they are."""
+    own = slurm_settings().settings[SCHEDULER_PARAMETERS].merged_after
+    options = [o for o in str(extra.get(SCHEDULER_PARAMETERS, "")).split(",") if o and o not in own]
+    rest = {key: str(value) for key, value in extra.items() if key != SCHEDULER_PARAMETERS}
+    return {"extra_settings": rest, "scheduler_parameters": [*own, *options]}
 
 
 def _het_job_guard(sched: ResolvedScheduler) -> dict[str, Any]:

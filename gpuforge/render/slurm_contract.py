@@ -90,6 +90,9 @@ class Partition(Contract):
                                              "RealMemory / CPUs), so a 1-GPU job takes its share, not the node.")
     billing_weights: str = Field(description="TRESBillingWeights: a node's CPUs, memory and GPUs each bill as "
                                              "its GPUs (with PriorityFlags=MAX_TRES, the largest share counts).")
+    extra_options: dict[str, str] = Field(
+        default_factory=dict, description="Options the stack passes through (partitions.<name>.extra_options), "
+                                          "checked against slurm.conf(5); written after gpuforge's.")
 
 
 class Qos(Contract):
@@ -294,6 +297,12 @@ class SlurmConfig(Contract):
     nodesets: list[NodeSet] = Field(description="One NodeSet per Slurm node group.")
     partitions: list[Partition] = Field(description="PartitionName lines.")
     preemption: Preemption = Field(description="Whether and how running jobs are preempted (docs/slurm.md).")
+    extra_settings: dict[str, str] = Field(
+        default_factory=dict, description="slurm.conf keys the stack passes through (scheduler.extra_settings, "
+                                          "checked against slurm.conf(5)), SchedulerParameters apart.")
+    scheduler_parameters: list[str] = Field(
+        description="SchedulerParameters: gpuforge's options (catalog slurm_settings, merged_after), then the "
+                    "stack's (scheduler.extra_settings).")
     groups: dict[str, Group] = Field(description="Per node group (key): what the compute role needs "
                                                  "(slurmd.default.j2 takes it as slurm_group, plus name).")
     login_groups: list[str] = Field(description="Node groups and pools that get the client commands and logins.")

@@ -31,6 +31,7 @@ from .scheduler_checks import check_scheduler, raw_duplicate_uids
 from .site_checks import check_hybrid, check_site
 from .sizing import size_lustre
 from .slurm_os_checks import check_slurm_os
+from .slurm_settings_checks import check_slurm_settings
 from .software_checks import check_software
 from .subnets import Subnets, plan_subnets
 from .suggest import suggestion, unusual_characters
@@ -221,6 +222,7 @@ def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
     issues += registry.HOST_ADDRESSES.tag(check_host_addresses(spec))
     issues += registry.SOFTWARE.tag(check_software(spec, catalog))
     issues += registry.SLURM_OS.tag(check_slurm_os(spec, catalog))
+    issues += registry.SLURM_SETTINGS.tag(check_slurm_settings(spec, catalog))
     issues += registry.RESERVATIONS.tag(check_shared_reservations(spec))
     issues += registry.IMAGE_OS.tag(check_image_os(spec))
 

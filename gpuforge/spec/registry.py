@@ -74,6 +74,8 @@ SOFTWARE = _check("spec-software", "software", "The NCCL and CUDA pair is a buil
                   "nccl.builds).")
 SLURM_OS = _check("spec-slurm-os", "node_groups", "Slurm groups boot an OS whose packaged Slurm the rendered "
                   "configuration runs on.")
+SLURM_SETTINGS = _check("spec-slurm-settings", "scheduler", "Settings passed through to slurm.conf are keys gpuforge "
+                        "does not render, with values in slurm.conf(5)'s form for the stack's Slurm release.")
 RESERVATIONS = _check("spec-node-group-reservations", "node_groups", "Groups sharing a reservation or Capacity "
                       "Block agree on its type and AZ and fit its size.")
 IMAGE_OS = _check("spec-node-group-image-os", "node_groups", "Groups the playbooks bake, and the image "

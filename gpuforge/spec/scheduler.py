@@ -23,6 +23,7 @@ from .fields import Name
 from .keys import ssh_public_key_problem
 from .limits import rds_class_problem, refusing
 from .preemption import Preemption
+from .slurm_settings import SlurmValue
 
 # Slurm's time format (slurm.conf MaxTime/DefaultTime): minutes, [days-]hours:minutes:seconds, or UNLIMITED.
 SLURM_TIME = re.compile(r"^(UNLIMITED|INFINITE|\d+|\d+:\d{2}(:\d{2})?|\d+-\d{1,2}(:\d{2}(:\d{2})?)?)$")
@@ -150,6 +151,11 @@ class Partition(SpecModel):
         le=65533,
         description="Higher tiers are scheduled first; they never preempt a running job (scheduler.preemption).",
     )
+    extra_options: dict[str, SlurmValue] = Field(
+        default_factory=dict,
+        description="Options of this PartitionName line gpuforge does not set, e.g. {Hidden: \"YES\", ExclusiveUser: "
+        "\"YES\"}, checked like scheduler.extra_settings (docs/slurm.md, \"Settings gpuforge does not set\").",
+    )
 
     @field_validator("max_time", "default_time")
     @classmethod
@@ -237,5 +243,11 @@ class SchedulerSpec(SpecModel):
     job_tmpfs: bool = Field(
         default=True,
         description="Per-job private /tmp and /dev/shm (job_container/tmpfs), on local NVMe where the node has it.",
+    )
+    extra_settings: dict[str, SlurmValue] = Field(
+        default_factory=dict,
+        description="slurm.conf keys gpuforge does not set, e.g. {JobCompType: jobcomp/filetxt, ResumeTimeout: 1800}: "
+        "each key and value checked against slurm.conf(5) and the stack's Slurm release; a key gpuforge renders is "
+        "refused with the field that sets it (docs/slurm.md, \"Settings gpuforge does not set\").",
     )
 

@@ -110,6 +110,22 @@ def test_slurm_partition_change_shows_the_rendered_slurm_conf_diff() -> None:
     check_golden("slurm-partitions", result)
 
 
+def test_passed_through_slurm_settings_show_in_the_slurm_conf_diff() -> None:
+    """scheduler.extra_settings and a partition's extra_options reach the review as the lines slurm.conf gains
+    (docs/slurm.md, "Settings gpuforge does not set"); no cloud resource or node changes."""
+    result = diff_plans(plan_json("dev"), fixture("dev-slurm-settings", "dev"), "main", "settings")
+    assert result.groups == [] and result.risks == []
+    assert [(c.kind, c.name, c.status) for c in result.configs] == [("slurm", "slurm.conf", "changed")]
+    lines = result.configs[0].diff.splitlines()
+    added = [line for line in lines if line.startswith("+") and not line.startswith("+++")]
+    removed = [line for line in lines if line.startswith("-") and not line.startswith("---")]
+    assert "+JobCompType=jobcomp/filetxt" in added and "+JobCompLoc=/var/log/slurm/jobcomp.log" in added
+    assert "-SchedulerParameters=nohold_on_prolog_fail" in removed
+    assert "+SchedulerParameters=nohold_on_prolog_fail,bf_continue" in added
+    debug = [line for line in added if line.startswith("+PartitionName=debug ")]
+    assert len(debug) == 1 and debug[0].endswith(" State=UP Hidden=YES")
+
+
 def test_instance_type_change_shows_new_node_facts_in_slurm_conf() -> None:
     """g5.12xlarge -> g5.48xlarge: the cloud group's registration line (slurmd -Z --conf) carries the new
     CPUs, memory and GPUs, in slurm.conf's comment and in the group's /etc/default/slurmd."""
