@@ -45,6 +45,7 @@ from gpuforge.spec.monitoring import (
     power_budget_kw,
     receiver_secret_names,
     secret_file_name,
+    slurm_account_teams,
 )
 from gpuforge.spec.power import GroupLoad, facility_power_kw
 from gpuforge.spec.scheduler_checks import CONTROLLER_NODE_GROUP
@@ -80,6 +81,9 @@ SLURM_CONTROLLER_GROUP = CONTROLLER_NODE_GROUP  # the site file_sd label and the
 TEXTFILE_COLLECTOR_FILES = ("efa", "lustre", "slurm", "software")
 # Kubernetes service discovery's name for a node's gpuforge.dev/node-group label (label names sanitised:
 # every character outside [a-zA-Z0-9_] becomes "_").
+# The Slurm team attribution's series (monitoring/recording.yaml): account -> team, and a running job's team.
+SLURM_ACCOUNT_TEAM = "gpuforge:slurm_account_team:info"
+SLURM_JOB_TEAM = "slurm_job:team:info"
 NODE_GROUP_META_LABEL = "__meta_kubernetes_node_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", NODE_LABEL_GROUP)
 
 
@@ -99,6 +103,8 @@ class Alert(_Data):
     expr: str
     requires: str | None = None  # a parameter without which the alert is left out
     needs: tuple[str, ...] = ()  # series sources (exporters.SOURCES) without which the alert is left out
+    # One series per GPU: where Slurm jobs map to teams, the alert carries the team of the job holding the GPU.
+    gpu_scoped: bool = False
 
     @field_validator("needs")
     @classmethod
@@ -188,6 +194,8 @@ class RuleParams:
     # RDMA devices of the stack's hosts that are storage or in-band management ports and a compute port of no
     # host (fabric_idle_devices): FabricLinkDown leaves them to the storage alerts, an uncabled one pages forever.
     fabric_idle_devices: tuple[str, ...] = ()
+    # Slurm account -> team (monitoring.slurm_teams), a constant series the attribution rules join on.
+    slurm_account_teams: Mapping[str, str] = field(default_factory=dict)
 
     def values(self) -> dict[str, str | None]:
         xids = sorted(critical_xids())
@@ -270,6 +278,7 @@ def rule_params(resolved: ResolvedSpec, monitoring: Monitoring | None = None) ->
         group_targets_job=GPU_OPERATOR_DCGM_JOB if on_k8s else "node",
         sources=sources,
         fabric_idle_devices=fabric_idle_devices(resolved),
+        slurm_account_teams=slurm_account_teams(mon) if mon is not None else {},
     )
     if mon is None:
         return params
@@ -344,6 +353,11 @@ def rule_groups(params: RuleParams) -> list[dict[str, Any]]:
     constants.append({"record": "cluster:power_kw:planned", "expr": f"vector({params.planned_kw:g})"})
     if params.budget_kw is not None:
         constants.append({"record": "cluster:power_kw:budget", "expr": f"vector({params.budget_kw:g})"})
+    if params.sources.has("slurm_teams"):
+        constants += [
+            {"record": SLURM_ACCOUNT_TEAM, "expr": "vector(1)", "labels": {"account": account, "team": team}}
+            for account, team in sorted(params.slurm_account_teams.items())
+        ]
     interval = f"{params.evaluation_interval_s}s"
     groups: list[dict[str, Any]] = [{"name": "gpuforge-constants", "interval": interval, "rules": constants}]
     for rgroup in recording_groups():
@@ -364,10 +378,13 @@ def rule_groups(params: RuleParams) -> list[dict[str, Any]]:
         for alert in agroup.alerts:
             if alert.name in left_out:
                 continue
+            expr = _fill(alert.expr, values)
+            if alert.gpu_scoped and params.sources.has("slurm_teams"):
+                expr = with_slurm_team(expr)
             rules.append(
                 {
                     "alert": alert.name,
-                    "expr": _fill(alert.expr, values),
+                    "expr": expr,
                     "for": _fill(alert.for_, values),
                     "labels": {"severity": alert.severity},
                     "annotations": {
@@ -379,6 +396,13 @@ def rule_groups(params: RuleParams) -> list[dict[str, Any]]:
             )
         groups.append({"name": agroup.name, "interval": interval, "rules": rules})
     return groups
+
+
+def with_slurm_team(expr: str) -> str:
+    """A per-GPU alert's expression, its series given the team of the Slurm job holding the GPU (dcgm-exporter's
+    hpc_job label, joined to slurm_job:team:info); a GPU no team's job holds keeps its series as they are."""
+    joined = f"({expr}) * on(hpc_job) group_left(team) {SLURM_JOB_TEAM}"
+    return f"{joined}\nor\n(({expr}) unless on(hpc_job) {SLURM_JOB_TEAM})"
 
 
 def left_out_alerts(params: RuleParams) -> dict[str, str]:

@@ -116,8 +116,8 @@ class ReceiverBase(SpecModel):
     )
     teams: list[Name] = Field(
         default_factory=list,
-        description="Only alerts of these teams (keys of kubernetes.platform.teams): those on a GPU a team's pod "
-        "holds carry its team. Empty: every alert of the severities.",
+        description="Only alerts of these teams (keys of kubernetes.platform.teams or of monitoring.slurm_teams): "
+        "those on a GPU a team's pod or Slurm job holds carry its team. Empty: every alert of the severities.",
     )
 
 
@@ -243,6 +243,13 @@ class Monitoring(SpecModel):
         "arriving, Prometheus, Alertmanager or the path between them is down. Without one Watchdog goes to a "
         "receiver that sends nothing.",
     )
+    slurm_teams: dict[Name, list[Name]] = Field(
+        default_factory=dict,
+        description="Team -> the Slurm accounts (scheduler.accounts) whose jobs are the team's, e.g. "
+        "{llm: [llm-pretrain, llm-eval]}. A team's GPU-hours are its accounts' (team:gpu_hours:1h), and an alert "
+        "on a GPU one of their jobs holds carries team and goes to the receivers of that team. An account is in one "
+        "team at most; an account in none carries no team. Default: no Slurm job carries a team.",
+    )
     power_budget_kw: float | None = Field(
         default=None,
         gt=0,
@@ -334,7 +341,9 @@ def check_monitoring(spec: ClusterSpec) -> list[SpecIssue]:
                 "set monitoring.server to {kind: node_group, node_group: <a services group>}, or remove remote_write",
             )
         )
+    issues += _slurm_team_issues(spec, mon)
     declared = set(spec.kubernetes.platform.teams) if spec.kubernetes is not None else set()
+    declared |= set(mon.slurm_teams)
     for name, receiver in mon.receivers.items():
         unknown = [t for t in receiver.teams if t not in declared]
         if unknown:
@@ -342,7 +351,7 @@ def check_monitoring(spec: ClusterSpec) -> list[SpecIssue]:
                 SpecIssue(
                     f"{SECTION}.receivers.{name}.teams",
                     f"{', '.join(unknown)} is not a team "
-                    f"(kubernetes.platform.teams: {', '.join(sorted(declared)) or 'none'})",
+                    f"(kubernetes.platform.teams and monitoring.slurm_teams: {', '.join(sorted(declared)) or 'none'})",
                     "name a declared team, or remove teams to route every alert of the severities",
                 )
             )
@@ -355,6 +364,46 @@ def check_monitoring(spec: ClusterSpec) -> list[SpecIssue]:
             )
         )
     return issues
+
+
+def _slurm_team_issues(spec: ClusterSpec, mon: Monitoring) -> list[SpecIssue]:
+    """Every mapped account is a declared Slurm account, in one team only."""
+    if not mon.slurm_teams:
+        return []
+    where = f"{SECTION}.slurm_teams"
+    if spec.scheduler is None or spec.scheduler.kind != "slurm":
+        return [SpecIssue(where, "the stack has no Slurm scheduler, so no job carries an account", "remove it")]
+    accounts = spec.scheduler.accounts
+    issues: list[SpecIssue] = []
+    owner: dict[str, str] = {}
+    for team, team_accounts in sorted(mon.slurm_teams.items()):
+        unknown = [a for a in team_accounts if a not in accounts]
+        if unknown:
+            issues.append(
+                SpecIssue(
+                    f"{where}.{team}",
+                    f"{', '.join(unknown)} is not a Slurm account "
+                    f"(scheduler.accounts: {', '.join(accounts) or 'none'})",
+                    "name accounts declared under scheduler.accounts",
+                )
+            )
+        for account in team_accounts:
+            if account in owner and owner[account] != team:
+                issues.append(
+                    SpecIssue(
+                        f"{where}.{team}",
+                        f"account {account} is in team {owner[account]} too: a job's GPU-hours and alerts would count "
+                        "for two teams",
+                        "keep each account in one team",
+                    )
+                )
+            owner.setdefault(account, team)
+    return issues
+
+
+def slurm_account_teams(mon: Monitoring) -> dict[str, str]:
+    """Slurm account -> its team (monitoring.slurm_teams turned around)."""
+    return {account: team for team, accounts in sorted(mon.slurm_teams.items()) for account in accounts}
 
 
 def power_budget_kw(spec: ClusterSpec) -> float | None:
