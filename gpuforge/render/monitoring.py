@@ -42,6 +42,7 @@ from gpuforge.spec.monitoring import (
     SiteHostServer,
     SlackReceiver,
     WebhookReceiver,
+    monitoring_hosts,
     power_budget_kw,
     receiver_secret_names,
     secret_file_name,
@@ -75,6 +76,13 @@ GPU_OPERATOR_DCGM_JOB = "nvidia-dcgm-exporter"
 # prometheus.yml's remote write URL where the stack writes to AMP: a placeholder the prometheus role fills from
 # prometheus_remote_write_url (the stack output monitoring.remoteWrite.url), with its [[ ]] delimiters.
 REMOTE_WRITE_URL_PLACEHOLDER = "[[ prometheus_remote_write_url ]]"
+# Two replicas (monitoring.replicas 2): the external label naming each Prometheus, its value the prometheus role's
+# prometheus_replica (the host's inventory name), and the Alertmanagers' gossip port (Alertmanager's default
+# --cluster.listen-address 0.0.0.0:9094).
+REPLICA_LABEL = "replica"
+PROMETHEUS_REPLICA_PLACEHOLDER = "[[ prometheus_replica ]]"
+PROMETHEUS_LISTEN_PLACEHOLDER = "[[ prometheus_listen ]]"
+ALERTMANAGER_CLUSTER_PORT = 9094
 # The node_group label of a site's Slurm controllers (file_sd).
 SLURM_CONTROLLER_GROUP = CONTROLLER_NODE_GROUP  # the site file_sd label and the AWS controllers' tag
 # The file each of node_textfile_collectors' scripts writes into the textfile directory, without .prom.
@@ -536,14 +544,26 @@ def file_sd_targets(resolved: ResolvedSpec) -> dict[str, list[dict[str, Any]]]:
                 }
             )
     mon = resolved.spec.monitoring
-    if mon is not None and isinstance(mon.server, SiteHostServer):
+    for host, address in sorted(monitoring_hosts(mon).items()) if mon is not None else ():
         out["node"].append(
             {
-                "targets": [f"{mon.server.address}:{NODE_EXPORTER_PORT}"],
-                "labels": {"instance": mon.server.host, "node_group": "monitoring"},
+                "targets": [f"{address}:{NODE_EXPORTER_PORT}"],
+                "labels": {"instance": host, "node_group": "monitoring"},
             }
         )
     return out
+
+
+def replicated(mon: Monitoring | None) -> bool:
+    """Two Prometheus servers and two clustered Alertmanagers (monitoring.replicas 2, on site hosts)."""
+    return mon is not None and len(monitoring_hosts(mon)) == 2
+
+
+def _self_targets(mon: Monitoring | None, local: str, port: int) -> list[str]:
+    """Where Prometheus finds the monitoring stack's own servers: every replica's address, else *local*."""
+    if mon is None or not replicated(mon):
+        return [local]
+    return [f"{address}:{port}" for _, address in sorted(monitoring_hosts(mon).items())]
 
 
 def prometheus_config(resolved: ResolvedSpec, paths: Paths | None = None) -> dict[str, Any]:
@@ -552,9 +572,11 @@ def prometheus_config(resolved: ResolvedSpec, paths: Paths | None = None) -> dic
     spec = resolved.spec
     mon = spec.monitoring
     interval = mon.scrape_interval_s if mon is not None else 30
+    alertmanagers = _self_targets(mon, paths.alertmanager_address, ALERTMANAGER_PORT)
+    prometheuses = _self_targets(mon, paths.prometheus, PROMETHEUS_PORT)
     scrape: list[dict[str, Any]] = [
-        {"job_name": "prometheus", "static_configs": [{"targets": [paths.prometheus]}]},
-        {"job_name": "alertmanager", "static_configs": [{"targets": [paths.alertmanager_address]}]},
+        {"job_name": "prometheus", "static_configs": [{"targets": prometheuses}]},
+        {"job_name": "alertmanager", "static_configs": [{"targets": list(alertmanagers)}]},
     ]
     cloud = sorted(resolved.node_groups)
     if cloud and spec.region is not None and spec.placement.kind == "aws" and resolved.scheduler is not None:
@@ -584,15 +606,26 @@ def prometheus_config(resolved: ResolvedSpec, paths: Paths | None = None) -> dic
                 {"url": REMOTE_WRITE_URL_PLACEHOLDER, "sigv4": {"region": spec.region}, "send_exemplars": False}
             ]
         }
+    external_labels = {"cluster": spec.name, "environment": spec.environment}
+    # The address the alertmanager role makes it listen on (paths.alertmanager_address), not a fixed
+    # loopback: where Alertmanager binds another address, alerts sent to 127.0.0.1 are never delivered.
+    alerting: dict[str, Any] = {"alertmanagers": [{"static_configs": [{"targets": alertmanagers}]}]}
+    if replicated(mon):
+        # Each replica names itself (the role fills the placeholder with its host name) so their series stay
+        # apart where they meet (remote storage, federation), and drops the label from the alerts it sends:
+        # Prometheus' configuration docs, <alert_relabel_configs>: "ensuring a HA pair of Prometheus servers
+        # with different external labels send identical alerts", which Alertmanager then deduplicates. Every
+        # Prometheus sends to every Alertmanager, never to a load balancer (Alertmanager README, "High
+        # Availability").
+        external_labels[REPLICA_LABEL] = PROMETHEUS_REPLICA_PLACEHOLDER
+        alerting["alert_relabel_configs"] = [{"action": "labeldrop", "regex": REPLICA_LABEL}]
     return {
         "global": {
             "scrape_interval": f"{interval}s",
             "evaluation_interval": f"{interval}s",
-            "external_labels": {"cluster": spec.name, "environment": spec.environment},
+            "external_labels": external_labels,
         },
-        # The address the alertmanager role makes it listen on (paths.alertmanager_address), not a fixed
-        # loopback: where Alertmanager binds another address, alerts sent to 127.0.0.1 are never delivered.
-        "alerting": {"alertmanagers": [{"static_configs": [{"targets": [paths.alertmanager_address]}]}]},
+        "alerting": alerting,
         "rule_files": [paths.rules],
         "scrape_configs": scrape,
         **remote,
@@ -940,7 +973,9 @@ def render_monitoring(
     bundle.files[paths.alertmanager] = alertmanager_yaml(mon, timing, paths, fields)
     for name, text in dashboards(dashboard_view(resolved)).items():
         bundle.files[f"{GRAFANA_DASHBOARDS_DIR}/{name}"] = text
-    for name, text in provisioning(GRAFANA_DASHBOARDS_DIR, f"http://{paths.prometheus}").items():
+    # Two replicas: each host's Grafana reads its own Prometheus, at the address the role makes it listen on.
+    prometheus_url = f"http://{PROMETHEUS_LISTEN_PLACEHOLDER if replicated(mon) else paths.prometheus}"
+    for name, text in provisioning(GRAFANA_DASHBOARDS_DIR, prometheus_url).items():
         bundle.files[f"{GRAFANA_PROVISIONING_DIR}/{name}"] = text
     return bundle
 
@@ -995,6 +1030,7 @@ def role_vars(resolved: ResolvedSpec, files_dir: str | Path, paths: Paths | None
         raise ValueError(f"{resolved.spec.name}: no Prometheus of its own to configure (monitoring.server)")
     paths = paths or Paths()
     return {
+        **_replica_vars(mon),
         "prometheus_files_dir": str(files_dir),
         "prometheus_config_dir": paths.root,
         "prometheus_listen": paths.prometheus,
@@ -1004,4 +1040,28 @@ def role_vars(resolved: ResolvedSpec, files_dir: str | Path, paths: Paths | None
         "alertmanager_files_dir": str(files_dir),
         "alertmanager_config_file": paths.alertmanager,
         "alertmanager_listen": paths.alertmanager_address,
+        **_replica_listen_vars(mon),
+    }
+
+
+def _replica_vars(mon: Monitoring) -> dict[str, Any]:
+    return {"monitoring_hosts": monitoring_hosts(mon)} if replicated(mon) else {}
+
+
+def _replica_listen_vars(mon: Monitoring) -> dict[str, Any]:
+    """Two replicas: each host listens on its own management address (the other Prometheus sends alerts to
+    its Alertmanager, never through loopback), gossips on :9094 there and names the other host as its peer.
+    Evaluated per host by Ansible from monitoring_hosts, keyed by inventory name (the spec's host names)."""
+    if not replicated(mon):
+        return {}
+    own = "{{ monitoring_hosts[inventory_hostname] }}"
+    others = (
+        "{{ monitoring_hosts | dict2items | rejectattr('key', 'equalto', inventory_hostname) "
+        f"| map(attribute='value') | map('regex_replace', '$', ':{ALERTMANAGER_CLUSTER_PORT}') | list }}}}"
+    )
+    return {
+        "prometheus_listen": f"{own}:{PROMETHEUS_PORT}",
+        "alertmanager_listen": f"{own}:{ALERTMANAGER_PORT}",
+        "alertmanager_cluster_listen": f"{own}:{ALERTMANAGER_CLUSTER_PORT}",
+        "alertmanager_cluster_peers": others,
     }

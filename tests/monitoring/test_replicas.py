@@ -1,0 +1,178 @@
+"""monitoring.replicas: 2 on site hosts: two Prometheus servers with the same rules and targets, each naming
+itself in the external label replica and dropping it from the alerts it sends, both sending to both
+Alertmanagers, which gossip as one cluster (--cluster.peer). The roles' own template tasks, run here by
+ansible-playbook for two inventory hosts, give each host its own addresses and the other as its peer; promtool
+and amtool accept what they write. Prometheus' configuration docs (<alert_relabel_configs>: "ensuring a HA pair
+of Prometheus servers with different external labels send identical alerts") and Alertmanager's README ("High
+Availability": point Prometheus to a list of all Alertmanagers, never a load balancer)."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpuforge.plan.stacks import load_stack
+from gpuforge.render.monitoring import Paths, render_monitoring, role_vars
+from gpuforge.spec import resolve
+from gpuforge.spec.errors import SpecError
+from tests.monitoring.test_alertmanager_versions import with_placeholders_filled
+from tests.monitoring.test_rules import tool
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLES = ROOT / "gpuforge" / "assets" / "playbooks" / "roles"
+HOSTS = {"mon-01": "10.64.1.5", "mon-02": "10.64.1.6"}
+
+
+def onprem_with_replicas() -> dict[str, Any]:
+    data = load_stack("onprem-lab").cluster
+    data["monitoring"]["replicas"] = 2
+    data["monitoring"]["server"]["replica"] = {"host": "mon-02", "address": HOSTS["mon-02"]}
+    return data
+
+
+def task(role: str, name: str) -> dict[str, Any]:
+    (found,) = [t for t in yaml.safe_load((ROLES / role / "tasks" / "main.yml").read_text()) if t["name"] == name]
+    return found
+
+
+def without_ownership(found: dict[str, Any], **changes: str) -> dict[str, Any]:
+    """The task as the role runs it, less owner and group (no root here), *changes* to its arguments."""
+    args = {k: v for k, v in found["ansible.builtin.template"].items() if k not in ("owner", "group")}
+    return {"name": found["name"], "ansible.builtin.template": {**args, **changes}}
+
+
+def test_each_host_gets_its_replica_label_addresses_and_peer(tmp_path: Path) -> None:
+    resolved = resolve(onprem_with_replicas())
+    paths = Paths(root=str(tmp_path / "etc" / "prometheus"))
+    bundle = render_monitoring(resolved, paths=paths)
+    files = tmp_path / "files"
+    for name, text in bundle.files.items():
+        target = files / name.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    (tmp_path / "etc" / "prometheus" / "rules").mkdir(parents=True)
+    (tmp_path / "etc" / "prometheus" / "rules" / "gpuforge.yml").write_text(bundle.files[paths.rules])
+    variables = {
+        **role_vars(resolved, files, paths),
+        "ansible_python_interpreter": sys.executable,
+        "prometheus_replica": "{{ inventory_hostname }}",  # the role's default
+        "alertmanager_storage_path": "/var/lib/prometheus/alertmanager",
+        "alertmanager_config_file": paths.alertmanager,
+        "prometheus_config_dir": str(tmp_path / "{{ inventory_hostname }}"),
+        "__prometheus_rendered_config": str(files / paths.config.lstrip("/")),
+        "__alertmanager_defaults_file": str(tmp_path / "{{ inventory_hostname }}" / "alertmanager.defaults"),
+    }
+    tasks = [
+        without_ownership(task("prometheus", "Write the Prometheus configuration")),
+        without_ownership(
+            task("alertmanager", "Set the listen address and storage"),
+            src=str(ROLES / "alertmanager" / "templates" / "defaults.j2"),
+        ),
+    ]
+    for host in HOSTS:
+        (tmp_path / host).mkdir()
+    tool("promtool")
+    book = [{"hosts": "all", "connection": "local", "gather_facts": False, "vars": variables,
+             "handlers": [{"name": n, "ansible.builtin.debug": {"msg": n}}
+                          for n in ("Reload prometheus", "Restart alertmanager")],
+             "tasks": tasks}]  # fmt: skip
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(book))
+    run = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", ",".join(HOSTS) + ",", "play.yml"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    for host, address in HOSTS.items():
+        (other,) = [a for h, a in HOSTS.items() if h != host]
+        config = yaml.safe_load((tmp_path / host / "prometheus.yml").read_text())
+        assert config["global"]["external_labels"]["replica"] == host
+        assert config["alerting"]["alert_relabel_configs"] == [{"action": "labeldrop", "regex": "replica"}]
+        assert config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == [
+            "10.64.1.5:9093", "10.64.1.6:9093"
+        ]  # fmt: skip
+        check = subprocess.run(
+            [tool("promtool"), "check", "config", str(tmp_path / host / "prometheus.yml")],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert check.returncode == 0, check.stdout + check.stderr
+        (line,) = (tmp_path / host / "alertmanager.defaults").read_text().splitlines()[1:]
+        args = shlex.split(line.removeprefix("ARGS="))[0].split()
+        assert f"--web.listen-address={address}:9093" in args
+        assert f"--cluster.listen-address={address}:9094" in args
+        assert [a for a in args if a.startswith("--cluster.peer=")] == [f"--cluster.peer={other}:9094"]
+    # Both replicas hold the same rules and scrape the same targets: only the replica label tells them apart.
+    one, two = ((tmp_path / h / "prometheus.yml").read_text() for h in HOSTS)
+    assert one.replace("mon-01", "mon-02") == two
+    # The routes are the single Alertmanager's: the cluster, not the configuration, makes the two notify once.
+    assert resolved.spec.monitoring is not None
+    alertmanager = tmp_path / "alertmanager.yml"
+    alertmanager.write_text(with_placeholders_filled(bundle.files[paths.alertmanager], resolved.spec.monitoring))
+    amtool = subprocess.run(
+        [tool("amtool"), "check-config", str(alertmanager)], capture_output=True, text=True, timeout=60
+    )
+    assert amtool.returncode == 0, amtool.stdout + amtool.stderr
+
+
+def test_one_replica_renders_as_before() -> None:
+    resolved = resolve(load_stack("onprem-lab").cluster)
+    config = yaml.safe_load(render_monitoring(resolved).files["/etc/prometheus/prometheus.yml"])
+    assert "replica" not in config["global"]["external_labels"]
+    assert config["alerting"] == {"alertmanagers": [{"static_configs": [{"targets": ["127.0.0.1:9093"]}]}]}
+    assert "alertmanager_cluster_peers" not in role_vars(resolved, "/tmp/files")
+
+
+def test_both_monitoring_hosts_are_scraped_and_grafana_reads_its_own() -> None:
+    bundle = render_monitoring(resolve(onprem_with_replicas()))
+    node = yaml.safe_load(bundle.files["/etc/prometheus/file_sd/node.json"])
+    monitoring = [g["labels"]["instance"] for g in node if g["labels"]["node_group"] == "monitoring"]
+    assert monitoring == ["mon-01", "mon-02"]
+    assert "url: http://[[ prometheus_listen ]]" in bundle.files["/etc/grafana/provisioning/datasources/gpuforge.yaml"]
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            {"replica": None},
+            "cluster.monitoring.server.replica: monitoring.replicas is 2 but the server names one host",
+        ),
+        (
+            {"replica": {"host": "mon-02", "address": "10.64.1.5"}},
+            "cluster.monitoring.server.replica: mon-02 (10.64.1.5) is the server itself",
+        ),
+        (
+            {"replica": {"host": "mon-02", "address": "192.0.2.7"}},
+            "cluster.monitoring.server.replica.address: 192.0.2.7 is in none of site.cidrs",
+        ),
+        (
+            {"replicas": 1},
+            "cluster.monitoring.server.replica: mon-02 is declared but monitoring.replicas is 1",
+        ),
+    ],
+)
+def test_a_replica_must_be_a_second_site_host(change: dict[str, Any], expected: str) -> None:
+    data = onprem_with_replicas()
+    if "replicas" in change:
+        data["monitoring"]["replicas"] = change["replicas"]
+    else:
+        data["monitoring"]["server"]["replica"] = change["replica"]
+        if change["replica"] is None:
+            del data["monitoring"]["server"]["replica"]
+    with pytest.raises(SpecError) as error:
+        resolve(data)
+    assert expected in error.value.report()
+
+
+@pytest.mark.parametrize("stack", ["prod", "staging"])
+def test_two_replicas_are_refused_off_site_hosts(stack: str) -> None:
+    data = load_stack(stack).cluster
+    data["monitoring"]["replicas"] = 2
+    with pytest.raises(SpecError) as error:
+        resolve(data)
+    assert "cluster.monitoring.replicas: 2 replicas run on site hosts only" in error.value.report()
