@@ -204,6 +204,7 @@ class RuleParams:
     fabric_idle_devices: tuple[str, ...] = ()
     # Slurm account -> team (monitoring.slurm_teams), a constant series the attribution rules join on.
     slurm_account_teams: Mapping[str, str] = field(default_factory=dict)
+    monitoring_replicas: int = 1  # 2: two Prometheus servers and clustered Alertmanagers watching each other
 
     def values(self) -> dict[str, str | None]:
         xids = sorted(critical_xids())
@@ -219,6 +220,7 @@ class RuleParams:
             "lustre_mountpoint": self.lustre_mountpoint,
             "lustre_node_groups": "|".join(gpu_groups) if gpu_groups else None,
             "node_down_for": self.node_down_for,
+            "monitoring_replicas": str(self.monitoring_replicas) if self.monitoring_replicas > 1 else None,
             "group_targets_job": self.group_targets_job,
             "textfile_stale_seconds": str(self.textfile_stale_seconds),
             # The files the textfile collectors write (efa.prom, lustre.prom, slurm.prom, software.prom).
@@ -287,6 +289,7 @@ def rule_params(resolved: ResolvedSpec, monitoring: Monitoring | None = None) ->
         sources=sources,
         fabric_idle_devices=fabric_idle_devices(resolved),
         slurm_account_teams=slurm_account_teams(mon) if mon is not None else {},
+        monitoring_replicas=len(monitoring_hosts(mon)) if replicated(mon) and mon is not None else 1,
     )
     if mon is None:
         return params
