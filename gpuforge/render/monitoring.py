@@ -547,11 +547,11 @@ def file_sd_targets(resolved: ResolvedSpec) -> dict[str, list[dict[str, Any]]]:
                 }
             )
     mon = resolved.spec.monitoring
-    for host, address in sorted(monitoring_hosts(mon).items()) if mon is not None else ():
+    for server, server_address in sorted(monitoring_hosts(mon).items()) if mon is not None else ():
         out["node"].append(
             {
-                "targets": [f"{address}:{NODE_EXPORTER_PORT}"],
-                "labels": {"instance": host, "node_group": "monitoring"},
+                "targets": [f"{server_address}:{NODE_EXPORTER_PORT}"],
+                "labels": {"instance": server, "node_group": "monitoring"},
             }
         )
     return out

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -104,11 +105,8 @@ def test_gpu_series_of_a_teams_pod_carry_the_team() -> None:
     assert all(r["sourceLabels"] == ["exported_namespace"] and r["targetLabel"] == "team" for r in relabel)
 
 
-def test_a_teams_receiver_hears_that_teams_alerts_only(tmp_path: Path) -> None:
-    data = load_stack("staging").cluster
-    data["monitoring"]["receivers"]["llm-oncall"] = {
-        "type": "webhook", "url": "https://alerts.example.com/llm", "teams": ["llm"]
-    }  # fmt: skip
+def routes_of(data: dict[str, Any], tmp_path: Path) -> Callable[..., list[str]]:
+    """The receivers `amtool config routes test` finds for an alert's labels, in the stack's rendered routes."""
     monitoring = resolve(data).spec.monitoring
     assert monitoring is not None
     path = tmp_path / "alertmanager.yml"
@@ -121,6 +119,15 @@ def test_a_teams_receiver_hears_that_teams_alerts_only(tmp_path: Path) -> None:
         )  # fmt: skip
         return run.stdout.strip().split(",")
 
+    return receivers
+
+
+def test_a_teams_receiver_hears_that_teams_alerts_only(tmp_path: Path) -> None:
+    data = load_stack("staging").cluster
+    data["monitoring"]["receivers"]["llm-oncall"] = {
+        "type": "webhook", "url": "https://alerts.example.com/llm", "teams": ["llm"]
+    }  # fmt: skip
+    receivers = routes_of(data, tmp_path)
     assert "llm-oncall" in receivers("alertname=GpuXidCritical", "severity=critical", "team=llm")
     assert "staging-hook" in receivers("alertname=GpuXidCritical", "severity=critical", "team=llm")
     assert "llm-oncall" not in receivers("alertname=GpuXidCritical", "severity=critical", "team=research")
@@ -165,18 +172,7 @@ def test_slurm_accounts_map_to_teams_in_the_rendered_rules(tmp_path: Path) -> No
 
 
 def test_a_slurm_teams_receiver_hears_that_teams_alerts_only(tmp_path: Path) -> None:
-    monitoring = resolve(onprem_with_slurm_teams()).spec.monitoring
-    assert monitoring is not None
-    path = tmp_path / "alertmanager.yml"
-    path.write_text(alertmanager_yaml(monitoring))
-
-    def receivers(*labels: str) -> list[str]:
-        run = subprocess.run(
-            [tool("amtool"), "config", "routes", "test", "--config.file", str(path), *labels],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        return run.stdout.strip().split(",")
-
+    receivers = routes_of(onprem_with_slurm_teams(), tmp_path)
     xid = ("alertname=GpuXidCritical", "severity=critical", "hpc_job=4240")
     assert receivers(*xid, "team=llm") == ["lab-oncall", "llm-oncall"]
     assert receivers(*xid, "team=vision") == ["lab-oncall"]

@@ -18,10 +18,11 @@ import pytest
 import yaml
 
 from gpuforge.plan.stacks import load_stack
-from gpuforge.render.monitoring import Paths, render_monitoring, role_vars
+from gpuforge.render.monitoring import render_monitoring, role_vars
 from gpuforge.spec import resolve
 from gpuforge.spec.errors import SpecError
 from tests.monitoring.test_alertmanager_versions import with_placeholders_filled
+from tests.monitoring.test_remote_write import rendered_into
 from tests.monitoring.test_rules import tool
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,13 +50,7 @@ def without_ownership(found: dict[str, Any], **changes: str) -> dict[str, Any]:
 
 def test_each_host_gets_its_replica_label_addresses_and_peer(tmp_path: Path) -> None:
     resolved = resolve(onprem_with_replicas())
-    paths = Paths(root=str(tmp_path / "etc" / "prometheus"))
-    bundle = render_monitoring(resolved, paths=paths)
-    files = tmp_path / "files"
-    for name, text in bundle.files.items():
-        target = files / name.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
+    paths, bundle, files = rendered_into(resolved, tmp_path)
     (tmp_path / "etc" / "prometheus" / "rules").mkdir(parents=True)
     (tmp_path / "etc" / "prometheus" / "rules" / "gpuforge.yml").write_text(bundle.files[paths.rules])
     variables = {
