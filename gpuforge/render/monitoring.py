@@ -111,8 +111,8 @@ class Alert(_Data):
     expr: str
     requires: str | None = None  # a parameter without which the alert is left out
     needs: tuple[str, ...] = ()  # series sources (exporters.SOURCES) without which the alert is left out
-    # One series per GPU: where Slurm jobs map to teams, the alert carries the team of the job holding the GPU.
-    gpu_scoped: bool = False
+    # The label naming the Slurm job's team's key (alerts.yaml: team_from): the alert carries that job's team.
+    team_from: Literal["hpc_job", "account"] | None = None
 
     @field_validator("needs")
     @classmethod
@@ -390,8 +390,8 @@ def rule_groups(params: RuleParams) -> list[dict[str, Any]]:
             if alert.name in left_out:
                 continue
             expr = _fill(alert.expr, values)
-            if alert.gpu_scoped and params.sources.has("slurm_teams"):
-                expr = with_slurm_team(expr)
+            if alert.team_from is not None and params.sources.has("slurm_teams"):
+                expr = with_slurm_team(expr, alert.team_from)
             rules.append(
                 {
                     "alert": alert.name,
@@ -409,11 +409,13 @@ def rule_groups(params: RuleParams) -> list[dict[str, Any]]:
     return groups
 
 
-def with_slurm_team(expr: str) -> str:
-    """A per-GPU alert's expression, its series given the team of the Slurm job holding the GPU (dcgm-exporter's
-    hpc_job label, joined to slurm_job:team:info); a GPU no team's job holds keeps its series as they are."""
-    joined = f"({expr}) * on(hpc_job) group_left(team) {SLURM_JOB_TEAM}"
-    return f"{joined}\nor\n(({expr}) unless on(hpc_job) {SLURM_JOB_TEAM})"
+def with_slurm_team(expr: str, key: Literal["hpc_job", "account"]) -> str:
+    """An alert's expression, its series given the team of their Slurm job: by hpc_job (a GPU's series, joined to
+    slurm_job:team:info) or by account (joined to the account-to-team constants). Series of no team's job stay
+    as they are. Each team series has the value 1, so the product keeps the alert's value."""
+    teams = SLURM_JOB_TEAM if key == "hpc_job" else SLURM_ACCOUNT_TEAM
+    joined = f"({expr}) * on({key}) group_left(team) {teams}"
+    return f"{joined}\nor\n(({expr}) unless on({key}) {teams})"
 
 
 def left_out_alerts(params: RuleParams) -> dict[str, str]:

@@ -164,6 +164,7 @@ def test_slurm_accounts_map_to_teams_in_the_rendered_rules(tmp_path: Path) -> No
     assert mapping == [{"account": "llm", "team": "llm"}, {"account": "vision", "team": "vision"}]
     assert {"slurm_job:team:info", "team:gpus:count", "team:gpu_hours:1h"} <= set(by_name)
     assert "group_left(team) slurm_job:team:info" in by_name["GpuXidCritical"]["expr"]
+    assert "on(account) group_left(team) gpuforge:slurm_account_team:info" in by_name["SlurmJobPendingTooLong"]["expr"]
     assert "team" not in by_name["NodeDown"]["expr"]  # a node's alert is no job's
     # Without the mapping: no team rules, and the GPU alerts are as written.
     plain = render_monitoring(resolve(load_stack("onprem-lab").cluster))
