@@ -3,9 +3,10 @@ itself in the external label replica and dropping it from the alerts it sends, b
 Alertmanagers, which gossip as one cluster (--cluster.peer). The roles' own template tasks, run here by
 ansible-playbook for two inventory hosts, give each host its own addresses and the other as its peer; promtool
 and amtool accept what they write; Debian's Alertmanager, started twice with the command lines the role wrote,
-forms one cluster that notifies once, and notifies with either member stopped. Prometheus' configuration docs (<alert_relabel_configs>: "ensuring a HA pair
-of Prometheus servers with different external labels send identical alerts") and Alertmanager's README ("High
-Availability": point Prometheus to a list of all Alertmanagers, never a load balancer)."""
+forms one cluster that notifies once, and notifies with either member stopped. Prometheus' configuration docs
+(<alert_relabel_configs>: "ensuring a HA pair of Prometheus servers with different external labels send
+identical alerts") and Alertmanager's README ("High Availability": point Prometheus to a list of all
+Alertmanagers, never a load balancer)."""
 
 from __future__ import annotations
 
