@@ -29,6 +29,8 @@ SOURCES: dict[str, str] = {
     "slurm_collector": "slurm-textfile-collector on a Slurm controller that Prometheus scrapes",
     "textfile": "gpuforge's textfile collectors in the node_exporter role's textfile directory",
     "pod_attribution": "dcgm-exporter's pod labels (Kubernetes mode) and the spec's team namespaces",
+    "slurm_teams": "Slurm jobs' accounts (the Slurm collector) mapped to teams by monitoring.slurm_teams",
+    "team_attribution": "GPUs attributed to teams, by Kubernetes team namespaces or by monitoring.slurm_teams",
 }
 
 
@@ -98,6 +100,12 @@ def stack_sources(resolved: ResolvedSpec) -> Sources:
             "the Slurm controllers are not scrape targets of this stack's Prometheus (it runs on Kubernetes, or "
             "the site declares no controller hosts; docs/monitoring.md, Known limits)"
         )
+    if "slurm_collector" in absent:
+        absent["slurm_teams"] = absent["slurm_collector"]
+    elif spec.monitoring is None or not spec.monitoring.slurm_teams:
+        absent["slurm_teams"] = "the stack declares no monitoring.slurm_teams"
+    if "pod_attribution" in absent and "slurm_teams" in absent:
+        absent["team_attribution"] = f"{absent['pod_attribution']}; {absent['slurm_teams']}"
     return Sources(absent)
 
 

@@ -42,9 +42,11 @@ from gpuforge.spec.monitoring import (
     SiteHostServer,
     SlackReceiver,
     WebhookReceiver,
+    monitoring_hosts,
     power_budget_kw,
     receiver_secret_names,
     secret_file_name,
+    slurm_account_teams,
 )
 from gpuforge.spec.power import GroupLoad, facility_power_kw
 from gpuforge.spec.scheduler_checks import CONTROLLER_NODE_GROUP
@@ -74,12 +76,22 @@ GPU_OPERATOR_DCGM_JOB = "nvidia-dcgm-exporter"
 # prometheus.yml's remote write URL where the stack writes to AMP: a placeholder the prometheus role fills from
 # prometheus_remote_write_url (the stack output monitoring.remoteWrite.url), with its [[ ]] delimiters.
 REMOTE_WRITE_URL_PLACEHOLDER = "[[ prometheus_remote_write_url ]]"
+# Two replicas (monitoring.replicas 2): the external label naming each Prometheus, its value the prometheus role's
+# prometheus_replica (the host's inventory name), and the Alertmanagers' gossip port (Alertmanager's default
+# --cluster.listen-address 0.0.0.0:9094).
+REPLICA_LABEL = "replica"
+PROMETHEUS_REPLICA_PLACEHOLDER = "[[ prometheus_replica ]]"
+PROMETHEUS_LISTEN_PLACEHOLDER = "[[ prometheus_listen ]]"
+ALERTMANAGER_CLUSTER_PORT = 9094
 # The node_group label of a site's Slurm controllers (file_sd).
 SLURM_CONTROLLER_GROUP = CONTROLLER_NODE_GROUP  # the site file_sd label and the AWS controllers' tag
 # The file each of node_textfile_collectors' scripts writes into the textfile directory, without .prom.
 TEXTFILE_COLLECTOR_FILES = ("efa", "lustre", "slurm", "software")
 # Kubernetes service discovery's name for a node's gpuforge.dev/node-group label (label names sanitised:
 # every character outside [a-zA-Z0-9_] becomes "_").
+# The Slurm team attribution's series (monitoring/recording.yaml): account -> team, and a running job's team.
+SLURM_ACCOUNT_TEAM = "gpuforge:slurm_account_team:info"
+SLURM_JOB_TEAM = "slurm_job:team:info"
 NODE_GROUP_META_LABEL = "__meta_kubernetes_node_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", NODE_LABEL_GROUP)
 
 
@@ -99,6 +111,8 @@ class Alert(_Data):
     expr: str
     requires: str | None = None  # a parameter without which the alert is left out
     needs: tuple[str, ...] = ()  # series sources (exporters.SOURCES) without which the alert is left out
+    # The label naming the Slurm job's team's key (alerts.yaml: team_from): the alert carries that job's team.
+    team_from: Literal["hpc_job", "account"] | None = None
 
     @field_validator("needs")
     @classmethod
@@ -188,6 +202,9 @@ class RuleParams:
     # RDMA devices of the stack's hosts that are storage or in-band management ports and a compute port of no
     # host (fabric_idle_devices): FabricLinkDown leaves them to the storage alerts, an uncabled one pages forever.
     fabric_idle_devices: tuple[str, ...] = ()
+    # Slurm account -> team (monitoring.slurm_teams), a constant series the attribution rules join on.
+    slurm_account_teams: Mapping[str, str] = field(default_factory=dict)
+    monitoring_replicas: int = 1  # 2: two Prometheus servers and clustered Alertmanagers watching each other
 
     def values(self) -> dict[str, str | None]:
         xids = sorted(critical_xids())
@@ -203,6 +220,7 @@ class RuleParams:
             "lustre_mountpoint": self.lustre_mountpoint,
             "lustre_node_groups": "|".join(gpu_groups) if gpu_groups else None,
             "node_down_for": self.node_down_for,
+            "monitoring_replicas": str(self.monitoring_replicas) if self.monitoring_replicas > 1 else None,
             "group_targets_job": self.group_targets_job,
             "textfile_stale_seconds": str(self.textfile_stale_seconds),
             # The files the textfile collectors write (efa.prom, lustre.prom, slurm.prom, software.prom).
@@ -270,6 +288,8 @@ def rule_params(resolved: ResolvedSpec, monitoring: Monitoring | None = None) ->
         group_targets_job=GPU_OPERATOR_DCGM_JOB if on_k8s else "node",
         sources=sources,
         fabric_idle_devices=fabric_idle_devices(resolved),
+        slurm_account_teams=slurm_account_teams(mon) if mon is not None else {},
+        monitoring_replicas=len(monitoring_hosts(mon)) if replicated(mon) and mon is not None else 1,
     )
     if mon is None:
         return params
@@ -344,6 +364,11 @@ def rule_groups(params: RuleParams) -> list[dict[str, Any]]:
     constants.append({"record": "cluster:power_kw:planned", "expr": f"vector({params.planned_kw:g})"})
     if params.budget_kw is not None:
         constants.append({"record": "cluster:power_kw:budget", "expr": f"vector({params.budget_kw:g})"})
+    if params.sources.has("slurm_teams"):
+        constants += [
+            {"record": SLURM_ACCOUNT_TEAM, "expr": "vector(1)", "labels": {"account": account, "team": team}}
+            for account, team in sorted(params.slurm_account_teams.items())
+        ]
     interval = f"{params.evaluation_interval_s}s"
     groups: list[dict[str, Any]] = [{"name": "gpuforge-constants", "interval": interval, "rules": constants}]
     for rgroup in recording_groups():
@@ -364,10 +389,13 @@ def rule_groups(params: RuleParams) -> list[dict[str, Any]]:
         for alert in agroup.alerts:
             if alert.name in left_out:
                 continue
+            expr = _fill(alert.expr, values)
+            if alert.team_from is not None and params.sources.has("slurm_teams"):
+                expr = with_slurm_team(expr, alert.team_from)
             rules.append(
                 {
                     "alert": alert.name,
-                    "expr": _fill(alert.expr, values),
+                    "expr": expr,
                     "for": _fill(alert.for_, values),
                     "labels": {"severity": alert.severity},
                     "annotations": {
@@ -379,6 +407,15 @@ def rule_groups(params: RuleParams) -> list[dict[str, Any]]:
             )
         groups.append({"name": agroup.name, "interval": interval, "rules": rules})
     return groups
+
+
+def with_slurm_team(expr: str, key: Literal["hpc_job", "account"]) -> str:
+    """An alert's expression, its series given the team of their Slurm job: by hpc_job (a GPU's series, joined to
+    slurm_job:team:info) or by account (joined to the account-to-team constants). Series of no team's job stay
+    as they are. Each team series has the value 1, so the product keeps the alert's value."""
+    teams = SLURM_JOB_TEAM if key == "hpc_job" else SLURM_ACCOUNT_TEAM
+    joined = f"({expr}) * on({key}) group_left(team) {teams}"
+    return f"{joined}\nor\n(({expr}) unless on({key}) {teams})"
 
 
 def left_out_alerts(params: RuleParams) -> dict[str, str]:
@@ -512,14 +549,26 @@ def file_sd_targets(resolved: ResolvedSpec) -> dict[str, list[dict[str, Any]]]:
                 }
             )
     mon = resolved.spec.monitoring
-    if mon is not None and isinstance(mon.server, SiteHostServer):
+    for server, server_address in sorted(monitoring_hosts(mon).items()) if mon is not None else ():
         out["node"].append(
             {
-                "targets": [f"{mon.server.address}:{NODE_EXPORTER_PORT}"],
-                "labels": {"instance": mon.server.host, "node_group": "monitoring"},
+                "targets": [f"{server_address}:{NODE_EXPORTER_PORT}"],
+                "labels": {"instance": server, "node_group": "monitoring"},
             }
         )
     return out
+
+
+def replicated(mon: Monitoring | None) -> bool:
+    """Two Prometheus servers and two clustered Alertmanagers (monitoring.replicas 2, on site hosts)."""
+    return mon is not None and len(monitoring_hosts(mon)) == 2
+
+
+def _self_targets(mon: Monitoring | None, local: str, port: int) -> list[str]:
+    """Where Prometheus finds the monitoring stack's own servers: every replica's address, else *local*."""
+    if mon is None or not replicated(mon):
+        return [local]
+    return [f"{address}:{port}" for _, address in sorted(monitoring_hosts(mon).items())]
 
 
 def prometheus_config(resolved: ResolvedSpec, paths: Paths | None = None) -> dict[str, Any]:
@@ -528,9 +577,11 @@ def prometheus_config(resolved: ResolvedSpec, paths: Paths | None = None) -> dic
     spec = resolved.spec
     mon = spec.monitoring
     interval = mon.scrape_interval_s if mon is not None else 30
+    alertmanagers = _self_targets(mon, paths.alertmanager_address, ALERTMANAGER_PORT)
+    prometheuses = _self_targets(mon, paths.prometheus, PROMETHEUS_PORT)
     scrape: list[dict[str, Any]] = [
-        {"job_name": "prometheus", "static_configs": [{"targets": [paths.prometheus]}]},
-        {"job_name": "alertmanager", "static_configs": [{"targets": [paths.alertmanager_address]}]},
+        {"job_name": "prometheus", "static_configs": [{"targets": prometheuses}]},
+        {"job_name": "alertmanager", "static_configs": [{"targets": list(alertmanagers)}]},
     ]
     cloud = sorted(resolved.node_groups)
     if cloud and spec.region is not None and spec.placement.kind == "aws" and resolved.scheduler is not None:
@@ -560,15 +611,26 @@ def prometheus_config(resolved: ResolvedSpec, paths: Paths | None = None) -> dic
                 {"url": REMOTE_WRITE_URL_PLACEHOLDER, "sigv4": {"region": spec.region}, "send_exemplars": False}
             ]
         }
+    external_labels = {"cluster": spec.name, "environment": spec.environment}
+    # The address the alertmanager role makes it listen on (paths.alertmanager_address), not a fixed
+    # loopback: where Alertmanager binds another address, alerts sent to 127.0.0.1 are never delivered.
+    alerting: dict[str, Any] = {"alertmanagers": [{"static_configs": [{"targets": alertmanagers}]}]}
+    if replicated(mon):
+        # Each replica names itself (the role fills the placeholder with its host name) so their series stay
+        # apart where they meet (remote storage, federation), and drops the label from the alerts it sends:
+        # Prometheus' configuration docs, <alert_relabel_configs>: "ensuring a HA pair of Prometheus servers
+        # with different external labels send identical alerts", which Alertmanager then deduplicates. Every
+        # Prometheus sends to every Alertmanager, never to a load balancer (Alertmanager README, "High
+        # Availability").
+        external_labels[REPLICA_LABEL] = PROMETHEUS_REPLICA_PLACEHOLDER
+        alerting["alert_relabel_configs"] = [{"action": "labeldrop", "regex": REPLICA_LABEL}]
     return {
         "global": {
             "scrape_interval": f"{interval}s",
             "evaluation_interval": f"{interval}s",
-            "external_labels": {"cluster": spec.name, "environment": spec.environment},
+            "external_labels": external_labels,
         },
-        # The address the alertmanager role makes it listen on (paths.alertmanager_address), not a fixed
-        # loopback: where Alertmanager binds another address, alerts sent to 127.0.0.1 are never delivered.
-        "alerting": {"alertmanagers": [{"static_configs": [{"targets": [paths.alertmanager_address]}]}]},
+        "alerting": alerting,
         "rule_files": [paths.rules],
         "scrape_configs": scrape,
         **remote,
@@ -916,7 +978,9 @@ def render_monitoring(
     bundle.files[paths.alertmanager] = alertmanager_yaml(mon, timing, paths, fields)
     for name, text in dashboards(dashboard_view(resolved)).items():
         bundle.files[f"{GRAFANA_DASHBOARDS_DIR}/{name}"] = text
-    for name, text in provisioning(GRAFANA_DASHBOARDS_DIR, f"http://{paths.prometheus}").items():
+    # Two replicas: each host's Grafana reads its own Prometheus, at the address the role makes it listen on.
+    prometheus_url = f"http://{PROMETHEUS_LISTEN_PLACEHOLDER if replicated(mon) else paths.prometheus}"
+    for name, text in provisioning(GRAFANA_DASHBOARDS_DIR, prometheus_url).items():
         bundle.files[f"{GRAFANA_PROVISIONING_DIR}/{name}"] = text
     return bundle
 
@@ -971,6 +1035,7 @@ def role_vars(resolved: ResolvedSpec, files_dir: str | Path, paths: Paths | None
         raise ValueError(f"{resolved.spec.name}: no Prometheus of its own to configure (monitoring.server)")
     paths = paths or Paths()
     return {
+        **_replica_vars(mon),
         "prometheus_files_dir": str(files_dir),
         "prometheus_config_dir": paths.root,
         "prometheus_listen": paths.prometheus,
@@ -980,4 +1045,28 @@ def role_vars(resolved: ResolvedSpec, files_dir: str | Path, paths: Paths | None
         "alertmanager_files_dir": str(files_dir),
         "alertmanager_config_file": paths.alertmanager,
         "alertmanager_listen": paths.alertmanager_address,
+        **_replica_listen_vars(mon),
+    }
+
+
+def _replica_vars(mon: Monitoring) -> dict[str, Any]:
+    return {"monitoring_hosts": monitoring_hosts(mon)} if replicated(mon) else {}
+
+
+def _replica_listen_vars(mon: Monitoring) -> dict[str, Any]:
+    """Two replicas: each host listens on its own management address (the other Prometheus sends alerts to
+    its Alertmanager, never through loopback), gossips on :9094 there and names the other host as its peer.
+    Evaluated per host by Ansible from monitoring_hosts, keyed by inventory name (the spec's host names)."""
+    if not replicated(mon):
+        return {}
+    own = "{{ monitoring_hosts[inventory_hostname] }}"
+    others = (
+        "{{ monitoring_hosts | dict2items | rejectattr('key', 'equalto', inventory_hostname) "
+        f"| map(attribute='value') | map('regex_replace', '$', ':{ALERTMANAGER_CLUSTER_PORT}') | list }}}}"
+    )
+    return {
+        "prometheus_listen": f"{own}:{PROMETHEUS_PORT}",
+        "alertmanager_listen": f"{own}:{ALERTMANAGER_PORT}",
+        "alertmanager_cluster_listen": f"{own}:{ALERTMANAGER_CLUSTER_PORT}",
+        "alertmanager_cluster_peers": others,
     }

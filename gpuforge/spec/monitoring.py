@@ -53,8 +53,7 @@ class NodeGroupServer(SpecModel):
     node_group: Name = Field(description="Key of a non-training group in node_groups, e.g. services.")
 
 
-class SiteHostServer(SpecModel):
-    kind: Literal["site_host"] = Field(description="Run on a site host outside the GPU hosts (onprem, hybrid).")
+class SiteHost(SpecModel):
     host: Name = Field(description="The monitoring host's name, e.g. mon-01.")
     address: str = Field(description="Its management address; must lie in one of site.cidrs.")
 
@@ -66,6 +65,15 @@ class SiteHostServer(SpecModel):
         except ValueError:
             raise ValueError(f"{value!r} is not an IP address; write it like 10.64.1.5") from None
         return value
+
+
+class SiteHostServer(SiteHost):
+    kind: Literal["site_host"] = Field(description="Run on a site host outside the GPU hosts (onprem, hybrid).")
+    replica: SiteHost | None = Field(
+        default=None,
+        description="The second monitoring host where monitoring.replicas is 2, e.g. {host: mon-02, address: "
+        "10.64.1.6}: another host, ideally in another rack and on another power feed.",
+    )
 
 
 class KubernetesServer(SpecModel):
@@ -116,8 +124,8 @@ class ReceiverBase(SpecModel):
     )
     teams: list[Name] = Field(
         default_factory=list,
-        description="Only alerts of these teams (keys of kubernetes.platform.teams): those on a GPU a team's pod "
-        "holds carry its team. Empty: every alert of the severities.",
+        description="Only alerts of these teams (keys of kubernetes.platform.teams or of monitoring.slurm_teams): "
+        "those on a GPU a team's pod or Slurm job holds carry its team. Empty: every alert of the severities.",
     )
 
 
@@ -230,6 +238,14 @@ class Monitoring(SpecModel):
     receivers: dict[Name, Receiver] = Field(
         min_length=1, description="Who is told, keyed by name: webhook, email, slack or pagerduty."
     )
+    replicas: Literal[1, 2] = Field(
+        default=1,
+        description="2: two Prometheus servers with the same rules and targets (external label replica names "
+        "each; Prometheus drops it from the alerts it sends, so both send the same alerts) and two Alertmanagers "
+        "gossiping as one cluster (--cluster.peer, port 9094 between the monitoring hosts only); each Prometheus "
+        "sends to both Alertmanagers and the cluster notifies once. Losing one host loses neither history nor "
+        "alerting. On premises (server.kind site_host) with server.replica naming the second host. Default 1.",
+    )
     remote_write: RemoteWrite | None = Field(
         default=None,
         description="Write the samples beyond the monitoring node as well: {kind: amp} on the aws placement, "
@@ -242,6 +258,13 @@ class Monitoring(SpecModel):
         "(a webhook to a dead man's switch service, e.g. healthchecks.io or PagerDuty's): when it stops "
         "arriving, Prometheus, Alertmanager or the path between them is down. Without one Watchdog goes to a "
         "receiver that sends nothing.",
+    )
+    slurm_teams: dict[Name, list[Name]] = Field(
+        default_factory=dict,
+        description="Team -> the Slurm accounts (scheduler.accounts) whose jobs are the team's, e.g. "
+        "{llm: [llm-pretrain, llm-eval]}. A team's GPU-hours are its accounts' (team:gpu_hours:1h), and an alert "
+        "on a GPU one of their jobs holds carries team and goes to the receivers of that team. An account is in one "
+        "team at most; an account in none carries no team. Default: no Slurm job carries a team.",
     )
     power_budget_kw: float | None = Field(
         default=None,
@@ -300,23 +323,9 @@ def check_monitoring(spec: ClusterSpec) -> list[SpecIssue]:
         if spec.site is None:
             issues.append(SpecIssue(f"{where}.kind", f"{kind} placement has no site", "use kind: node_group"))
         else:
-            address = ipaddress.ip_address(server.address)
-            if not any(address in ipaddress.ip_network(c) for c in spec.site.cidrs):
-                issues.append(
-                    SpecIssue(
-                        f"{where}.address",
-                        f"{server.address} is in none of site.cidrs ({', '.join(spec.site.cidrs)})",
-                        "use a management address the site routes",
-                    )
-                )
-            if server.host in spec.site.hosts:
-                issues.append(
-                    SpecIssue(
-                        f"{where}.host",
-                        f"{server.host} is a GPU host in site.hosts",
-                        "run monitoring on a host that no training job can take down",
-                    )
-                )
+            issues += _site_host_issues(spec, server, where)
+            if server.replica is not None:
+                issues += _site_host_issues(spec, server.replica, f"{where}.replica")
     elif spec.kubernetes is None or not spec.kubernetes.platform.prometheus_operator:
         issues.append(
             SpecIssue(
@@ -325,6 +334,7 @@ def check_monitoring(spec: ClusterSpec) -> list[SpecIssue]:
                 "set kubernetes.platform.prometheus_operator: true, or run Prometheus on a node group",
             )
         )
+    issues += _replica_issues(mon)
     if mon.remote_write is not None and (kind != "aws" or not isinstance(server, NodeGroupServer)):
         issues.append(
             SpecIssue(
@@ -334,7 +344,9 @@ def check_monitoring(spec: ClusterSpec) -> list[SpecIssue]:
                 "set monitoring.server to {kind: node_group, node_group: <a services group>}, or remove remote_write",
             )
         )
+    issues += _slurm_team_issues(spec, mon)
     declared = set(spec.kubernetes.platform.teams) if spec.kubernetes is not None else set()
+    declared |= set(mon.slurm_teams)
     for name, receiver in mon.receivers.items():
         unknown = [t for t in receiver.teams if t not in declared]
         if unknown:
@@ -342,7 +354,7 @@ def check_monitoring(spec: ClusterSpec) -> list[SpecIssue]:
                 SpecIssue(
                     f"{SECTION}.receivers.{name}.teams",
                     f"{', '.join(unknown)} is not a team "
-                    f"(kubernetes.platform.teams: {', '.join(sorted(declared)) or 'none'})",
+                    f"(kubernetes.platform.teams and monitoring.slurm_teams: {', '.join(sorted(declared)) or 'none'})",
                     "name a declared team, or remove teams to route every alert of the severities",
                 )
             )
@@ -355,6 +367,126 @@ def check_monitoring(spec: ClusterSpec) -> list[SpecIssue]:
             )
         )
     return issues
+
+
+def _site_host_issues(spec: ClusterSpec, server: SiteHost, where: str) -> list[SpecIssue]:
+    assert spec.site is not None
+    issues: list[SpecIssue] = []
+    address = ipaddress.ip_address(server.address)
+    if not any(address in ipaddress.ip_network(c) for c in spec.site.cidrs):
+        issues.append(
+            SpecIssue(
+                f"{where}.address",
+                f"{server.address} is in none of site.cidrs ({', '.join(spec.site.cidrs)})",
+                "use a management address the site routes",
+            )
+        )
+    if server.host in spec.site.hosts:
+        issues.append(
+            SpecIssue(
+                f"{where}.host",
+                f"{server.host} is a GPU host in site.hosts",
+                "run monitoring on a host that no training job can take down",
+            )
+        )
+    return issues
+
+
+def _replica_issues(mon: Monitoring) -> list[SpecIssue]:
+    """Two replicas need a second site host; a second host needs replicas: 2. Node groups and Kubernetes: not
+    built (docs/monitoring.md, Durability)."""
+    server = mon.server
+    if mon.replicas == 1:
+        if isinstance(server, SiteHostServer) and server.replica is not None:
+            return [
+                SpecIssue(
+                    f"{SECTION}.server.replica",
+                    f"{server.replica.host} is declared but monitoring.replicas is 1, so nothing would run there",
+                    "set monitoring.replicas: 2, or remove server.replica",
+                )
+            ]
+        return []
+    if not isinstance(server, SiteHostServer):
+        return [
+            SpecIssue(
+                f"{SECTION}.replicas",
+                f"2 replicas run on site hosts only; server.kind is {server.kind}. On a node group the Alertmanagers' "
+                "cluster port would open to the whole management tier (login nodes share its security group); on "
+                "Kubernetes the chart runs them (kube-prometheus-stack: prometheus.prometheusSpec.replicas, "
+                "alertmanager.alertmanagerSpec.replicas)",
+                "set replicas: 1 (remote_write: {kind: amp} keeps the history on AWS), or run monitoring on site hosts",
+            )
+        ]
+    issues: list[SpecIssue] = []
+    if server.replica is None:
+        issues.append(
+            SpecIssue(
+                f"{SECTION}.server.replica",
+                "monitoring.replicas is 2 but the server names one host",
+                "add server.replica: {host: mon-02, address: <its management address>}",
+            )
+        )
+    elif server.replica.host == server.host or server.replica.address == server.address:
+        issues.append(
+            SpecIssue(
+                f"{SECTION}.server.replica",
+                f"{server.replica.host} ({server.replica.address}) is the server itself "
+                f"({server.host}, {server.address}): one host lost would take both replicas",
+                "name a second host with its own address",
+            )
+        )
+    return issues
+
+
+def monitoring_hosts(mon: Monitoring) -> dict[str, str]:
+    """The site hosts Prometheus and Alertmanager run on, name -> management address (empty off site hosts)."""
+    server = mon.server
+    if not isinstance(server, SiteHostServer):
+        return {}
+    hosts = {server.host: server.address}
+    if mon.replicas == 2 and server.replica is not None:
+        hosts[server.replica.host] = server.replica.address
+    return hosts
+
+
+def _slurm_team_issues(spec: ClusterSpec, mon: Monitoring) -> list[SpecIssue]:
+    """Every mapped account is a declared Slurm account, in one team only."""
+    if not mon.slurm_teams:
+        return []
+    where = f"{SECTION}.slurm_teams"
+    if spec.scheduler is None or spec.scheduler.kind != "slurm":
+        return [SpecIssue(where, "the stack has no Slurm scheduler, so no job carries an account", "remove it")]
+    accounts = spec.scheduler.accounts
+    issues: list[SpecIssue] = []
+    owner: dict[str, str] = {}
+    for team, team_accounts in sorted(mon.slurm_teams.items()):
+        unknown = [a for a in team_accounts if a not in accounts]
+        if unknown:
+            issues.append(
+                SpecIssue(
+                    f"{where}.{team}",
+                    f"{', '.join(unknown)} is not a Slurm account "
+                    f"(scheduler.accounts: {', '.join(accounts) or 'none'})",
+                    "name accounts declared under scheduler.accounts",
+                )
+            )
+        for account in team_accounts:
+            if account in owner and owner[account] != team:
+                issues.append(
+                    SpecIssue(
+                        f"{where}.{team}",
+                        f"account {account} is in team {owner[account]} too: a job's GPU-hours and alerts would count "
+                        "for two teams",
+                        "keep each account in one team",
+                    )
+                )
+            owner.setdefault(account, team)
+    return issues
+
+
+def slurm_account_teams(mon: Monitoring) -> dict[str, str]:
+    """Slurm account -> its team (monitoring.slurm_teams turned around)."""
+    return {account: team for team, accounts in sorted(mon.slurm_teams.items()) for account in accounts}
 
 
 def power_budget_kw(spec: ClusterSpec) -> float | None:

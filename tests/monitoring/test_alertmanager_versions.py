@@ -96,7 +96,7 @@ def test_what_prod_renders_uses_only_fields_the_production_release_knows() -> No
 def test_the_role_flags_exist_in_the_production_and_test_releases() -> None:
     args = (ROLE / "templates" / "defaults.j2").read_text()
     flags = set(re.findall(r"--([a-z][a-z.-]+)=", args))
-    assert flags == {"config.file", "web.listen-address", "cluster.listen-address", "storage.path"}
+    assert flags == {"config.file", "web.listen-address", "cluster.listen-address", "cluster.peer", "storage.path"}
     v023 = set(re.findall(r'Flag\("([a-z.-]+)"', (V023 / "cmd" / "alertmanager" / "main.go").read_text()))
     assert flags <= v023, flags - v023
     run = subprocess.run([tool("prometheus-alertmanager"), "--help"], capture_output=True, text=True, timeout=30)

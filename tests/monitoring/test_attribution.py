@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -103,11 +105,8 @@ def test_gpu_series_of_a_teams_pod_carry_the_team() -> None:
     assert all(r["sourceLabels"] == ["exported_namespace"] and r["targetLabel"] == "team" for r in relabel)
 
 
-def test_a_teams_receiver_hears_that_teams_alerts_only(tmp_path: Path) -> None:
-    data = load_stack("staging").cluster
-    data["monitoring"]["receivers"]["llm-oncall"] = {
-        "type": "webhook", "url": "https://alerts.example.com/llm", "teams": ["llm"]
-    }  # fmt: skip
+def routes_of(data: dict[str, Any], tmp_path: Path) -> Callable[..., list[str]]:
+    """The receivers `amtool config routes test` finds for an alert's labels, in the stack's rendered routes."""
     monitoring = resolve(data).spec.monitoring
     assert monitoring is not None
     path = tmp_path / "alertmanager.yml"
@@ -120,6 +119,15 @@ def test_a_teams_receiver_hears_that_teams_alerts_only(tmp_path: Path) -> None:
         )  # fmt: skip
         return run.stdout.strip().split(",")
 
+    return receivers
+
+
+def test_a_teams_receiver_hears_that_teams_alerts_only(tmp_path: Path) -> None:
+    data = load_stack("staging").cluster
+    data["monitoring"]["receivers"]["llm-oncall"] = {
+        "type": "webhook", "url": "https://alerts.example.com/llm", "teams": ["llm"]
+    }  # fmt: skip
+    receivers = routes_of(data, tmp_path)
     assert "llm-oncall" in receivers("alertname=GpuXidCritical", "severity=critical", "team=llm")
     assert "staging-hook" in receivers("alertname=GpuXidCritical", "severity=critical", "team=llm")
     assert "llm-oncall" not in receivers("alertname=GpuXidCritical", "severity=critical", "team=research")
@@ -132,3 +140,70 @@ def test_a_receivers_team_must_be_declared() -> None:
     with pytest.raises(SpecError) as error:
         resolve(data)
     assert "cluster.monitoring.receivers.staging-hook.teams: vison is not a team" in error.value.report()
+
+
+def onprem_with_slurm_teams() -> dict[str, Any]:
+    """onprem-lab with its Slurm accounts mapped to teams and a receiver for team llm."""
+    data = load_stack("onprem-lab").cluster
+    data["monitoring"]["slurm_teams"] = {"llm": ["llm"], "vision": ["vision"]}
+    data["monitoring"]["receivers"]["llm-oncall"] = {
+        "type": "webhook", "url": "https://alerts.example.com/llm", "teams": ["llm"]
+    }  # fmt: skip
+    return data
+
+
+def test_slurm_accounts_map_to_teams_in_the_rendered_rules(tmp_path: Path) -> None:
+    bundle = render_monitoring(resolve(onprem_with_slurm_teams()))
+    rules = tmp_path / "rules.yml"
+    rules.write_text(bundle.files["/etc/prometheus/rules/gpuforge.yml"])
+    check = subprocess.run([tool("promtool"), "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+    groups = yaml.safe_load(rules.read_text())["groups"]
+    by_name = {r.get("alert") or r["record"]: r for g in groups for r in g["rules"]}
+    mapping = [r["labels"] for r in groups[0]["rules"] if r["record"] == "gpuforge:slurm_account_team:info"]
+    assert mapping == [{"account": "llm", "team": "llm"}, {"account": "vision", "team": "vision"}]
+    assert {"slurm_job:team:info", "team:gpus:count", "team:gpu_hours:1h"} <= set(by_name)
+    assert "group_left(team) slurm_job:team:info" in by_name["GpuXidCritical"]["expr"]
+    assert "on(account) group_left(team) gpuforge:slurm_account_team:info" in by_name["SlurmJobPendingTooLong"]["expr"]
+    assert "team" not in by_name["NodeDown"]["expr"]  # a node's alert is no job's
+    # Without the mapping: no team rules, and the GPU alerts are as written.
+    plain = render_monitoring(resolve(load_stack("onprem-lab").cluster))
+    assert "team:" not in plain.files["/etc/prometheus/rules/gpuforge.yml"]
+    assert "team:gpu_hours:1h" in bundle.files["/var/lib/grafana/dashboards/gpuforge/gpuforge-teams.json"]
+
+
+def test_a_slurm_teams_receiver_hears_that_teams_alerts_only(tmp_path: Path) -> None:
+    receivers = routes_of(onprem_with_slurm_teams(), tmp_path)
+    xid = ("alertname=GpuXidCritical", "severity=critical", "hpc_job=4240")
+    assert receivers(*xid, "team=llm") == ["lab-oncall", "llm-oncall"]
+    assert receivers(*xid, "team=vision") == ["lab-oncall"]
+    assert receivers(*xid) == ["lab-oncall"]
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            {"llm": ["llm", "nlp"]},
+            "cluster.monitoring.slurm_teams.llm: nlp is not a Slurm account (scheduler.accounts: vision, llm)",
+        ),
+        (
+            {"llm": ["llm"], "lm": ["llm"]},
+            "cluster.monitoring.slurm_teams.lm: account llm is in team llm too",
+        ),
+    ],
+)
+def test_slurm_teams_name_declared_accounts_once(change: dict[str, list[str]], expected: str) -> None:
+    data = onprem_with_slurm_teams()
+    data["monitoring"]["slurm_teams"] = change
+    with pytest.raises(SpecError) as error:
+        resolve(data)
+    assert expected in error.value.report()
+
+
+def test_slurm_teams_need_a_slurm_scheduler() -> None:
+    data = load_stack("staging").cluster
+    data["monitoring"]["slurm_teams"] = {"llm": ["llm"]}
+    with pytest.raises(SpecError) as error:
+        resolve(data)
+    assert "cluster.monitoring.slurm_teams: the stack has no Slurm scheduler" in error.value.report()

@@ -63,7 +63,9 @@ def test_slurm_collector_reports_unavailable_nodes_jobs_and_the_scheduler(tmp_pa
     assert 'gpuforge_slurm_nodes{state="allocated"} 1' in lines, "a node listed in two partitions counts once"
     assert 'gpuforge_slurm_jobs{state="PENDING"} 2' in lines
     oldest = next(line for line in lines if line.startswith("gpuforge_slurm_oldest_pending_job_seconds"))
-    assert oldest.startswith('gpuforge_slurm_oldest_pending_job_seconds{job_id="4242",partition="train"} ')
+    assert oldest.startswith(
+        'gpuforge_slurm_oldest_pending_job_seconds{job_id="4242",partition="train",account="llm"} '
+    )
     assert "gpuforge_slurm_scheduler_last_cycle_seconds 0.001234" in lines
     assert 'gpuforge_slurm_job_info{job_id="4240",partition="train",account="llm",user="alice"} 1' in lines
     assert not any('job_id="4242"' in line for line in lines if line.startswith("gpuforge_slurm_job_info"))

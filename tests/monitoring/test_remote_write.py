@@ -16,8 +16,8 @@ import yaml
 from gpuforge.infra.aws.metrics_archive import remote_write_url
 from gpuforge.plan.engine import plan_stack
 from gpuforge.plan.stacks import load_stack
-from gpuforge.render.monitoring import REMOTE_WRITE_URL_PLACEHOLDER, Paths, render_monitoring
-from gpuforge.spec import resolve
+from gpuforge.render.monitoring import REMOTE_WRITE_URL_PLACEHOLDER, MonitoringBundle, Paths, render_monitoring
+from gpuforge.spec import ResolvedSpec, resolve
 from gpuforge.spec.errors import SpecError
 from tests.monitoring.test_rules import tool
 
@@ -55,10 +55,8 @@ def test_remote_write_needs_prometheus_on_an_aws_node_group() -> None:
     assert "cluster.monitoring.remote_write: kind amp needs Prometheus on a node group" in error.value.report()
 
 
-def test_the_role_fills_in_the_workspace_and_promtool_accepts_it(tmp_path: Path) -> None:
-    """The role's own assert and template tasks (module and arguments), run by ansible-playbook here, on prod's
-    rendering: without the URL the run stops with the fix; with it, promtool check config passes."""
-    resolved = resolve(prod_with_remote_write()["config"]["gpuforge:cluster"])
+def rendered_into(resolved: ResolvedSpec, tmp_path: Path) -> tuple[Paths, MonitoringBundle, Path]:
+    """What `gpuforge render monitoring --output tmp_path/files` writes, its paths under tmp_path/etc/prometheus."""
     paths = Paths(root=str(tmp_path / "etc" / "prometheus"))
     bundle = render_monitoring(resolved, paths=paths)
     files = tmp_path / "files"
@@ -66,6 +64,14 @@ def test_the_role_fills_in_the_workspace_and_promtool_accepts_it(tmp_path: Path)
         target = files / name.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
+    return paths, bundle, files
+
+
+def test_the_role_fills_in_the_workspace_and_promtool_accepts_it(tmp_path: Path) -> None:
+    """The role's own assert and template tasks (module and arguments), run by ansible-playbook here, on prod's
+    rendering: without the URL the run stops with the fix; with it, promtool check config passes."""
+    resolved = resolve(prod_with_remote_write()["config"]["gpuforge:cluster"])
+    paths, bundle, files = rendered_into(resolved, tmp_path)
     rendered = yaml.safe_load(bundle.files[paths.config])
     (remote,) = rendered["remote_write"]
     assert remote["url"] == REMOTE_WRITE_URL_PLACEHOLDER and remote["sigv4"] == {"region": "us-east-1"}
