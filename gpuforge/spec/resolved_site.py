@@ -74,8 +74,11 @@ class ResolvedSite:
 
     @property
     def switch_kw(self) -> float:
+        """Every leaf, spine and core switch at the datasheet maximum."""
         fabric = self.spec.fabric
-        return sum(self.fabric_switches) * (fabric.switch_power_kw or 0.0) if fabric else 0.0
+        if fabric is None:
+            return 0.0
+        return (sum(self.fabric_switches) + fabric.cores) * (fabric.switch_power_kw or 0.0)
 
     @property
     def equipment_kw(self) -> float:

@@ -187,6 +187,28 @@ class SiteFabric(SpecModel):
     )
     spines: int = Field(ge=0, le=10_000, description="Spine switches; 0 for a single-SU fabric without a spine layer.")
     spine_ports: int = Field(default=64, ge=8, le=1024, description="Ports per spine switch.")
+    spine_uplinks: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="With cores: spine ports used toward the core switches; default half the ports (non-blocking). "
+        "Fewer oversubscribe the spine tier (its down ports per up port), which the plan shows.",
+    )
+    cores: int = Field(
+        default=0,
+        ge=0,
+        le=10_000,
+        description="Core switches of a three-tier fabric (leaf, spine, core); 0 for two tiers. A spine reaches at "
+        "most spine_ports leaves, so past that many leaves the spines form groups (pods) of whole scalable units "
+        "joined by the cores: NVIDIA's 32-SU DGX SuperPOD has 256 leaf, 256 spine and 128 core switches.",
+    )
+    core_ports: int = Field(default=64, ge=8, le=1024, description="Ports per core switch.")
+    reserved_leaf_ports: dict[Name, Annotated[int, Field(ge=1, le=1024)]] = Field(
+        default_factory=dict,
+        description="Per scalable unit, host ports held on each of its rail leaves for the subnet managers (UFM "
+        "appliances) and other fabric devices: they take the place of hosts (the SuperPOD's 4-SU design connects "
+        "127 DGX, not 128).",
+    )
     partitions: dict[Name, str] = Field(
         default_factory=dict,
         description="InfiniBand partition key per tenant (a Kubernetes team, or a Slurm account on a Slurm site), hex "
@@ -245,6 +267,13 @@ class SiteFabric(SpecModel):
             raise ValueError("sharp, partitions and subnet_managers are InfiniBand features; remove them on roce")
         if self.kind == "infiniband" and not self.subnet_managers:
             raise ValueError("an InfiniBand fabric needs a subnet manager: list subnet_managers (two for failover)")
+        if self.spine_uplinks is not None and not self.cores:
+            raise ValueError("spine_uplinks without cores: spines of a two-tier fabric have no uplinks; set cores")
+        if self.cores and self.spine_up >= self.spine_ports:
+            raise ValueError(
+                f"spine_uplinks {self.spine_up} leave no down ports on a {self.spine_ports}-port spine; "
+                f"use fewer than {self.spine_ports}"
+            )
         if self.sharp:
             raise ValueError(
                 "sharp: true needs the NCCL SHARP plugin (NVIDIA's nccl-rdma-sharp-plugins) on every node and the "
@@ -266,6 +295,33 @@ class SiteFabric(SpecModel):
     @property
     def downlinks(self) -> int:
         return self.leaf_ports - self.uplinks
+
+    @property
+    def spine_up(self) -> int:
+        """Spine ports toward the cores (0 on two tiers)."""
+        if not self.cores:
+            return 0
+        return self.spine_uplinks if self.spine_uplinks is not None else self.spine_ports // 2
+
+    @property
+    def spine_down(self) -> int:
+        return self.spine_ports - self.spine_up
+
+    @property
+    def spine_oversubscription(self) -> float:
+        """Spine down ports per up port on three tiers (1.0 non-blocking); 1.0 on two tiers, where nothing is above."""
+        return self.spine_down / self.spine_up if self.spine_up else 1.0
+
+    @property
+    def units_per_pod(self) -> int:
+        """Three tiers: whole scalable units under one spine group, each spine a port for each of their leaves."""
+        return self.spine_down // self.rails
+
+    def pods(self, units: list[str]) -> list[list[str]]:
+        """The scalable units (in order) grouped under their spine groups; one pod on two tiers."""
+        size = self.units_per_pod if self.cores else len(units)
+        size = max(size, 1)
+        return [units[i : i + size] for i in range(0, len(units), size)]
 
 
 # --- storage -----------------------------------------------------------------------------------
