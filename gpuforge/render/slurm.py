@@ -324,7 +324,8 @@ def _site_facts(group: SlurmGroup, fraction: float) -> dict[str, Any]:
         for chunk in (hosts[i : i + NODE_LINE_HOSTS] for i in range(0, len(hosts), NODE_LINE_HOSTS))
     ]
     # Local scratch where the server model lists its drives (the local_scratch role mounts them).
-    return {"lines": lines, "names": hostlist(h.name for h in hosts), "gpus": gpus, "gpu_type": gpu_type(server.gpu_model),
+    return {"lines": lines, "names": hostlist(h.name for h in hosts), "gpus": gpus,
+            "gpu_type": gpu_type(server.gpu_model),
             "local_nvme": bool(server.scratch_devices), "shape": NodeShape(line.cpus, line.real_memory, gpus)}
 
 
