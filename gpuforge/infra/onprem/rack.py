@@ -62,4 +62,4 @@ class Rack(pulumi.ComponentResource):
             )
             for host in site.rack_hosts(args.rack)
         }
-        self.register_outputs({"inventory": props, "hosts": {n: h.inventory for n, h in self.members.items()}})
+        self.register_outputs({"inventory": props})  # each host carries its own inventory: not repeated here
