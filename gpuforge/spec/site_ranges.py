@@ -116,11 +116,10 @@ def expand_ranges(site: Site) -> tuple[dict[str, Rack], dict[str, Host], list[Pr
     racks: dict[str, Any] = dict(site.racks)
     for pattern, shape in site.rack_ranges.items():
         path = f"rack_ranges[{pattern}]"
-        try:
-            names, units = expand_hostlist(pattern), expand_hostlist(shape.scalable_units)
-        except RangeError as exc:
-            problems.append((path, str(exc), "write the pattern as the message says"))
+        expanded = _expand_each(path, (pattern, shape.scalable_units), problems)
+        if expanded is None:
             continue
+        names, units = expanded
         if len(names) % len(units):
             problems.append(
                 (
@@ -139,11 +138,10 @@ def expand_ranges(site: Site) -> tuple[dict[str, Rack], dict[str, Host], list[Pr
     claimed = set(hosts)
     for pattern, spec in site.host_ranges.items():
         path = f"host_ranges[{pattern}]"
-        try:
-            names, rack_names = expand_hostlist(pattern), expand_hostlist(spec.racks)
-        except RangeError as exc:
-            problems.append((path, str(exc), "write the pattern as the message says"))
+        expanded = _expand_each(path, (pattern, spec.racks), problems)
+        if expanded is None:
             continue
+        names, rack_names = expanded
         found = _range_problems(path, spec, names, rack_names, racks, pools)
         problems += found + _named_twice(path, names, claimed, "host", _HOST_NAME)
         claimed.update(names)  # a range with problems still claims its names: an overlap with it is reported
@@ -166,6 +164,15 @@ def expand_ranges(site: Site) -> tuple[dict[str, Rack], dict[str, Host], list[Pr
                 ),
             )
     return racks, hosts, problems
+
+
+def _expand_each(path: str, patterns: tuple[str, ...], problems: list[Problem]) -> list[list[str]] | None:
+    """Each pattern's members; None (and the problem recorded) where one is not a valid pattern."""
+    try:
+        return [expand_hostlist(pattern) for pattern in patterns]
+    except RangeError as exc:
+        problems.append((path, str(exc), "write the pattern as the message says"))
+        return None
 
 
 _TRAITS = ("model", "u_height", "hcas", "pool", "role", "orchestrator", "taints")
