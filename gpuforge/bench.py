@@ -8,6 +8,11 @@ time REPEAT runs in two interleaved rounds; the report gives the minimum of each
 machine noise only ever adds time) and the plan/floor ratio measured in the same run.
 Then `gpuforge plan prod` end to end, as a user runs it (`python -m gpuforge`, imports included).
 
+On-premises sites (gpuforge/bench_sites.py): the 100,000-GPU example resized to 128, 1,024 and 12,500 DGX
+hosts, plan against floor the same way (the 12,500-host plan once after its warm-up), reported per host
+against the aim of 2 ms; then `gpuforge plan examples/Pulumi.site-100k.yaml` end to end with its peak RSS.
+`--sites-only` measures and rewrites that section alone.
+
 A measured command that fails fails the bench (exit 1, its exit status and the end of its output):
 a time of a command that did not do its work is no figure.
 
