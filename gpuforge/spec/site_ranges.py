@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .fields import NAME_PATTERN
+
 if TYPE_CHECKING:
     from .site import Host, Rack, Site
 
@@ -110,7 +112,9 @@ def expand_ranges(site: Site) -> tuple[dict[str, Rack], dict[str, Host], list[Pr
     if not (site.rack_ranges or site.host_ranges):
         return site.racks, site.hosts, []
     # Local: site.py imports this module at its top, and calls this while it validates a Site.
-    from .site import Host, Rack
+    from .site import HOST_NAME, Host, Rack
+
+    host_name = re.compile(HOST_NAME)
 
     problems: list[Problem] = []
     racks: dict[str, Any] = dict(site.racks)
@@ -130,6 +134,15 @@ def expand_ranges(site: Site) -> tuple[dict[str, Rack], dict[str, Host], list[Pr
             )
             continue
         problems += _named_twice(path, names, racks, "rack", _NAME)
+        bad_unit = next((unit for unit in units if not _NAME.match(unit)), None)
+        if bad_unit is not None:
+            problems.append(
+                (
+                    f"{path}.scalable_units",
+                    f"{bad_unit!r} is not a valid scalable unit name",
+                    "start with a letter: lowercase letters, digits and hyphens, 2 to 32",
+                )
+            )
         fields = shape.model_dump(exclude={"scalable_units"})
         for name, unit in spread(names, units).items():
             racks.setdefault(name, Rack.model_construct(**fields, scalable_unit=unit))
@@ -143,7 +156,7 @@ def expand_ranges(site: Site) -> tuple[dict[str, Rack], dict[str, Host], list[Pr
             continue
         names, rack_names = expanded
         found = _range_problems(path, spec, names, rack_names, racks, pools)
-        problems += found + _named_twice(path, names, claimed, "host", _HOST_NAME)
+        problems += found + _named_twice(path, names, claimed, "host", host_name)
         claimed.update(names)  # a range with problems still claims its names: an overlap with it is reported
         if found:
             continue
@@ -176,8 +189,7 @@ def _expand_each(path: str, patterns: tuple[str, ...], problems: list[Problem]) 
 
 
 _TRAITS = ("model", "u_height", "hcas", "pool", "role", "orchestrator", "taints")
-_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")  # fields.NAME_PATTERN's shape: checked again below
-_HOST_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{0,61}[a-z0-9]$")  # site.HOST_NAME
+_NAME = re.compile(NAME_PATTERN)  # racks and scalable units are Names (model_construct skips the check)
 
 
 def _named_twice(
@@ -196,7 +208,7 @@ def _named_twice(
         )
     bad = [n for n in names if not shape.match(n)]
     if bad:
-        problems.append((path, f"{bad[0]!r} is not a valid {what} name", "use lowercase letters, digits and hyphens"))
+        problems.append((path, f"{bad[0]!r} is not a valid {what} name", f"write {what} names as site.{what}s keys"))
     return problems
 
 

@@ -125,3 +125,14 @@ def test_a_listed_host_on_a_drawn_address_is_an_overlap() -> None:
     }
     found = problems(spec)
     assert any("10.64.4.3 is already" in message for message in found.values())
+
+
+def test_generated_names_are_checked_like_written_ones() -> None:
+    spec = ranged_lab()
+    site = spec["site"]
+    # Hostlist patterns may start with a digit; rack and scalable unit names (Name) may not.
+    site["rack_ranges"] = {"0[1-4]": {**site["rack_ranges"]["r[01-04]"], "scalable_units": "1[1-2]"}}
+    site["host_ranges"]["dgx-[001-015]"]["racks"] = "0[1-4]"
+    found = problems(spec)
+    assert found["cluster.site.rack_ranges[0[1-4]]"] == "'01' is not a valid rack name"
+    assert found["cluster.site.rack_ranges[0[1-4]].scalable_units"] == "'11' is not a valid scalable unit name"
