@@ -8,6 +8,11 @@ time REPEAT runs in two interleaved rounds; the report gives the minimum of each
 machine noise only ever adds time) and the plan/floor ratio measured in the same run.
 Then `gpuforge plan prod` end to end, as a user runs it (`python -m gpuforge`, imports included).
 
+On-premises sites (gpuforge/bench_sites.py): the 100,000-GPU example resized to 128, 1,024 and 12,500 DGX
+hosts, plan against floor the same way (the 12,500-host plan once after its warm-up), reported per host
+against the aim of 2 ms; then `gpuforge plan examples/Pulumi.site-100k.yaml` end to end with its peak RSS.
+`--sites-only` measures and rewrites that section alone.
+
 A measured command that fails fails the bench (exit 1, its exit status and the end of its output):
 a time of a command that did not do its work is no figure.
 
@@ -39,7 +44,10 @@ from typing import Any
 
 import yaml
 
+from gpuforge.bench_sites import SITE_CASES, SITE_EXAMPLE, site_stack
+
 REPEAT = 5
+REPEAT_ENV = "GPUFORGE_BENCH_REPEAT"  # a worker's runs after its warm-up, where the case sets fewer (large sites)
 # (node groups, nodes per group): growing groups, and one group growing in nodes only.
 CASES = [(1, 8), (1, 4096), (8, 64), (64, 64)]
 
@@ -86,7 +94,7 @@ def _peak_rss_mib() -> float:
 def _time(fn: Any) -> list[float]:
     fn()  # warm-up: imports and first registrations are start-up, not plan time
     times = []
-    for _ in range(REPEAT):
+    for _ in range(int(os.environ.get(REPEAT_ENV, REPEAT))):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
@@ -171,33 +179,42 @@ class MeasuredCommandFailed(Exception):
         super().__init__(f"`{' '.join(command)}` failed (exit {done.returncode}):\n{tail}")
 
 
-def run_measured(command: list[str]) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(command, check=False, capture_output=True, text=True)
+def run_measured(command: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(command, check=False, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise MeasuredCommandFailed(command, done)
     return done
 
 
-def _spawn(*args: str) -> dict[str, Any]:
-    done = run_measured([sys.executable, "-m", "gpuforge.bench", "--worker", *args])
+def _spawn(*args: str, repeat: int = REPEAT) -> dict[str, Any]:
+    done = run_measured(
+        [sys.executable, "-m", "gpuforge.bench", "--worker", *args], env={**os.environ, REPEAT_ENV: str(repeat)}
+    )
     result: dict[str, Any] = json.loads(done.stdout)
     return result
 
 
-def measure(groups: int, nodes_per_group: int, workdir: Path) -> dict[str, Any]:
-    stack = workdir / f"Pulumi.bench-{groups}x{nodes_per_group}.yaml"
-    stack.write_text(yaml.safe_dump(bench_stack(groups, nodes_per_group)))
-    plan = _spawn("plan", str(stack))
-    resources_file = workdir / f"resources-{groups}x{nodes_per_group}.json"
-    resources_file.write_text(json.dumps(plan["resources"]))
-    floor = _spawn("floor", str(resources_file))
-    # Interleave a second round so both sides see the same background load, and take the
-    # minimum: on a shared machine noise only ever adds time.
-    plan["times"] += _spawn("plan", str(stack))["times"]
-    floor["times"] += _spawn("floor", str(resources_file))["times"]
+def measure_stack(name: str, stack_doc: dict[str, Any], workdir: Path, repeat: int = REPEAT, rounds: int = 2) -> (
+    dict[str, Any]
+):
+    """Plan and SDK floor of one stack, interleaved in *rounds* rounds of *repeat* runs after a warm-up each:
+    the minimum of each side, and its peak RSS."""
+    stack = workdir / f"Pulumi.{name}.yaml"
+    stack.write_text(yaml.safe_dump(stack_doc))
+    resources_file = workdir / f"resources-{name}.json"
+    plan: dict[str, Any] = {"times": []}
+    floor: dict[str, Any] = {"times": []}
+    # Interleaved rounds, so both sides see the same background load, and the minimum: on a shared machine
+    # noise only ever adds time.
+    for _ in range(rounds):
+        planned = _spawn("plan", str(stack), repeat=repeat)
+        if not resources_file.exists():
+            resources_file.write_text(json.dumps(planned["resources"]))
+        plan = {**planned, "times": plan["times"] + planned["times"]}
+        floored = _spawn("floor", str(resources_file), repeat=repeat)
+        floor = {**floored, "times": floor["times"] + floored["times"]}
     plan_s, floor_s = min(plan["times"]), min(floor["times"])
     return {
-        "groups": groups,
         "nodes": plan["nodes"],
         "resources": len(plan["resources"]),
         "plan_s": plan_s,
@@ -206,6 +223,32 @@ def measure(groups: int, nodes_per_group: int, workdir: Path) -> dict[str, Any]:
         "plan_rss_mib": plan["rss_mib"],
         "floor_rss_mib": floor["rss_mib"],
     }
+
+
+def measure(groups: int, nodes_per_group: int, workdir: Path) -> dict[str, Any]:
+    row = measure_stack(f"bench-{groups}x{nodes_per_group}", bench_stack(groups, nodes_per_group), workdir)
+    return {"groups": groups, **row}
+
+
+def measure_site(hosts: int, workdir: Path) -> dict[str, Any]:
+    """An on-prem site of *hosts* DGX H100 (bench_sites.py); the largest planned once after its warm-up."""
+    large = hosts > 2048
+    row = measure_stack(
+        f"site-{hosts}", site_stack(hosts), workdir, repeat=1 if large else 3, rounds=1 if large else 2
+    )
+    return {"hosts": hosts, "ms_per_host": 1000 * row["plan_s"] / hosts, **row}
+
+
+SITE_PLAN = ["-m", "gpuforge", "plan", str(SITE_EXAMPLE), "--json", "/dev/null"]
+
+
+def worker_example() -> dict[str, Any]:
+    """`gpuforge plan` of the 100,000-GPU example as a user runs it, in a child of this worker, so the peak RSS
+    reported is that command's alone."""
+    start = time.perf_counter()
+    run_measured([sys.executable, *SITE_PLAN])
+    wall = time.perf_counter() - start
+    return {"wall_s": wall, "rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
 
 
 PROD_PLAN = ["-m", "gpuforge", "plan", "prod", "--json", "/dev/null"]
@@ -299,7 +342,60 @@ def measure_rebake() -> dict[str, Any]:
 
 REBAKE_TARGET = 0.40
 # Headings above each section's markers in a new document (hand-written text goes around the markers).
-_HEADINGS = {"plan": [], "rebake": ["## Re-bake", ""]}
+_HEADINGS = {"plan": [], "onprem": ["## On-premises sites", ""], "rebake": ["## Re-bake", ""]}
+SITE_AIM_MS_PER_HOST = 2.0  # issue 28: a flat per-host cost of at most 2 ms
+SITE_AIM_EXAMPLE_S, SITE_AIM_EXAMPLE_MIB = 60.0, 4096.0  # issue 28: the whole example under 60 s and 4 GiB
+
+
+def example_plan() -> dict[str, Any]:
+    return _spawn("example", str(SITE_EXAMPLE))
+
+
+def sites_report(rows: list[dict[str, Any]], example: dict[str, Any]) -> list[str]:
+    lines = [
+        "Measured by `make bench` (gpuforge/bench.py, stacks from gpuforge/bench_sites.py): the 100,000-GPU example",
+        "resized to N DGX H100 hosts (31 in the first scalable unit, 32 in each after, four per rack, a fabric that",
+        "passes the per-tier checks at that size), planned in fresh processes against the SDK floor of the same",
+        "resources (every site resource is a component: the floor registers each with its recorded inputs).",
+        "Minimum of 2 x 3 runs after a warm-up; the 12,500-host row one run after its warm-up.",
+        "",
+        "| hosts | resources | plan (s) | ms per host | SDK floor (s) | ratio | plan peak RSS (MiB) |"
+        " floor peak RSS (MiB) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['hosts']:,} | {r['resources']:,} | {r['plan_s']:.2f} | {r['ms_per_host']:.2f} | "
+            f"{r['floor_s']:.2f} | {r['ratio']:.2f} | {r['plan_rss_mib']:.0f} | {r['floor_rss_mib']:.0f} |"
+        )
+    worst = max(r["ms_per_host"] for r in rows)
+    met = "met" if worst <= SITE_AIM_MS_PER_HOST else "missed"
+    example_met = (
+        "met" if example["wall_s"] <= SITE_AIM_EXAMPLE_S and example["rss_mib"] <= SITE_AIM_EXAMPLE_MIB else "missed"
+    )
+    lines += [
+        "",
+        f"Aim of at most {SITE_AIM_MS_PER_HOST:.0f} ms per host: {met} (worst {worst:.2f} ms).",
+        "",
+        f"`gpuforge plan {SITE_EXAMPLE}` (12,511 hosts, 100,088 GPUs), end to end in a fresh process: "
+        f"{example['wall_s']:.1f} s, peak RSS {example['rss_mib']:.0f} MiB (aim: under {SITE_AIM_EXAMPLE_S:.0f} s "
+        f"and {SITE_AIM_EXAMPLE_MIB / 1024:.0f} GiB: {example_met}).",
+        "",
+    ]
+    return lines
+
+
+def measure_sites() -> list[str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = []
+        for hosts in SITE_CASES:
+            row = measure_site(hosts, Path(tmp))
+            print(f"site of {hosts:>6} hosts: plan {row['plan_s']:.2f}s ({row['ms_per_host']:.2f} ms/host), "
+                  f"floor {row['floor_s']:.2f}s, ratio {row['ratio']:.2f}", file=sys.stderr)  # fmt: skip
+            rows.append(row)
+    example = example_plan()
+    print(f"site example: {example['wall_s']:.1f}s, {example['rss_mib']:.0f} MiB", file=sys.stderr)
+    return sites_report(rows, example)
 
 
 def rebake_report(rebake: dict[str, Any] | str) -> list[str]:
@@ -398,11 +494,20 @@ def _main(argv: list[str] | None = None) -> None:
     parser.add_argument("--worker", nargs=2, metavar=("KIND", "FILE"), help=argparse.SUPPRESS)
     parser.add_argument("--output", type=Path, help="Write the Markdown table here (default: stdout).")
     parser.add_argument("--rebake-only", action="store_true", help="Measure only the re-bake and print it.")
+    parser.add_argument(
+        "--sites-only", action="store_true", help="Measure only the on-premises site plans (and the example)."
+    )
     args = parser.parse_args(argv)
     if args.worker:
         kind, file = args.worker
-        result = worker_plan(Path(file)) if kind == "plan" else worker_floor(Path(file))
+        workers = {"plan": worker_plan, "floor": worker_floor, "example": lambda _: worker_example()}
+        result = workers[kind](Path(file))
         sys.stdout.write(json.dumps(result))
+        return
+    existing = args.output.read_text() if args.output and args.output.is_file() else None
+    if args.sites_only:
+        sites = measure_sites()
+        _write(args.output, existing, {"onprem": sites}, "\n".join(["## On-premises sites", "", *sites]))
         return
     rebake: dict[str, Any] | str = rebake_unavailable() or measure_rebake()
     if isinstance(rebake, str):
@@ -410,7 +515,6 @@ def _main(argv: list[str] | None = None) -> None:
     else:
         print(f"re-bake: first {rebake['first_s']:.1f}s, second {rebake['second_s']:.1f}s, "
               f"ratio {rebake['ratio']:.2f}", file=sys.stderr)  # fmt: skip
-    existing = args.output.read_text() if args.output and args.output.is_file() else None
     measured = {} if isinstance(rebake, str) and existing is not None else {"rebake": rebake_report(rebake)}
     if args.rebake_only:
         _write(args.output, existing, measured, "\n".join(["## Re-bake", "", *rebake_report(rebake)]))
@@ -426,8 +530,9 @@ def _main(argv: list[str] | None = None) -> None:
             )
             rows.append(row)
     plan = plan_report(rows, prod_plan_seconds())
-    whole = ["# Benchmarks", "", *plan, "## Re-bake", "", *rebake_report(rebake)]
-    _write(args.output, existing, {"plan": plan, **measured}, "\n".join(whole))
+    sites = measure_sites()
+    whole = ["# Benchmarks", "", *plan, "## On-premises sites", "", *sites, "## Re-bake", "", *rebake_report(rebake)]
+    _write(args.output, existing, {"plan": plan, "onprem": sites, **measured}, "\n".join(whole))
 
 
 def _write(output: Path | None, existing: str | None, sections: dict[str, list[str]], text: str) -> None:

@@ -68,6 +68,11 @@ LOCAL_NVME_DIR = "/scratch"
 ROOT_DISK_DIR = "/var/lib"
 
 
+# Hosts per NodeName line of a site pool: each line lists its hosts' addresses (NodeAddr), about 12 characters
+# each, so 16 keep a line near 400 characters; a small site's pool stays one line.
+NODE_LINE_HOSTS = 16
+
+
 class SlurmRenderError(ValueError):
     """The stack has no Slurm scheduler to render."""
 
@@ -145,12 +150,12 @@ def slurm_contract(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> Sl
                 gres_files.append({"nodes": "", "type": facts["gpu_type"], "file": _device_files(facts["gpus"])})
         else:
             facts = _site_facts(group, fraction)
-            nodes.append(facts["line"])
-            nodesets.append({"name": nodeset, "feature": "", "nodes": facts["line"].names})
+            nodes += facts["lines"]
+            nodesets.append({"name": nodeset, "feature": "", "nodes": facts["names"]})
             max_nodes += len(group.hosts)
             if facts["gpus"] and stand_in_gpus:
                 gres_files.append(
-                    {"nodes": facts["line"].names, "type": facts["gpu_type"], "file": _device_files(facts["gpus"])}
+                    {"nodes": facts["names"], "type": facts["gpu_type"], "file": _device_files(facts["gpus"])}
                 )
         shapes[name] = facts["shape"]
         groups[name] = {
@@ -312,9 +317,10 @@ def _site_facts(group: SlurmGroup, fraction: float) -> dict[str, Any]:
     cores_per_socket = server.cpu_threads // (server.sockets * server.threads_per_core)
     gpus = server.gpu_count
     features = [f"group_{group.name}", server.name, gpu_type(server.gpu_model)]
+    hosts = sorted(group.hosts, key=lambda h: h.name)
     line = NodeHardware(
-        names=hostlist(h.name for h in group.hosts),
-        addresses=",".join(h.spec.management_ip for h in sorted(group.hosts, key=lambda h: h.name)),
+        names="",
+        addresses="",
         cpus=server.cpu_threads,
         sockets=server.sockets,
         cores_per_socket=cores_per_socket,
@@ -323,8 +329,17 @@ def _site_facts(group: SlurmGroup, fraction: float) -> dict[str, Any]:
         gres=f"gpu:{gpu_type(server.gpu_model)}:{gpus}" if gpus else "",
         features=features,
     )
+    # One line per NODE_LINE_HOSTS hosts: NodeAddr lists every address, so a pool of 12,500 on one line would be
+    # 170 kB of slurm.conf no one can read; NodeName takes the same host list form on every line.
+    lines = [
+        line.model_copy(update={
+            "names": hostlist(h.name for h in chunk), "addresses": ",".join(h.spec.management_ip for h in chunk),
+        })
+        for chunk in (hosts[i : i + NODE_LINE_HOSTS] for i in range(0, len(hosts), NODE_LINE_HOSTS))
+    ]
     # Local scratch where the server model lists its drives (the local_scratch role mounts them).
-    return {"line": line, "gpus": gpus, "gpu_type": gpu_type(server.gpu_model),
+    return {"lines": lines, "names": hostlist(h.name for h in hosts), "gpus": gpus,
+            "gpu_type": gpu_type(server.gpu_model),
             "local_nvme": bool(server.scratch_devices), "shape": NodeShape(line.cpus, line.real_memory, gpus)}
 
 
@@ -372,10 +387,25 @@ def _site_topology(resolved: ResolvedSpec, sched: ResolvedScheduler) -> tuple[li
         for su, names in sorted(by_su.items())
     ]
     switches = list(leaves)
-    if len(leaves) > 1 or fabric.spines:
+    if fabric.cores:
+        # Three tiers: each spine group (whole SUs, site.py SiteFabric.pods) is a switch over its SUs' leaves, and
+        # the cores one switch over the groups: Slurm keeps a job in as few groups as it can.
+        pods = fabric.pods(sorted(by_su))
+        width = len(str(len(pods)))
+        groups = [f"spines{i:0{width}d}" for i in range(1, len(pods) + 1)]
+        switches += [
+            {"name": name, "switches": ",".join(f"{su}-leaves" for su in pod), "nodes": "",
+             "comment": f"spine group {name}: scalable units {pod[0]}-{pod[-1]}"}
+            for name, pod in zip(groups, pods, strict=True)
+        ]
+        switches.append({"name": "cores", "switches": hostlist(groups), "nodes": "",
+                         "comment": f"{fabric.cores} cores joining {len(pods)} spine groups "
+                                    f"({fabric.spine_oversubscription:g}:1 at the spines)"})
+    elif len(leaves) > 1 or fabric.spines:
         switches.append({"name": "spines", "switches": ",".join(leaf["name"] for leaf in leaves), "nodes": "",
                          "comment": f"{fabric.spines} spines joining the scalable units' leaves"})
-    return switches, f"the site fabric ({fabric.kind}, {fabric.rails} rails, {fabric.spines} spines)"
+    tiers = f", {fabric.cores} cores" if fabric.cores else ""
+    return switches, f"the site fabric ({fabric.kind}, {fabric.rails} rails, {fabric.spines} spines{tiers})"
 
 
 def _accounting(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any]:

@@ -292,7 +292,8 @@ class SlurmConfig(Contract):
                     "site: scheduler.controller.state_mount), which both controllers mount; {} with one.")
     timeouts: Timeouts = Field(description="Daemon timeouts.")
     max_node_count: int = Field(description="MaxNodeCount: static nodes plus every cloud node (count and spares).")
-    nodes: list[NodeHardware] = Field(description="A site's static node lines, one per pool.")
+    nodes: list[NodeHardware] = Field(description="A site's static node lines: per pool, one per 16 hosts "
+                                                  "(NODE_LINE_HOSTS).")
     dynamic_groups: list[DynamicGroup] = Field(description="Cloud groups, whose nodes register themselves.")
     nodesets: list[NodeSet] = Field(description="One NodeSet per Slurm node group.")
     partitions: list[Partition] = Field(description="PartitionName lines.")

@@ -57,6 +57,15 @@ class SpecError(Exception):
         return "\n".join(lines)
 
 
+class FieldProblems(ValueError):
+    """Raised by a model validator that finds several problems under its model (site ranges): each is
+    (path below the model, message, fix), and each becomes its own SpecIssue at that path."""
+
+    def __init__(self, problems: Sequence[tuple[str, str, str]]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(f"{where}: {message}" for where, message, _ in self.problems))
+
+
 # --- words for patterns -------------------------------------------------------------------------
 
 _PATTERN_WORDS: dict[str, tuple[str, str]] = {}
@@ -392,6 +401,13 @@ def issues_from_validation_error(
     }
     for error in errors:
         if error["type"] == "missing" and (tuple(error["loc"][:-1]), error["loc"][-1]) in renamed:
+            continue
+        nested = (error.get("ctx") or {}).get("error")
+        if isinstance(nested, FieldProblems):
+            base = _translate(error, data, root, model)
+            for where, message, fix in nested.problems:
+                issue = SpecIssue(f"{base.path}.{where}", message, fix, base.line)
+                issues.setdefault(f"{issue.path}#{len(issues)}", issue)
             continue
         issue = _translate(error, data, root, model)
         previous = issues.get(issue.path)

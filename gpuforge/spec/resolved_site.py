@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 
 from gpuforge.catalog import ServerModel
 from gpuforge.spec.power import Feed, PsuLoad, RackLoad, psus_over_feeds
@@ -31,13 +32,23 @@ class ResolvedSite:
     spec: Site
     hosts: dict[str, ResolvedHost]
 
+    @cached_property
+    def hosts_by_rack(self) -> dict[str, list[ResolvedHost]]:
+        """Rack -> its hosts by name, built once: per-rack lookups stay linear in the hosts at 12,500 of them."""
+        out: dict[str, list[ResolvedHost]] = defaultdict(list)
+        for host in sorted(self.hosts.values(), key=lambda h: h.name):
+            out[host.spec.rack].append(host)
+        return dict(out)
+
+    def rack_hosts(self, rack: str) -> list[ResolvedHost]:
+        return self.hosts_by_rack.get(rack, [])
+
     def rack_devices(self, rack: str) -> tuple[PsuLoad, ...]:
         """Hosts and equipment drawing from the rack, with their PSUs spread over its feeds."""
         feeds = self.spec.racks[rack].feeds
         devices = [
             PsuLoad(h.name, h.node_power_kw, psus_over_feeds(h.server.psus.count, feeds), h.server.psus.required)
-            for h in sorted(self.hosts.values(), key=lambda h: h.name)
-            if h.spec.rack == rack
+            for h in self.rack_hosts(rack)
         ]
         for name, unit in sorted(self.spec.equipment.items()):
             if unit.rack == rack:
@@ -74,8 +85,11 @@ class ResolvedSite:
 
     @property
     def switch_kw(self) -> float:
+        """Every leaf, spine and core switch at the datasheet maximum."""
         fabric = self.spec.fabric
-        return sum(self.fabric_switches) * (fabric.switch_power_kw or 0.0) if fabric else 0.0
+        if fabric is None:
+            return 0.0
+        return (sum(self.fabric_switches) + fabric.cores) * (fabric.switch_power_kw or 0.0)
 
     @property
     def equipment_kw(self) -> float:

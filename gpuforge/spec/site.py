@@ -9,6 +9,7 @@ survives the loss of a feed, leaf ports) live in `site_checks.py`, so every prob
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Annotated, Literal
 
@@ -16,10 +17,11 @@ from pydantic import AfterValidator, Field, ValidationInfo, field_validator, mod
 
 from .base import SpecModel
 from .config_keys import BMC_PASSWORD, BMC_USERNAME
-from .errors import described_pattern
+from .errors import FieldProblems, described_pattern
 from .fields import ABSOLUTE_PATH, Name, NodeRole, Port, parse_cidr, parse_ipv4
 from .keys import CaCertificates
 from .limits import customer_gateway_problem, datasync_schedule_problem, port_problem, refusing
+from .site_ranges import expand_ranges
 from .slurm_burst import SlurmBurstSpec
 
 HOST_NAME = described_pattern(
@@ -65,7 +67,9 @@ FeedName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,30}$")]  # a, b, 
 FeedKw = Annotated[float, Field(gt=0, le=10_000)]
 
 
-class Rack(SpecModel):
+class RackShape(SpecModel):
+    """What a rack and a rack range share: power feeds, cooling and height."""
+
     feeds: dict[FeedName, FeedKw] = Field(
         min_length=2,
         description="Power feeds (PDU circuits) by name and rated kW, before the 80 % continuous derate, e.g. "
@@ -77,6 +81,9 @@ class Rack(SpecModel):
         gt=0, le=10_000, description="Heat the rack's cooling removes, kW: the rack's power ceiling."
     )
     units: int = Field(default=42, ge=1, le=60, description="Usable rack units (U).")
+
+
+class Rack(RackShape):
     scalable_unit: Name = Field(
         description="Scalable unit (SU) the rack belongs to: the fabric has a leaf per rail per SU."
     )
@@ -95,26 +102,18 @@ def _gpu_taint() -> list[Taint]:
     return [Taint(key="nvidia.com/gpu", value="present", effect="NoSchedule")]
 
 
-class Host(SpecModel):
-    rack: Name = Field(description="Key of the rack in site.racks the host is mounted in.")
-    u_position: int = Field(ge=1, le=60, description="Lowest rack unit the host occupies (1 = bottom).")
+class HostTraits(SpecModel):
+    """What a host and a host range share: the server, its HCAs, pool, role and orchestrator."""
+
     model: str = Field(description="Server model from the catalog's servers (dgx-h100, dgx-b200, ...).")
     u_height: int | None = Field(
         default=None, ge=1, le=20, description="Chassis height in U; default the catalog's figure for the model."
     )
-    bmc_address: str = Field(description="BMC (IPMI/Redfish) address on the out-of-band network.")
-    management_ip: str = Field(description="Management (in-band) address Ansible and the scheduler reach.")
     hcas: dict[str, int] = Field(
         default_factory=dict,
         description="Compute-fabric HCAs and the rail each is cabled to, e.g. {mlx5_0: 0, mlx5_3: 1, ...}; "
         "default for a training host on the fabric: the catalog's compute ports of its model in GPU order "
         "(DGX H100/H200: mlx5_0, mlx5_3, mlx5_4, mlx5_5, mlx5_6, mlx5_9, mlx5_10, mlx5_11).",
-    )
-    storage_ips: list[str] = Field(
-        default_factory=list,
-        description="The host's addresses on the storage fabric's IPoIB network (site.storage.network), one per "
-        "storage port of its model in the catalog's order (DGX H100/H200: ibp170s0f0, ibp41s0f0). gpuforge "
-        "renders the IPoIB addressing from them, and they are the host's LNet NIDs on o2ib.",
     )
     pool: Name = Field(default="train", description="Node pool (inventory group, node-group label) of the host.")
     role: NodeRole = Field(default="training", description="training, login or services.")
@@ -124,6 +123,29 @@ class Host(SpecModel):
     )
     taints: list[Taint] = Field(
         default_factory=_gpu_taint, description="Node taints; default keeps non-GPU pods off GPU hosts."
+    )
+
+    @field_validator("hcas")
+    @classmethod
+    def _hca_names(cls, value: dict[str, int]) -> dict[str, int]:
+        for device, rail in value.items():
+            if not re.fullmatch(r"[a-z][a-z0-9_]*(:\d+)?", device):
+                raise ValueError(f"{device!r} is not an HCA device name; write it like mlx5_0 or mlx5_0:1")
+            if rail < 0:
+                raise ValueError(f"{device}: rail {rail} is negative; rails count from 0")
+        return value
+
+
+class Host(HostTraits):
+    rack: Name = Field(description="Key of the rack in site.racks the host is mounted in.")
+    u_position: int = Field(ge=1, le=60, description="Lowest rack unit the host occupies (1 = bottom).")
+    bmc_address: str = Field(description="BMC (IPMI/Redfish) address on the out-of-band network.")
+    management_ip: str = Field(description="Management (in-band) address Ansible and the scheduler reach.")
+    storage_ips: list[str] = Field(
+        default_factory=list,
+        description="The host's addresses on the storage fabric's IPoIB network (site.storage.network), one per "
+        "storage port of its model in the catalog's order (DGX H100/H200: ibp170s0f0, ibp41s0f0). gpuforge "
+        "renders the IPoIB addressing from them, and they are the host's LNet NIDs on o2ib.",
     )
 
     @field_validator("bmc_address")
@@ -140,16 +162,6 @@ class Host(SpecModel):
     @classmethod
     def _storage_ips(cls, value: list[str]) -> list[str]:
         return [_ip(address, "storage address") for address in value]
-
-    @field_validator("hcas")
-    @classmethod
-    def _hca_names(cls, value: dict[str, int]) -> dict[str, int]:
-        for device, rail in value.items():
-            if not re.fullmatch(r"[a-z][a-z0-9_]*(:\d+)?", device):
-                raise ValueError(f"{device!r} is not an HCA device name; write it like mlx5_0 or mlx5_0:1")
-            if rail < 0:
-                raise ValueError(f"{device}: rail {rail} is negative; rails count from 0")
-        return value
 
     def hcas_by_rail(self) -> list[str]:
         """The host's HCAs in rail order: NCCL_IB_HCA lists them so."""
@@ -175,6 +187,28 @@ class SiteFabric(SpecModel):
     )
     spines: int = Field(ge=0, le=10_000, description="Spine switches; 0 for a single-SU fabric without a spine layer.")
     spine_ports: int = Field(default=64, ge=8, le=1024, description="Ports per spine switch.")
+    spine_uplinks: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="With cores: spine ports used toward the core switches; default half the ports (non-blocking). "
+        "Fewer oversubscribe the spine tier (its down ports per up port), which the plan shows.",
+    )
+    cores: int = Field(
+        default=0,
+        ge=0,
+        le=10_000,
+        description="Core switches of a three-tier fabric (leaf, spine, core); 0 for two tiers. A spine reaches at "
+        "most spine_ports leaves, so past that many leaves the spines form groups (pods) of whole scalable units "
+        "joined by the cores: NVIDIA's 32-SU DGX SuperPOD has 256 leaf, 256 spine and 128 core switches.",
+    )
+    core_ports: int = Field(default=64, ge=8, le=1024, description="Ports per core switch.")
+    reserved_leaf_ports: dict[Name, Annotated[int, Field(ge=1, le=1024)]] = Field(
+        default_factory=dict,
+        description="Per scalable unit, host ports held on each of its rail leaves for the subnet managers (UFM "
+        "appliances) and other fabric devices: they take the place of hosts (the SuperPOD's 4-SU design connects "
+        "127 DGX, not 128).",
+    )
     partitions: dict[Name, str] = Field(
         default_factory=dict,
         description="InfiniBand partition key per tenant (a Kubernetes team, or a Slurm account on a Slurm site), hex "
@@ -233,6 +267,13 @@ class SiteFabric(SpecModel):
             raise ValueError("sharp, partitions and subnet_managers are InfiniBand features; remove them on roce")
         if self.kind == "infiniband" and not self.subnet_managers:
             raise ValueError("an InfiniBand fabric needs a subnet manager: list subnet_managers (two for failover)")
+        if self.spine_uplinks is not None and not self.cores:
+            raise ValueError("spine_uplinks without cores: spines of a two-tier fabric have no uplinks; set cores")
+        if self.cores and self.spine_up >= self.spine_ports:
+            raise ValueError(
+                f"spine_uplinks {self.spine_up} leave no down ports on a {self.spine_ports}-port spine; "
+                f"use fewer than {self.spine_ports}"
+            )
         if self.sharp:
             raise ValueError(
                 "sharp: true needs the NCCL SHARP plugin (NVIDIA's nccl-rdma-sharp-plugins) on every node and the "
@@ -254,6 +295,33 @@ class SiteFabric(SpecModel):
     @property
     def downlinks(self) -> int:
         return self.leaf_ports - self.uplinks
+
+    @property
+    def spine_up(self) -> int:
+        """Spine ports toward the cores (0 on two tiers)."""
+        if not self.cores:
+            return 0
+        return self.spine_uplinks if self.spine_uplinks is not None else self.spine_ports // 2
+
+    @property
+    def spine_down(self) -> int:
+        return self.spine_ports - self.spine_up
+
+    @property
+    def spine_oversubscription(self) -> float:
+        """Spine down ports per up port on three tiers (1.0 non-blocking); 1.0 on two tiers, where nothing is above."""
+        return self.spine_down / self.spine_up if self.spine_up else 1.0
+
+    @property
+    def units_per_pod(self) -> int:
+        """Three tiers: whole scalable units under one spine group, each spine a port for each of their leaves."""
+        return self.spine_down // self.rails
+
+    def pods(self, units: list[str]) -> list[list[str]]:
+        """The scalable units (in order) grouped under their spine groups; one pod on two tiers."""
+        size = self.units_per_pod if self.cores else len(units)
+        size = max(size, 1)
+        return [units[i : i + size] for i in range(0, len(units), size)]
 
 
 # --- storage -----------------------------------------------------------------------------------
@@ -495,14 +563,94 @@ class SiteBmc(SpecModel):
     )
 
 
+# --- ranges (site_ranges.py expands them) -----------------------------------------------------------
+
+HOSTLIST = described_pattern(
+    r"^[a-z0-9][a-z0-9.-]*(\[[0-9,-]+\][a-z0-9.-]*)?$",
+    "a name, or a Slurm hostlist range of names: one bracket of numbers and ranges",
+    "dgx-[0001-1024]",
+)
+HostList = Annotated[str, Field(pattern=HOSTLIST)]
+
+
+class AddressPool(SpecModel):
+    """A block host ranges draw addresses from, in order, one per host."""
+
+    cidr: str = Field(description="The block, e.g. 10.64.0.0/14; it must lie in site.cidrs for management addresses.")
+    first: str | None = Field(
+        default=None,
+        description="The first address handed out (default: the block's first host address): keep gateways and "
+        "service addresses below it.",
+    )
+
+    @field_validator("cidr")
+    @classmethod
+    def _pool_cidr(cls, value: str) -> str:
+        parse_cidr(value, example="10.64.0.0/14")
+        return value
+
+    @model_validator(mode="after")
+    def _first_in_block(self) -> AddressPool:
+        if self.first is not None:
+            _ip(self.first, "first address")
+            if ipaddress.IPv4Address(self.first) not in ipaddress.IPv4Network(self.cidr):
+                raise ValueError(f"first: {self.first} is outside the pool's block {self.cidr}; use an address in it")
+        return self
+
+
+class RackRange(RackShape):
+    """Racks named by a hostlist pattern (the key), all alike, split evenly over scalable units."""
+
+    scalable_units: HostList = Field(
+        description="The scalable units the racks belong to, as a hostlist pattern (su[001-391]): the racks, in "
+        "order, are split into equal consecutive runs, one per unit; the rack count must divide evenly.",
+    )
+
+
+class HostRange(HostTraits):
+    """Hosts named by a hostlist pattern (the key), all alike, filling racks in order at the same U positions,
+    with addresses drawn in order from address pools."""
+
+    racks: HostList = Field(
+        description="The racks the hosts fill, as a hostlist pattern of site.racks or site.rack_ranges names "
+        "(r[0001-0008]): the first len(u_positions) hosts go to the first rack, and so on.",
+    )
+    u_positions: list[Annotated[int, Field(ge=1, le=60)]] = Field(
+        min_length=1,
+        description="The lowest rack unit of each host in a rack, e.g. [3, 11, 19, 27] for four 8U DGX: hosts per "
+        "rack is their count.",
+    )
+    management_pool: Name = Field(description="Key of site.address_pools management addresses are drawn from.")
+    bmc_pool: Name = Field(description="Key of site.address_pools BMC addresses are drawn from.")
+
+
 class Site(SpecModel):
     name: Name = Field(description="Site name; placement.site names it.")
     power: SitePower = Field(description="The site's power budget and PUE.")
     cidrs: list[str] = Field(
         min_length=1, description="Address ranges the site routes (management, storage); hybrid links route them."
     )
-    racks: dict[Name, Rack] = Field(min_length=1, description="Racks keyed by name.")
-    hosts: dict[HostName, Host] = Field(min_length=1, description="Bare-metal hosts keyed by host name.")
+    racks: dict[Name, Rack] = Field(
+        default_factory=dict, description="Racks keyed by name (with rack_ranges: the racks besides the ranges')."
+    )
+    hosts: dict[HostName, Host] = Field(
+        default_factory=dict,
+        description="Bare-metal hosts keyed by host name (with host_ranges: the hosts besides the ranges').",
+    )
+    address_pools: dict[Name, AddressPool] = Field(
+        default_factory=dict, description="Address blocks host_ranges draw management and BMC addresses from."
+    )
+    rack_ranges: dict[HostList, RackRange] = Field(
+        default_factory=dict,
+        description="Racks by the thousand: a hostlist pattern (r[0001-3128]) -> what every rack of it is. Expanded "
+        "once, in order, into site.racks.",
+    )
+    host_ranges: dict[HostList, HostRange] = Field(
+        default_factory=dict,
+        description="Hosts by the thousand: a hostlist pattern (dgx-[00001-12500]) -> what every host of it is, the "
+        "racks it fills and the pools its addresses come from. Expanded once, in order, into site.hosts: a "
+        "12,500-host site is a page of YAML.",
+    )
     fabric: SiteFabric | None = Field(default=None, description="Compute fabric; none for hosts without one.")
     storage: SiteStorage = Field(default_factory=SiteStorage, description="Storage endpoints.")
     equipment: dict[Name, Equipment] = Field(
@@ -520,6 +668,19 @@ class Site(SpecModel):
         for cidr in value:
             parse_cidr(cidr, example="10.64.0.0/16")
         return value
+
+    @model_validator(mode="after")
+    def _expand_ranges(self) -> Site:
+        """The ranges, once, into site.racks and site.hosts: everything after validation reads those."""
+        racks, hosts, problems = expand_ranges(self)
+        if not (racks or self.rack_ranges) or not (hosts or self.host_ranges):
+            fix = "list them in racks and hosts, or rack_ranges and host_ranges"
+            problems.append(("hosts", "a site needs racks and hosts", fix))
+        if problems:
+            raise FieldProblems(problems)
+        if racks is self.racks and hosts is self.hosts:
+            return self
+        return self.model_copy(update={"racks": racks, "hosts": hosts})
 
 
 # --- hybrid ------------------------------------------------------------------------------------

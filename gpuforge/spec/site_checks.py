@@ -15,6 +15,7 @@ from gpuforge.catalog import Catalog, CatalogError, load_catalog
 from gpuforge.spec.power import CONTINUOUS_DERATE, feed_loss
 
 from .errors import SpecIssue
+from .fabric_checks import check_fabric_tiers
 from .host_network_checks import check_host_network
 from .limits import customer_gateway_problem
 from .models import ClusterSpec
@@ -64,7 +65,7 @@ def check_site(spec: ClusterSpec, catalog: Catalog) -> tuple[ResolvedSite | None
     issues += _check_u_positions(site, hosts)
     issues += _check_addresses(site)
     issues += _check_hcas(site, hosts)
-    issues += _check_leaf_ports(site, hosts)
+    issues += check_fabric_tiers(site, hosts)
     issues += check_host_network(site, hosts)
     resolved = ResolvedSite(spec=site, hosts=hosts)
     issues += _check_feeds(resolved)
@@ -284,52 +285,6 @@ def _check_hcas(site: Site, hosts: dict[str, ResolvedHost]) -> list[SpecIssue]:
                     f"use a server with {fabric.rails} HCAs, or at most {host.server.hca_count} rails",
                 )
             )
-    return issues
-
-
-def _check_leaf_ports(site: Site, hosts: dict[str, ResolvedHost]) -> list[SpecIssue]:
-    """Rail-optimized: each SU has one leaf per rail, and every fabric host of the SU takes one
-    downlink port on each of them; leaves' uplinks land on the spines (RAIL_FABRIC_SOURCE: the SuperPOD's
-    leaves split their ports evenly between hosts and spines, so leaf_uplinks defaults to half)."""
-    fabric = site.fabric
-    if fabric is None:
-        return []
-    issues: list[SpecIssue] = []
-    if fabric.uplinks >= fabric.leaf_ports:
-        return [
-            SpecIssue(
-                f"{SITE}.fabric.leaf_uplinks",
-                f"{fabric.uplinks} uplinks leave no host ports on a {fabric.leaf_ports}-port leaf",
-                f"use fewer than {fabric.leaf_ports}",
-            )
-        ]
-    per_su: dict[str, int] = defaultdict(int)
-    for host in hosts.values():
-        if host.spec.hcas:
-            per_su[host.scalable_unit] += 1
-    for su, count in sorted(per_su.items()):
-        if count > fabric.downlinks:
-            issues.append(
-                SpecIssue(
-                    f"{SITE}.fabric.leaf_ports",
-                    f"scalable unit {su}: {count} hosts x {fabric.rails} rails need "
-                    f"{count} host ports on each of its {fabric.rails} rail leaves; a leaf has {fabric.downlinks} "
-                    f"({fabric.leaf_ports} ports, {fabric.uplinks} uplinks), short {count - fabric.downlinks}",
-                    "move racks to another scalable unit, or use larger leaves",
-                )
-            )
-    leaves = len(per_su) * fabric.rails
-    if len(per_su) > 1 and leaves * fabric.uplinks > fabric.spines * fabric.spine_ports:
-        need = -(-leaves * fabric.uplinks // fabric.spine_ports)
-        issues.append(
-            SpecIssue(
-                f"{SITE}.fabric.spines",
-                f"{leaves} leaves x {fabric.uplinks} uplinks need "
-                f"{leaves * fabric.uplinks} spine ports; {fabric.spines} spines have "
-                f"{fabric.spines * fabric.spine_ports}",
-                f"use at least {need} spines",
-            )
-        )
     return issues
 
 

@@ -45,7 +45,16 @@ def doc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(bench, "measure", lambda groups, per_group, workdir: ROW)
     monkeypatch.setattr(bench, "prod_plan_seconds", lambda: 7.5)
     monkeypatch.setattr(bench, "CASES", [(1, 8)])
+    _fake_sites(monkeypatch)
     return copy
+
+
+def _fake_sites(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench, "SITE_CASES", (128,))
+    monkeypatch.setattr(bench, "measure_site", lambda hosts, workdir: SITE_ROW)
+    monkeypatch.setattr(bench, "example_plan", lambda: {"wall_s": 42.0, "rss_mib": 900.0})
+
+SITE_ROW = {**ROW, "hosts": 128, "resources": 171, "plan_s": 0.256, "ms_per_host": 2.0}
 
 
 def _rebake(monkeypatch: pytest.MonkeyPatch, result: dict[str, Any] | str) -> None:
@@ -55,7 +64,7 @@ def _rebake(monkeypatch: pytest.MonkeyPatch, result: dict[str, Any] | str) -> No
 
 def test_the_committed_page_has_both_sections_markers() -> None:
     text = DOC.read_text()
-    for section in ("plan", "rebake"):
+    for section in ("plan", "onprem", "rebake"):
         start, end = bench._markers(section)
         assert text.count(start) == 1 and text.count(end) == 1 and text.index(start) < text.index(end)
 
@@ -110,6 +119,7 @@ def test_a_new_page_gets_both_sections_with_their_markers(tmp_path: Path, monkey
     monkeypatch.setattr(bench, "measure", lambda groups, per_group, workdir: ROW)
     monkeypatch.setattr(bench, "prod_plan_seconds", lambda: 7.5)
     monkeypatch.setattr(bench, "CASES", [(1, 8)])
+    _fake_sites(monkeypatch)
     _rebake(monkeypatch, REBAKE)
     bench.main(["--output", str(page)])
     text = page.read_text()
@@ -137,3 +147,32 @@ def test_a_failing_measured_command_fails_the_bench(monkeypatch: pytest.MonkeyPa
 def test_the_prod_plan_it_times_is_the_real_command() -> None:
     assert bench.PROD_PLAN[:3] == ["-m", "gpuforge", "plan"]
     assert bench.prod_plan_seconds() > 0  # exits 0, or MeasuredCommandFailed would have been raised
+
+
+def test_make_bench_reports_sites_per_host_and_the_example(doc: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _rebake(monkeypatch, REBAKE)
+    bench.main(["--output", str(doc)])
+    text = doc.read_text()
+    assert "| 128 | 171 | 0.26 | 2.00 | 1.00 | 9.12 | 1 | 1 |" in text
+    assert "Aim of at most 2 ms per host: met (worst 2.00 ms)." in text
+    assert "end to end in a fresh process: 42.0 s, peak RSS 900 MiB (aim: under 60 s and 4 GiB: met)" in text
+    assert text.count("<!-- make bench: onprem -->") == 1
+
+
+def test_sites_only_rewrites_the_site_section_alone(doc: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench, "measure", lambda *_: pytest.fail("the AWS plans are not measured with --sites-only"))
+    before = doc.read_text()
+    bench.main(["--output", str(doc), "--sites-only"])
+    after = doc.read_text()
+    assert after.split("<!-- make bench: onprem -->")[0] == before.split("<!-- make bench: onprem -->")[0]
+    assert "| 128 | 171 |" in after
+
+
+def test_the_bench_sites_pass_the_fabric_checks_at_every_size() -> None:
+    """The stacks make bench plans are valid sites: the resize keeps every per-tier check passing."""
+    from gpuforge.spec import resolve  # local: only this test resolves a spec
+
+    for hosts in (128, 1024):
+        spec = bench.site_stack(hosts)["config"]["gpuforge:cluster"]
+        site = resolve(spec).site
+        assert site is not None and len(site.hosts) == hosts

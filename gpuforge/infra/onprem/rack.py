@@ -18,7 +18,7 @@ from .host import Host, HostArgs
 def rack_props(site: ResolvedSite, rack: str) -> dict[str, Any]:
     spec = site.spec.racks[rack]
     load = site.rack_load(rack)
-    hosts = [h for h in site.hosts.values() if h.spec.rack == rack]
+    hosts = site.rack_hosts(rack)
     return {
         "rack": rack,
         "site": site.spec.name,
@@ -60,7 +60,6 @@ class Rack(pulumi.ComponentResource):
                 HostArgs(site.spec.name, host, kubernetes=host.spec.orchestrator == "kubernetes"),
                 opts=child,
             )
-            for host in sorted(site.hosts.values(), key=lambda h: h.name)
-            if host.spec.rack == args.rack
+            for host in site.rack_hosts(args.rack)
         }
-        self.register_outputs({"inventory": props, "hosts": {n: h.inventory for n, h in self.members.items()}})
+        self.register_outputs({"inventory": props})  # each host carries its own inventory: not repeated here

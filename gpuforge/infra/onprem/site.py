@@ -57,6 +57,13 @@ def site_props(site: ResolvedSite) -> dict[str, Any]:
                 "leafDownlinks": fabric.downlinks,
                 "leafUplinks": fabric.uplinks,
                 "leafOversubscription": round(fabric.oversubscription, 3),
+                # Three tiers: the cores, the spines' down and up ports, and the spine groups (pods) of whole SUs.
+                "cores": fabric.cores,
+                "spineDownlinks": fabric.spine_down,
+                "spineUplinks": fabric.spine_up,
+                "spineOversubscription": round(fabric.spine_oversubscription, 3),
+                "spineGroups": len(fabric.pods(site.su_names())) if fabric.cores else None,
+                "reservedLeafPorts": dict(fabric.reserved_leaf_ports),
                 "partitions": dict(fabric.partitions),
                 "subnetManagers": dict(fabric.subnet_managers),
                 "sharp": fabric.sharp,
