@@ -3,7 +3,7 @@
 SLURM_TIME_FORMAT=%s): "|" between fields and none after the last, Start/End in epoch seconds or Unknown,
 AllocTRES as sacct prints it (`billing=8,cpu=8,gres/gpu=2,mem=16000M,node=1`, a typed GPU entry beside the
 untyped one), "CANCELLED by <uid>", a requeued run as its own REQUEUED line, a pending job with no start and
-no AllocTRES. Every expected figure is worked by hand in the comments."""
+no AllocTRES (a backslash in SACCT only folds a long line). Every expected figure is worked by hand below."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ SACCT = """\
 104|alice|research|gpu|COMPLETED|1795233800|1795235600|1800|billing=8,cpu=8,gres/gpu=8,mem=64000M,node=1|3600000
 105|dave|vision|debug|PENDING|Unknown|Unknown|0||
 106|erin|vision|cpu|COMPLETED|1795137800|1795138400|600|billing=1,cpu=1,mem=4000M,node=1|360000
-107|bob|research|gpu|CANCELLED by 1001|1795332800|1795333160|360|billing=2,cpu=2,gres/gpu:h100=1,gres/gpu=1,mem=8000M,node=1|
+107|bob|research|gpu|CANCELLED by 1001|1795332800|1795333160|360|billing=2,cpu=2,gres/gpu:h100=1,\
+gres/gpu=1,mem=8000M,node=1|
 """
 # Seconds inside [SINCE, UNTIL) x GPUs, by job:
 #   101: 3600 s after SINCE for 7200 s, 8 GPUs                          -> 16 GPU-h; 14.4 MJ = 4 kWh
