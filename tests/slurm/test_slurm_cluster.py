@@ -463,7 +463,9 @@ def test_gpuforge_usage_reports_the_gpu_hours_a_job_used(slurm_cluster: SlurmClu
     """`gpuforge usage`'s path: slurm-usage.yml runs sacct on the controller over SSH and the records add up to
     the GPUs x seconds of a 2-GPU job, whole in a window around it and cut in a window that ends mid-run; the
     bench records no energy (no acct_gather_energy plugin), and the report says so rather than print zero."""
-    wait_for("the queue empty", lambda: not slurm_cluster.as_user("squeue --noheader -o %i").strip(), 120)
+    # No other job runs in the window (a job an earlier test left pending where it can never run adds nothing).
+    running = "squeue --noheader -t RUNNING,COMPLETING,CONFIGURING -o %i"
+    wait_for("no job running", lambda: not slurm_cluster.as_user(running).strip(), 120)
     before = datetime.now(UTC) - timedelta(seconds=2)
     node = slurm_cluster.computes[0].name
     job = _submit(slurm_cluster, f"-p gpu -w {node} --gres=gpu:{GPUS}", "sleep 20")
