@@ -212,7 +212,8 @@ class UsageReport:
                 "so whether job records carry ConsumedEnergy cannot be told"
             )
         if not self.energy.recorded:
-            plugin = self.energy.plugin.strip() or "unset"
+            plugin = self.energy.plugin.strip()
+            plugin = plugin if plugin.startswith("acct_gather_energy/") else "unset (acct_gather_energy/none)"
             return (
                 f"no energy recorded: the controller's AcctGatherEnergyType is {plugin}, so job records carry "
                 "no ConsumedEnergy (set an acct_gather_energy plugin: ipmi, rapl, gpu, pm_counters)"

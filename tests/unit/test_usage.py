@@ -114,6 +114,8 @@ def test_no_energy_plugin_is_said_not_printed_as_zero() -> None:
     assert "energy" not in document["total"] and all("energy" not in row for row in document["rows"])
     assert document["energy"]["recorded"] is False
     assert "acct_gather_energy/none" in document["energy"]["note"]
+    unset = aggregate(parse_sacct(zeros), SINCE, UNTIL, EnergyBasis(plugin="(null)", pue=1.25, pue_source="x"))
+    assert "AcctGatherEnergyType is unset (acct_gather_energy/none)" in (unset.energy_note or "")
     unknown = aggregate(parse_sacct(SACCT), SINCE, UNTIL, EnergyBasis(plugin=None, pue=1.25, pue_source="x"))
     assert unknown.energy_note is not None and "scontrol show config" in unknown.energy_note
 
