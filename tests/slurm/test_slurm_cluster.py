@@ -12,10 +12,13 @@ import copy
 import json
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from gpuforge.catalog import load_catalog
 from gpuforge.nodes.check import run_checks
+from gpuforge.nodes.usage_query import collect_usage
 from tests.machines import Machine
 
 from .cluster import (
@@ -461,3 +464,34 @@ def test_a_job_outside_a_partitions_accounts_never_runs(slurm_cluster: SlurmClus
         assert _pending_reason(slurm_cluster, held) == reason, _job(slurm_cluster, held)
     finally:
         slurm_cluster.as_user(f"scancel {held} {taken or ''}")
+
+
+def test_gpuforge_usage_reports_the_gpu_hours_a_job_used(slurm_cluster: SlurmCluster) -> None:
+    """`gpuforge usage`'s path: slurm-usage.yml runs sacct on the controller over SSH and the records add up to
+    the GPUs x seconds of a 2-GPU job, whole in a window around it and cut in a window that ends mid-run; the
+    bench records no energy (no acct_gather_energy plugin), and the report says so rather than print zero."""
+    # No other job runs in the window (a job an earlier test left pending where it can never run adds nothing).
+    running = "squeue --noheader -t RUNNING,COMPLETING,CONFIGURING -o %i"
+    wait_for("no job running", lambda: not slurm_cluster.as_user(running).strip(), 120)
+    before = datetime.now(UTC) - timedelta(seconds=2)
+    node = slurm_cluster.computes[0].name
+    job = _submit(slurm_cluster, f"-p gpu -w {node} --gres=gpu:{GPUS}", "sleep 20")
+    row = wait_for(f"job {job} to finish", lambda: _finished(slurm_cluster, job), JOB_TIMEOUT_S)
+    assert row["State"] == "COMPLETED", _sacct(slurm_cluster, job)
+    after = datetime.now(UTC) + timedelta(seconds=2)
+    shown = slurm_cluster.as_user(f"SLURM_TIME_FORMAT=%s sacct -j {job} -X -n -P -o Start,ElapsedRaw").split("|")
+    started, elapsed = int(shown[0]), int(shown[1])
+    assert 20 <= elapsed <= 30, shown
+    catalog = load_catalog()
+    pue, source = catalog.pue_default, catalog.data.host_power.pue_source
+
+    whole = collect_usage(slurm_cluster.inventory, before, after, pue=pue, pue_source=source)
+    assert whole.total.jobs == 1 and whole.total.gpu_seconds == GPUS * elapsed, whole.to_json()
+    assert whole.rows[(ACCOUNT, USER, "gpu")].gpu_hours == GPUS * elapsed / 3600
+    assert not whole.energy.recorded and whole.energy.plugin is not None, whole.energy
+    assert whole.energy_note is not None and "AcctGatherEnergyType is" in whole.energy_note
+    assert "energy" not in whole.to_json()["total"]
+
+    cut = collect_usage(slurm_cluster.inventory, before, datetime.fromtimestamp(started + 10, UTC),
+                        pue=pue, pue_source=source)
+    assert cut.total.gpu_seconds == GPUS * 10, cut.to_json()
