@@ -3,6 +3,8 @@ teams' QOS, with every limit as the slurm_dbd role compares it with `sacctmgr --
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from gpuforge.spec.scheduler import SchedulerSpec
@@ -53,3 +55,45 @@ def team_qos(sched: SchedulerSpec) -> list[dict[str, Any]]:
         }
         for name, qos in sched.qos.items()
     ]
+
+
+def tenancy_listing(config: Mapping[str, Any]) -> str:
+    """What the slurm_dbd role keeps in slurmdbd (slurm_config's QOS, accounts and users), one object a line in
+    the shape of `sacctmgr dump`'s flat file, so `gpuforge diff` shows a tenancy change line by line. Secrets and
+    keys are no part of it."""
+
+    def fields(pairs: list[tuple[str, Any]]) -> str:
+        return "".join(f":{key}={_quoted(value)}" for key, value in pairs if value not in (None, "", []))
+
+    lines = [f"# slurmdbd of cluster {config['cluster_name']}: these and no others (Slurm's root aside); one the spec "
+             "no longer has is removed once its jobs end.",
+             f"Cluster - {_quoted(config['cluster_name'])}"]
+    for qos in config.get("preemption", {}).get("qos", []):
+        lines.append(f"QOS - {_quoted(qos['name'])}" + fields([
+            ("Priority", qos["priority"]), ("Preempt", ",".join(qos["preempt"])), ("PreemptMode", qos["preempt_mode"]),
+            ("GraceTime", qos["grace_time_s"])]))
+    for qos in config.get("qos", []):
+        lines.append(f"QOS - {_quoted(qos['name'])}" + fields([
+            ("Description", qos["description"]), ("Priority", qos["priority"]),
+            ("GrpTRES", _gpus(qos["max_gpus"])), ("MaxTRESPerUser", _gpus(qos["max_gpus_per_user"])),
+            ("MaxJobsPerUser", qos["max_jobs_per_user"]), ("MaxWall", qos["max_wall"])]))
+    for name, account in config["accounts"].items():
+        lines.append(f"Account - {_quoted(name)}" + fields([
+            ("Parent", account.get("parent", ROOT_ACCOUNT)), ("Description", account["description"]),
+            ("Fairshare", account["fairshare"]), ("GrpTRES", _gpus(account.get("max_gpus"))),
+            ("Coordinators", ",".join(account.get("coordinators", []))), ("QOS", ",".join(account.get("qos", [])))]))
+    for login, user in config["users"].items():
+        for account in [user["account"], *user.get("further_accounts", [])]:
+            default = user["account"] if account == user["account"] else None
+            lines.append(f"User - {_quoted(login)}" + fields([("Account", account), ("DefaultAccount", default)]))
+    return "\n".join(lines) + "\n"
+
+
+def _gpus(count: int | None) -> str | None:
+    return None if count is None else f"gres/gpu={count}"
+
+
+def _quoted(value: Any) -> str:
+    """Names and descriptions in quotes, as sacctmgr dump writes them; numbers, TRES and times bare."""
+    bare = not isinstance(value, str) or value.startswith("gres/") or re.fullmatch(r"[\d:-]+", value)
+    return str(value) if bare else f"'{value}'"
