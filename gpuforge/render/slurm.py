@@ -24,6 +24,7 @@ from gpuforge.catalog.slurm_settings import slurm_settings
 from gpuforge.render.lifecycle import lifecycle_config
 from gpuforge.render.slurm_contract import NodeHardware, SlurmConfig
 from gpuforge.render.slurm_sharing import NodeShape, partition_sharing, preemption
+from gpuforge.render.slurm_tenancy import accounts, team_qos
 from gpuforge.render.templates import macro, render
 from gpuforge.spec import ResolvedSpec
 from gpuforge.spec.resolved_scheduler import ResolvedScheduler, SlurmGroup
@@ -175,6 +176,7 @@ def slurm_contract(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> Sl
             "default_time": p.default_time or "",
             "exclusive": p.exclusive,
             "allow_accounts": list(p.allow_accounts),
+            "allow_qos": list(p.allow_qos),
             "priority_tier": p.priority_tier,
             **partition_sharing(shapes[g] for g in p.node_groups),
             "extra_options": {key: str(value) for key, value in p.extra_options.items()},
@@ -233,10 +235,8 @@ def slurm_contract(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> Sl
         "home": _home(resolved, sched),
         "containers": _containers(resolved, sched, groups),
         "login_access": "bastion" if sched.spec.login.bastion else "ssm",
-        "accounts": {
-            name: {"description": a.description, "fairshare": a.fairshare, "max_gpus": a.max_gpus}
-            for name, a in sched.spec.accounts.items()
-        },
+        "accounts": accounts(sched.spec),
+        "qos": team_qos(sched.spec),
         "users": {
             name: {"uid": u.uid, "account": u.account, "further_accounts": list(u.further_accounts),
                    "ssh_public_keys": list(u.ssh_public_keys)}

@@ -82,6 +82,7 @@ class Partition(Contract):
     default_time: str = Field(description="DefaultTime; empty: none.")
     exclusive: bool = Field(description="OverSubscribe=EXCLUSIVE (whole nodes per job).")
     allow_accounts: list[str] = Field(default_factory=list, description="AllowAccounts; empty: every account.")
+    allow_qos: list[str] = Field(default_factory=list, description="AllowQos; empty: every QOS.")
     priority_tier: int = Field(description="PriorityTier: a higher tier is scheduled first; it preempts nothing "
                                            "(preemption is preempt/none or preempt/qos).")
     def_cpu_per_gpu: int = Field(description="DefCpuPerGPU: CPUs a job gets per GPU it asks for (the smallest "
@@ -242,11 +243,26 @@ class Containers(Contract):
     gpu_groups: list[str] = Field(description="Groups whose nodes have GPUs (they get the toolkit).")
 
 
+class TeamQos(Contract):
+    name: str = Field(description="The QOS's name (scheduler.qos key).")
+    description: str = Field(description="sacctmgr's Description.")
+    priority: int = Field(description="Priority.")
+    max_gpus: int | None = Field(description="GrpTRES=gres/gpu=N; null: none (cleared with -1).")
+    max_gpus_per_user: int | None = Field(description="MaxTRESPerUser=gres/gpu=N; null: none (cleared with -1).")
+    max_jobs_per_user: int | None = Field(description="MaxJobsPerUser; null: none (cleared with -1).")
+    max_wall: str = Field(description="MaxWall as sacctmgr lists it (HH:MM:SS, D-HH:MM:SS); empty: none.")
+
+
 class Account(Contract):
     description: str = Field(description="sacctmgr account description.")
     fairshare: int = Field(description="The account's fairshare.")
     max_gpus: int | None = Field(default=None,
                                  description="GrpTRES=gres/gpu=N: GPUs its running jobs hold together; null: none.")
+    parent: str = Field(default="root", description="Its parent account (root: the top of the tree).")
+    coordinators: list[str] = Field(default_factory=list, description="sacctmgr coordinators of the account.")
+    inherited_coordinators: list[str] = Field(
+        default_factory=list, description="Its ancestors' coordinators, which sacctmgr lists for it too (kept).")
+    qos: list[str] = Field(default_factory=list, description="Team QOS its associations may use (qos+=).")
 
 
 class User(Contract):
@@ -322,7 +338,9 @@ class SlurmConfig(Contract):
                     "(server and source from the deployed stack's outputs) or the site's mount.")
     containers: Containers = Field(description="enroot and pyxis (docs/slurm.md, Containers).")
     login_access: Literal["bastion", "ssm"] = Field(description="How users reach the login nodes.")
-    accounts: dict[str, Account] = Field(description="sacctmgr accounts, by name.")
+    accounts: dict[str, Account] = Field(description="sacctmgr accounts, by name, each after its parent; slurmdbd "
+                                                    "keeps these and no others (jobs still active hold one back).")
+    qos: list[TeamQos] = Field(default_factory=list, description="Teams' own QOS (scheduler.qos).")
     users: dict[str, User] = Field(description="Local users, by login (none with a directory).")
     directory: Directory | None = Field(
         default=None, description="The site's LDAP directory (sssd role); {} without one.")

@@ -923,7 +923,10 @@ def render_markdown(d: PlanDiff) -> str:
     return "\n".join(lines) + "\n"
 
 
-CONFIG_TITLES = {"slurm": "Slurm configuration (what the nodes receive: `gpuforge render slurm`)"}
+CONFIG_TITLES = {
+    "slurm": "Slurm configuration (what the nodes receive: `gpuforge render slurm`)",
+    "slurmdbd": "Slurm tenancy (the accounts, users and QOS the slurm_dbd role keeps in slurmdbd)",
+}
 
 
 def _configs_markdown(configs: list[ConfigChange]) -> list[str]:

@@ -10,7 +10,6 @@ group without a scheduler) live in `scheduler_checks.py`, so every problem is re
 from __future__ import annotations
 
 import ipaddress
-import re
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator
@@ -24,9 +23,8 @@ from .keys import ssh_public_key_problem
 from .limits import rds_class_problem, refusing
 from .preemption import Preemption
 from .slurm_settings import SlurmValue
-
-# Slurm's time format (slurm.conf MaxTime/DefaultTime): minutes, [days-]hours:minutes:seconds, or UNLIMITED.
-SLURM_TIME = re.compile(r"^(UNLIMITED|INFINITE|\d+|\d+:\d{2}(:\d{2})?|\d+-\d{1,2}(:\d{2}(:\d{2})?)?)$")
+from .slurm_time import SLURM_TIME
+from .tenancy import Qos
 
 
 def _not_a_defaults_record(name: str) -> str:
@@ -145,6 +143,10 @@ class Partition(SpecModel):
         description="AllowAccounts: only jobs charged to these accounts (scheduler.accounts) may use the partition; "
         "empty: every account.",
     )
+    allow_qos: list[Name] = Field(
+        default_factory=list,
+        description="AllowQos: only jobs of these QOS (scheduler.qos) may use the partition; empty: every QOS.",
+    )
     priority_tier: int = Field(
         default=1,
         ge=1,
@@ -211,6 +213,21 @@ class Account(SpecModel):
         description="GPUs the account's running jobs may hold together (GrpTRES=gres/gpu=N); a job past it waits "
         "(reason AssocGrpGRES). None: no limit.",
     )
+    parent: Name | None = Field(
+        default=None,
+        description="The account above it (scheduler.accounts), e.g. the organisation of a team: its fair share "
+        "is divided among its children, its max_gpus holds them together. None: under Slurm's root.",
+    )
+    coordinators: list[UserName] = Field(
+        default_factory=list,
+        description="Users (scheduler.users) who manage the account and those below it: hold, cancel and "
+        "change their jobs, add users (sacctmgr add coordinator).",
+    )
+    qos: list[Name] = Field(
+        default_factory=list,
+        description="The team QOS (scheduler.qos) its users may submit with (sbatch --qos); jobs without --qos "
+        "get normal.",
+    )
 
 
 class SchedulerSpec(SpecModel):
@@ -221,7 +238,15 @@ class SchedulerSpec(SpecModel):
         min_length=1, description="Partitions keyed by their Slurm name (not default: slurm.conf's defaults record)."
     )
     login: SlurmLogin = Field(default_factory=SlurmLogin, description="Login nodes and how users reach them.")
-    accounts: dict[Name, Account] = Field(default_factory=dict, description="Slurm accounts keyed by name.")
+    accounts: dict[Name, Account] = Field(
+        default_factory=dict,
+        description="Slurm accounts keyed by name; slurmdbd keeps exactly these (one removed from here is removed "
+        "there, unless jobs still run or wait in it).",
+    )
+    qos: dict[Name, Qos] = Field(
+        default_factory=dict,
+        description="Teams' own QOS keyed by name: priority, GPU and per-user limits, longest run time.",
+    )
     users: dict[UserName, LocalUser] = Field(
         default_factory=dict,
         description="Cluster users keyed by login name, with their Slurm accounts: created on every node, or, with "

@@ -22,7 +22,9 @@ from .paths import NODE_GROUPS
 from .resolved_scheduler import ResolvedScheduler, SlurmController, SlurmGroup
 from .resolved_site import ResolvedHost, ResolvedSite
 from .scheduler import SchedulerSpec
+from .slurm_time import slurm_time_minutes
 from .subnets import Subnets
+from .tenancy_checks import check_tenancy
 
 PATH = "cluster.scheduler"
 # The controller takes this host number in its management subnet (AWS reserves .0-.3 and the last).
@@ -105,7 +107,8 @@ def check_scheduler(
         if nodes == 0 and not any(i.path.startswith(ppath) for i in issues):
             issues.append(SpecIssue(f"{ppath}.node_groups", "a partition with no nodes: its groups have count 0",
                                     "give a group nodes, or remove the partition"))
-        if partition.default_time is not None and _minutes(partition.default_time) > _minutes(partition.max_time):
+        default_time, max_time = partition.default_time, partition.max_time
+        if default_time is not None and slurm_time_minutes(default_time) > slurm_time_minutes(max_time):
             issues.append(SpecIssue(f"{ppath}.default_time", f"{partition.default_time} exceeds max_time "
                                     f"{partition.max_time}", "lower default_time or raise max_time"))
 
@@ -137,6 +140,7 @@ def check_scheduler(
         issues += _unknown_accounts(f"{PATH}.users[{uname}].further_accounts", user.further_accounts, sched)
     for pname, partition in sched.partitions.items():
         issues += _unknown_accounts(f"{PATH}.partitions[{pname}].allow_accounts", partition.allow_accounts, sched)
+    issues += check_tenancy(sched)
     issues += _directory(spec)
     controllers, ctl_issues = _controllers(spec, catalog, subnets, site)
     issues += ctl_issues
@@ -185,20 +189,6 @@ def _slurm_group(spec: ClusterSpec, name: str, pools: dict[str, list[ResolvedHos
         return SlurmGroup(name=name, cloud=True, instance_type=g.instance_type, hosts=(), count=g.active_nodes)
     hosts = tuple(sorted((h for h in pools[name] if h.spec.orchestrator == "slurm"), key=lambda h: h.name))
     return SlurmGroup(name=name, cloud=False, instance_type=None, hosts=hosts, count=len(hosts))
-
-
-def _minutes(value: str) -> float:
-    if value in ("UNLIMITED", "INFINITE"):
-        return float("inf")
-    if value.isdigit():
-        return float(value)
-    days, _, clock = value.rpartition("-")
-    parts = [int(p) for p in clock.split(":")]
-    if not days:  # MM:SS or HH:MM:SS
-        parts = [0, *parts] if len(parts) == 2 else parts
-        return parts[0] * 60 + parts[1] + parts[2] / 60
-    parts += [0] * (3 - len(parts))
-    return int(days) * 1440 + parts[0] * 60 + parts[1] + parts[2] / 60
 
 
 def _controllers(

@@ -126,6 +126,24 @@ def test_passed_through_slurm_settings_show_in_the_slurm_conf_diff() -> None:
     assert len(debug) == 1 and debug[0].endswith(" State=UP Hidden=YES")
 
 
+def test_a_tenancy_change_shows_what_slurmdbd_keeps() -> None:
+    """A new team under an organisation with its own QOS, and a user removed: no resource and no node file
+    changes, and the review shows the accounts, users and QOS the slurm_dbd role will keep in slurmdbd."""
+    result = diff_plans(plan_json("dev"), fixture("dev-tenancy", "dev"), "main", "vision")
+    assert result.groups == [] and result.changes == []
+    assert [(c.kind, c.name, c.status) for c in result.configs] == [("slurmdbd", "tenancy", "changed")]
+    body = [line for line in result.configs[0].diff.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    assert sorted(body) == sorted([
+        "+QOS - 'vision-short':Description='Vision's short jobs':Priority=0:MaxTRESPerUser=gres/gpu=2"
+        ":MaxWall=04:00:00",
+        "+Account - 'labs':Parent='root':Description='The labs organisation':Fairshare=60",
+        "+Account - 'vision':Parent='labs':Description='Vision team':Fairshare=1:QOS='vision-short'",
+        "-User - 'alice':Account='research':DefaultAccount='research'",
+        "+User - 'bob':Account='vision':DefaultAccount='vision'",
+    ]), body
+    assert "### Slurm tenancy" in render_markdown(result)
+
+
 def test_instance_type_change_shows_new_node_facts_in_slurm_conf() -> None:
     """g5.12xlarge -> g5.48xlarge: the cloud group's registration line (slurmd -Z --conf) carries the new
     CPUs, memory and GPUs, in slurm.conf's comment and in the group's /etc/default/slurmd."""

@@ -92,6 +92,10 @@ STATIC_PORTS = {2: 6821, 3: 6822}
 USER, ACCOUNT, UID = "alice", "research", 2001
 # A second account of the user's, capped at one GPU (GrpTRES) and not allowed in the debug partition.
 CAPPED_ACCOUNT, CAPPED_GPUS = "capped", 1
+ORGANISATION = "labs"
+# The research team's own QOS (scheduler.qos): one GPU per user at a time.
+TEAM_QOS = {"name": "team", "description": "Research's own QOS", "priority": 10, "max_gpus": None,
+            "max_gpus_per_user": 1, "max_jobs_per_user": None, "max_wall": ""}
 # Every port a Slurm daemon of this cluster binds on all addresses of the shared host network: slurmctld,
 # the cloud node's slurmd (Slurm's default), slurmdbd, the static slurmds.
 SLURM_PORTS = (6817, 6818, 6819, *STATIC_PORTS.values())
@@ -273,6 +277,12 @@ def cluster_config(machines: Machines, cpus: int, real_memory: int, user_public_
     config["accounts"][CAPPED_ACCOUNT] = {"description": "A team at its GPU limit", "fairshare": 1,
                                           "max_gpus": CAPPED_GPUS}
     config["users"][USER]["further_accounts"] = [CAPPED_ACCOUNT]
+    config["qos"] = [dict(TEAM_QOS)]
+    config["accounts"][ACCOUNT]["qos"] = [TEAM_QOS["name"]]
+    # An organisation over the research team (accounts.<a>.parent), listed first as the renderer lists parents.
+    config["accounts"][ACCOUNT]["parent"] = ORGANISATION
+    config["accounts"] = {ORGANISATION: {"description": "The labs organisation", "fairshare": 1},
+                          **config["accounts"]}
     config["login_groups"] = ["login"]
     # enroot's settings per node group of these machines (none has local NVMe: the root disk's paths, which
     # the dev stack's login group has), and the toolkit for enroot's GPU hook on both compute groups.

@@ -13,10 +13,13 @@ import json
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gpuforge.catalog import load_catalog
+from gpuforge.nodes.bake import PlaybookResult, run_playbook
 from gpuforge.nodes.check import run_checks
 from gpuforge.nodes.usage_query import collect_usage
 from tests.machines import Machine
@@ -30,8 +33,10 @@ from .cluster import (
     HOME_FSTAB,
     NVIDIA_SMI_CSV,
     STANDIN_DIR,
+    TEAM_QOS,
     USER,
     SlurmCluster,
+    contract_vars,
     wait_for,
 )
 
@@ -495,3 +500,69 @@ def test_gpuforge_usage_reports_the_gpu_hours_a_job_used(slurm_cluster: SlurmClu
     cut = collect_usage(slurm_cluster.inventory, before, datetime.fromtimestamp(started + 10, UTC),
                         pue=pue, pue_source=source)
     assert cut.total.gpu_seconds == GPUS * 10, cut.to_json()
+
+
+def test_a_job_over_its_qos_per_user_limit_waits_with_that_reason(slurm_cluster: SlurmCluster) -> None:
+    """The team QOS holds each user to one GPU (MaxTRESPerUser=gres/gpu=1): with the user's GPU of that QOS in
+    use, their next job of it waits (QOSMaxGRESPerUser) although GPUs are free."""
+    qos = f"-A {ACCOUNT} --qos={TEAM_QOS['name']} -p gpu --gres=gpu:1"
+    running = _submit(slurm_cluster, qos, "sleep 120")
+    waiting = None
+    try:
+        wait_for("the team QOS's first job running", lambda: _state(slurm_cluster, running) == "RUNNING", 60)
+        waiting = _submit(slurm_cluster, qos, "hostname")
+        # Until the scheduler has tried it against its QOS, the job may show a passing reason (Priority).
+        reasons: list[str | None] = []
+
+        def held_by_its_qos() -> bool:
+            reasons.append(_pending_reason(slurm_cluster, waiting or ""))
+            return reasons[-1] == "QOSMaxGRESPerUser"
+
+        try:
+            wait_for(f"job {waiting} held by its QOS's per-user GPU limit", held_by_its_qos, 90)
+        except BaseException:
+            print(f"reasons job {waiting} showed: {sorted(set(map(str, reasons)))}")
+            raise
+    finally:
+        slurm_cluster.as_user(f"scancel {running} {waiting or ''}")
+
+
+def _reconcile(cluster: SlurmCluster, config: dict[str, Any]) -> PlaybookResult:
+    """One more run of the slurm_dbd role's accounting tasks on the controller, with *config*."""
+    inventory = copy.deepcopy(cluster.inventory)
+    inventory["all"]["vars"]["slurm_config"] = contract_vars(config)
+    return run_playbook(Path(__file__).with_name("accounts_tasks.yml"), inventory, limit=cluster.controller.name,
+                        extravars={"test_path": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"})
+
+
+def _sacctmgr(cluster: SlurmCluster, args: str) -> list[str]:
+    return cluster.controller.run(f"sacctmgr --noheader --parsable2 {args}", root=True).stdout.splitlines()
+
+
+def test_changed_tenancy_applies_on_the_next_run_and_active_jobs_hold_a_removal_back(
+    slurm_cluster: SlurmCluster,
+) -> None:
+    """A changed fair share and QOS limit apply, and a user slurmdbd has but the spec does not is removed, after
+    one more run of the accounting tasks; the user's association whose job still runs is held back, and the run
+    says so. A last run with the cluster's own spec puts everything back."""
+    slurm_cluster.controller.run(f"sacctmgr --immediate add user carol account={ACCOUNT}", root=True)
+    job = _submit(slurm_cluster, f"-A {CAPPED_ACCOUNT} -p gpu --gres=gpu:1", "sleep 300")
+    changed = copy.deepcopy(slurm_cluster.config)
+    changed["accounts"][ACCOUNT]["fairshare"] = 7
+    changed["qos"][0].update(max_gpus_per_user=2, max_wall="02:00:00")
+    changed["users"][USER]["further_accounts"] = []  # alice leaves the capped account: her job there still runs
+    try:
+        wait_for("the capped account's job running", lambda: _state(slurm_cluster, job) == "RUNNING", 60)
+        result = _reconcile(slurm_cluster, changed)
+        assert result.ok, [f"{f.host} {f.task}: {f.message}" for f in result.failures]
+        rows = _sacctmgr(slurm_cluster, "list associations format=account,user,fairshare")
+        assert f"{ACCOUNT}||7" in rows and not [r for r in rows if r.endswith("|carol|1")], rows
+        assert f"{CAPPED_ACCOUNT}|{USER}|1" in rows, rows  # held back
+        assert f"user {USER} in {CAPPED_ACCOUNT} still has active" in result.stdout, result.stdout[-3000:]
+        qos = _sacctmgr(slurm_cluster, f"list qos name={TEAM_QOS['name']} format=name,maxtresperuser,maxwall")
+        assert qos == [f"{TEAM_QOS['name']}|gres/gpu=2|02:00:00"], qos
+    finally:
+        slurm_cluster.as_user(f"scancel {job}")
+        restored = _reconcile(slurm_cluster, slurm_cluster.config)
+    assert restored.ok, [f"{f.host} {f.task}: {f.message}" for f in restored.failures]
+    assert f"{ACCOUNT}||1" in _sacctmgr(slurm_cluster, "list associations format=account,user,fairshare")

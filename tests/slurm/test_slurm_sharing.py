@@ -114,7 +114,8 @@ def test_account_limits_further_accounts_and_partition_access_are_rendered() -> 
     sched["users"]["alice"]["further_accounts"] = ["vision"]
     sched["partitions"]["debug"]["allow_accounts"] = ["research"]
     config = slurm_config(resolve(cluster, "dev"))
-    assert config["accounts"]["vision"] == {"description": "Vision", "fairshare": 5, "max_gpus": 8}
+    assert config["accounts"]["vision"] == {"description": "Vision", "fairshare": 5, "max_gpus": 8, "parent": "root",
+                                            "coordinators": [], "inherited_coordinators": [], "qos": []}
     assert config["accounts"]["research"]["max_gpus"] is None
     assert config["users"]["alice"]["further_accounts"] == ["vision"]
     (debug,) = _lines(render_slurm(config)["slurm.conf"], "PartitionName=debug ")
