@@ -83,7 +83,7 @@ class _Answers:
             host = str(data.get("host", "?"))
             self.by_task[task][host] = ControllerAnswer(
                 host=host,
-                rc=int(res.get("rc", 1) if res.get("rc") is not None else 1),
+                rc=int(res["rc"]) if res.get("rc") is not None else 1,
                 stdout=str(res.get("stdout") or ""),
                 stderr=str(res.get("stderr") or res.get("msg") or ""),
             )

@@ -12,8 +12,19 @@ from __future__ import annotations
 from gpuforge.catalog import Catalog
 
 from .errors import SpecIssue
-from .models import DLAMI_2404_SSM, UBUNTU_2404_SSM, ClusterSpec, image_os
+from .models import DLAMI_2404_SSM, UBUNTU_2404_SSM, ClusterSpec, NodeGroup, default_image_parameter, image_os
 from .paths import NODE_GROUPS
+
+
+def slurm_image_os(spec: ClusterSpec, group: NodeGroup) -> str | None:
+    """The distribution a Slurm group's image boots (its SSM parameter, the pipeline's parent image, or the
+    default Slurm image), or None where the image does not say (a fixed ami_id, a parameter gpuforge does not
+    know)."""
+    if group.image.ami_id:
+        return None
+    if group.image.pipeline:
+        return image_os(spec.image_pipeline.parent_image_ssm_parameter) if spec.image_pipeline else None
+    return image_os(group.image.ssm_parameter or default_image_parameter("slurm"))
 
 
 def check_slurm_os(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]:
@@ -30,7 +41,7 @@ def check_slurm_os(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]:
             pipeline_users.append(name)
             continue
         parameter = group.image.ssm_parameter
-        os = image_os(parameter) if parameter else None
+        os = slurm_image_os(spec, group)
         old = facts.too_old(os) if os else None
         if parameter and old is not None:
             issues.append(

@@ -18,7 +18,8 @@ from gpuforge.catalog.models import version_tuple
 from gpuforge.catalog.slurm_settings import SettingFacts, fixed_by_gpuforge, slurm_settings
 
 from .errors import SpecIssue
-from .models import ClusterSpec, default_image_parameter, image_os
+from .models import ClusterSpec, default_image_parameter
+from .slurm_os_checks import slurm_image_os
 from .slurm_settings import SlurmValue
 from .suggest import did_you_mean, shown
 
@@ -53,12 +54,7 @@ def stack_slurm_release(spec: ClusterSpec, catalog: Catalog) -> StackSlurm:
     for name, group in sorted(spec.node_groups.items()):
         if group.orchestrator != "slurm":
             continue
-        if group.image.ami_id:
-            os = None
-        elif group.image.pipeline:
-            os = image_os(spec.image_pipeline.parent_image_ssm_parameter) if spec.image_pipeline else None
-        else:
-            os = image_os(group.image.ssm_parameter or default_image_parameter("slurm"))
+        os = slurm_image_os(spec, group)
         packaged = facts.distributions.get(os or "")
         if packaged is not None and not facts.supports_release(packaged.version):
             continue  # refused on its own (slurm_os_checks.py): no Slurm of gpuforge's runs there
