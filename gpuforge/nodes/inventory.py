@@ -310,6 +310,9 @@ def _host_vars(host: Mapping[str, Any]) -> dict[str, Any]:
         vars_["nccl_tuning_ib_hcas"] = list(host["ibHcas"])
         vars_["gpu_healthcheck_ib_hcas"] = list(host["ibHcas"])
         vars_["fabric_acceptance_hcas"] = list(host["ibHcas"])
+    if host.get("ncclIbPkeyIndex") is not None:
+        # The P_Key index of the host's tenant key (gpuforge/render/ib_partitions.py): NCCL_IB_PKEY.
+        vars_["nccl_tuning_ib_pkey_index"] = host["ncclIbPkeyIndex"]
     return {key: value for key, value in vars_.items() if value is not None}
 
 

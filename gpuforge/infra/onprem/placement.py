@@ -12,6 +12,7 @@ import pulumi
 
 from gpuforge.infra.k8s.alerting import declare_alert_routing, operator_monitoring
 from gpuforge.infra.k8s.monitoring_stack import monitoring_stack_for
+from gpuforge.render.ib_partitions import host_pkey_index
 from gpuforge.spec import ResolvedSpec
 from gpuforge.spec.host_network_checks import host_lnet, host_storage_addresses
 from gpuforge.spec.resolved_site import ResolvedHost, ResolvedSite
@@ -66,6 +67,8 @@ def _host_outputs(site: ResolvedSite, host: ResolvedHost) -> dict[str, Any]:
         **host_props(site.spec.name, host),
         "storageAddresses": host_storage_addresses(site.spec, host),
         "lnetNids": {net: v["nids"] for net, v in host_lnet(site.spec, host).items() if v["nids"]},
+        # NCCL_IB_PKEY: the P_Key index of the host's tenant key (site.fabric.partitioning), None outside one.
+        "ncclIbPkeyIndex": host_pkey_index(site.spec, host.name),
     }
 
 
