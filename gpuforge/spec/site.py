@@ -17,6 +17,7 @@ from pydantic import AfterValidator, Field, ValidationInfo, field_validator, mod
 
 from .base import SpecModel
 from .config_keys import BMC_PASSWORD, BMC_USERNAME
+from .driver_source import DriverSource
 from .errors import FieldProblems, described_pattern
 from .fields import ABSOLUTE_PATH, Name, NodeRole, Port, parse_cidr, parse_ipv4
 from .ib_partitions import FabricPartitioning, pkey_problems, port_guid_problems
@@ -674,6 +675,11 @@ class Site(SpecModel):
         default=None, description="The site's Kubernetes cluster, for hosts with orchestrator kubernetes."
     )
     bmc: SiteBmc = Field(default_factory=SiteBmc, description="How `gpuforge metal` reaches the hosts' BMCs.")
+    driver_source: DriverSource | None = Field(
+        default=None,
+        description="Where the site's hosts get the NVIDIA driver, Fabric Manager, DCGM and NCCL: the site's mirror "
+        "of NVIDIA's CUDA repository; default NVIDIA's own (the hosts then need to reach it).",
+    )
 
     @field_validator("cidrs")
     @classmethod

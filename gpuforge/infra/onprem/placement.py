@@ -55,10 +55,17 @@ def pool_outputs(site: ResolvedSite) -> dict[str, Any]:
             "sharp": bool(fabric and fabric.kind == "infiniband" and fabric.sharp and first.spec.hcas),
             "orchestrator": first.spec.orchestrator,
             # LNet's o2ib networks of the site's Lustre and the interfaces they run on (a pool is one model).
+            # The site's mirror of NVIDIA's CUDA repository (site.driver_source); None: NVIDIA's own.
+            "driverRepository": _driver_repository(site),
             "lnetInterfaces": {net: v["interfaces"] for net, v in host_lnet(site.spec, first).items()},
             "hosts": {h.name: _host_outputs(site, h) for h in sorted(hosts, key=lambda h: h.name)},
         }
     return out
+
+
+def _driver_repository(site: ResolvedSite) -> dict[str, str | None] | None:
+    source = site.spec.driver_source
+    return {"url": source.cuda_repository, "keyUrl": source.key_url} if source is not None else None
 
 
 def _host_outputs(site: ResolvedSite, host: ResolvedHost) -> dict[str, Any]:
