@@ -81,6 +81,9 @@ class VpnTunnel(_Frozen):
     phase1_integrity_algorithms: tuple[str, ...]
     phase2_integrity_algorithms: tuple[str, ...]
     log_retention_days: int
+    state_period_seconds: int
+    state_alarm_periods: int
+    state_source: str
     source: str
 
 

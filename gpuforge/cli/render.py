@@ -115,6 +115,41 @@ def slurm(
 
 
 @app.command()
+def fabric(
+    stack: StackArg,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write each file into this directory instead of printing.")
+    ] = None,
+) -> None:
+    """The InfiniBand partitions a site's subnet managers receive (site.fabric.partitioning): OpenSM's
+    partitions.conf and each subnet manager's opensm.conf settings (sm_priority), or the UFM REST API's PKey
+    calls (ufm-pkeys.json) where UFM manages the fabric (docs/onprem-hybrid.md)."""
+    from gpuforge.plan.stacks import load_stack
+    from gpuforge.plan.validation import check_stack
+    from gpuforge.render.ib_partitions import render_fabric
+
+    try:
+        stack_file = load_stack(stack)
+        resolved = check_stack(stack_file).resolved
+    except SpecError as error:
+        fail(error)
+    files = render_fabric(resolved)
+    if not files:
+        err.print(
+            f"[bold red]error[/]: {escape(stack)} declares no site.fabric.partitioning (see docs/onprem-hybrid.md)",
+            highlight=False,
+        )
+        raise typer.Exit(2)
+    if output is not None:
+        for name, text in files.items():
+            write_output(output / name, text, announce=False)
+        out.print(f"wrote {len(files)} files to {output}")
+        return
+    for name, text in files.items():
+        sys.stdout.write(f"# ==> {name} <==\n{text}")
+
+
+@app.command()
 def job(
     stack: StackArg,
     team: Annotated[str, typer.Option("--team", "-t", help="The team (kubernetes.platform.teams) the job is for.")],

@@ -166,6 +166,13 @@ def _group_vars(
         "gpu_healthcheck_nvlinks_per_gpu": facts["nvlinks_per_gpu"],
         "gpu_healthcheck_busbw_floor_gbps": round(float(reference) * floor_fraction, 3) if reference else None,
     }
+    repository = group.get("driverRepository")
+    if repository:
+        # A site pool's mirror of NVIDIA's CUDA repository (site.driver_source): the driver role adds it, and
+        # Fabric Manager, DCGM and NCCL install from what it added.
+        vars_["nvidia_driver_cuda_repo_base_url"] = repository["url"]
+        if repository.get("keyUrl"):
+            vars_["nvidia_driver_cuda_repo_key_url"] = repository["keyUrl"]
     if fabric == "efa":
         vars_.update(
             {
@@ -310,6 +317,9 @@ def _host_vars(host: Mapping[str, Any]) -> dict[str, Any]:
         vars_["nccl_tuning_ib_hcas"] = list(host["ibHcas"])
         vars_["gpu_healthcheck_ib_hcas"] = list(host["ibHcas"])
         vars_["fabric_acceptance_hcas"] = list(host["ibHcas"])
+    if host.get("ncclIbPkeyIndex") is not None:
+        # The P_Key index of the host's tenant key (gpuforge/render/ib_partitions.py): NCCL_IB_PKEY.
+        vars_["nccl_tuning_ib_pkey_index"] = host["ncclIbPkeyIndex"]
     return {key: value for key, value in vars_.items() if value is not None}
 
 

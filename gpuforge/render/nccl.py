@@ -58,6 +58,12 @@ class NcclInputs(BaseModel):
     )
     ib_gid_index: int | None = Field(default=None, ge=0, description="RoCE GID index (default 3).")
     ib_tc: int | None = Field(default=None, ge=0, le=255, description="RoCE/IB traffic class.")
+    ib_pkey_index: int | None = Field(
+        default=None,
+        ge=0,
+        description="NCCL_IB_PKEY, the P_Key table index of the node's tenant key (InfiniBand partitions); None leaves "
+        "NCCL's default.",
+    )
     sharp: bool = Field(default=False, description="Enable SHARP (NCCL_COLLNET_ENABLE) on InfiniBand.")
     efa_use_huge_page: bool = Field(
         default=True, description="False emits FI_EFA_USE_HUGE_PAGE=0 (fork() ENOMEM in data loaders)."

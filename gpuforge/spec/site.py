@@ -17,8 +17,10 @@ from pydantic import AfterValidator, Field, ValidationInfo, field_validator, mod
 
 from .base import SpecModel
 from .config_keys import BMC_PASSWORD, BMC_USERNAME
+from .driver_source import DriverSource
 from .errors import FieldProblems, described_pattern
 from .fields import ABSOLUTE_PATH, Name, NodeRole, Port, parse_cidr, parse_ipv4
+from .ib_partitions import FabricPartitioning, pkey_problems, port_guid_problems
 from .keys import CaCertificates
 from .limits import customer_gateway_problem, datasync_schedule_problem, port_problem, refusing
 from .site_ranges import expand_ranges
@@ -46,7 +48,6 @@ DATASYNC_AGENT_ARN = described_pattern(
 )
 HostName = Annotated[str, Field(pattern=HOST_NAME)]
 SiteOrchestrator = Literal["kubernetes", "slurm", "none"]
-PKEY = re.compile(r"^0x[0-9a-fA-F]{1,4}$")
 
 
 _ip = parse_ipv4
@@ -147,6 +148,12 @@ class Host(HostTraits):
         "storage port of its model in the catalog's order (DGX H100/H200: ibp170s0f0, ibp41s0f0). gpuforge "
         "renders the IPoIB addressing from them, and they are the host's LNet NIDs on o2ib.",
     )
+    port_guids: dict[str, str] = Field(
+        default_factory=dict,
+        description="InfiniBand port GUID per compute HCA (ibstat's 'Port GUID', 0x and 16 hex digits), e.g. "
+        "{mlx5_0: '0x946dae0300a1b2c0'}: the subnet manager partitions ports by GUID "
+        "(site.fabric.partitioning).",
+    )
 
     @field_validator("bmc_address")
     @classmethod
@@ -162,6 +169,13 @@ class Host(HostTraits):
     @classmethod
     def _storage_ips(cls, value: list[str]) -> list[str]:
         return [_ip(address, "storage address") for address in value]
+
+    @model_validator(mode="after")
+    def _port_guids(self) -> Host:
+        problems = port_guid_problems(self.port_guids)
+        if problems:
+            raise FieldProblems(problems)
+        return self
 
     def hcas_by_rail(self) -> list[str]:
         """The host's HCAs in rail order: NCCL_IB_HCA lists them so."""
@@ -218,6 +232,12 @@ class SiteFabric(SpecModel):
         default_factory=dict,
         description="Subnet manager hosts (UFM or opensm) and their management addresses; two for failover.",
     )
+    partitioning: FabricPartitioning | None = Field(
+        default=None,
+        description="InfiniBand only: which hosts' compute ports are full members of each tenant's key, and the "
+        "subnet managers' priorities; gpuforge renders OpenSM's partitions.conf or UFM's PKey calls from it "
+        "(`gpuforge render fabric`) and NCCL_IB_PKEY on the members.",
+    )
     sharp: bool = Field(default=False, description="SHARP in-network reductions (InfiniBand only).")
     rail_islands: bool = Field(
         default=False,
@@ -239,20 +259,12 @@ class SiteFabric(SpecModel):
         "count in the site's IT load.",
     )
 
-    @field_validator("partitions")
-    @classmethod
-    def _pkeys(cls, value: dict[str, str]) -> dict[str, str]:
-        seen: dict[int, str] = {}
-        for tenant, pkey in value.items():
-            if not PKEY.match(pkey):
-                raise ValueError(f"{tenant}: {pkey!r} is not a partition key; write it like 0x0010")
-            number = int(pkey, 16) & 0x7FFF
-            if number in (0, 0x7FFF):
-                raise ValueError(f"{tenant}: {pkey} is reserved (0x0000 invalid, 0x7fff the default partition)")
-            if number in seen:
-                raise ValueError(f"{tenant}: {pkey} is already tenant {seen[number]}'s; give each its own key")
-            seen[number] = tenant
-        return value
+    @model_validator(mode="after")
+    def _partition_keys(self) -> SiteFabric:
+        problems = pkey_problems(self.partitions)
+        if problems:
+            raise FieldProblems(problems)
+        return self
 
     @field_validator("subnet_managers")
     @classmethod
@@ -263,8 +275,10 @@ class SiteFabric(SpecModel):
 
     @model_validator(mode="after")
     def _fabric_features(self) -> SiteFabric:
-        if self.kind == "roce" and (self.sharp or self.partitions or self.subnet_managers):
-            raise ValueError("sharp, partitions and subnet_managers are InfiniBand features; remove them on roce")
+        if self.kind == "roce" and (self.sharp or self.partitions or self.subnet_managers or self.partitioning):
+            raise ValueError(
+                "sharp, partitions, partitioning and subnet_managers are InfiniBand features; remove them on roce"
+            )
         if self.kind == "infiniband" and not self.subnet_managers:
             raise ValueError("an InfiniBand fabric needs a subnet manager: list subnet_managers (two for failover)")
         if self.spine_uplinks is not None and not self.cores:
@@ -661,6 +675,11 @@ class Site(SpecModel):
         default=None, description="The site's Kubernetes cluster, for hosts with orchestrator kubernetes."
     )
     bmc: SiteBmc = Field(default_factory=SiteBmc, description="How `gpuforge metal` reaches the hosts' BMCs.")
+    driver_source: DriverSource | None = Field(
+        default=None,
+        description="Where the site's hosts get the NVIDIA driver, Fabric Manager, DCGM and NCCL: the site's mirror "
+        "of NVIDIA's CUDA repository; default NVIDIA's own (the hosts then need to reach it).",
+    )
 
     @field_validator("cidrs")
     @classmethod

@@ -17,6 +17,7 @@ from gpuforge.spec.power import CONTINUOUS_DERATE, feed_loss
 from .errors import SpecIssue
 from .fabric_checks import check_fabric_tiers
 from .host_network_checks import check_host_network
+from .ib_partition_checks import check_ib_partitions
 from .limits import customer_gateway_problem
 from .models import ClusterSpec
 from .paths import NODE_GROUPS
@@ -67,6 +68,7 @@ def check_site(spec: ClusterSpec, catalog: Catalog) -> tuple[ResolvedSite | None
     issues += _check_hcas(site, hosts)
     issues += check_fabric_tiers(site, hosts)
     issues += check_host_network(site, hosts)
+    issues += check_ib_partitions(site, hosts)
     resolved = ResolvedSite(spec=site, hosts=hosts)
     issues += _check_feeds(resolved)
     issues += _check_islands(site)

@@ -66,6 +66,21 @@ def test_vpn_on_a_virtual_private_gateway(hybrid: Plan) -> None:
     assert eks.inputs["vpcConfig"]["endpointPublicAccess"] is False
 
 
+def test_each_tunnel_has_a_state_alarm(hybrid: Plan) -> None:
+    """TunnelState below 1 (down, or BGP not established) or missing for two 5-minute periods: one alarm per
+    tunnel, on that tunnel's outside address (catalog aws_wiring vpn_tunnel)."""
+    alarms = sorted(hybrid.by_type("aws:cloudwatch/metricAlarm:MetricAlarm"), key=lambda r: r.name)
+    tunnels = [a for a in alarms if a.inputs.get("metricName") == "TunnelState"]
+    assert [a.name.rsplit("-", 2)[-2] for a in tunnels] == ["tunnel1", "tunnel2"]
+    (vpn,) = hybrid.by_type("aws:ec2/vpnConnection:VpnConnection")
+    for alarm in tunnels:
+        inputs = alarm.inputs
+        assert (inputs["namespace"], inputs["statistic"], inputs["threshold"]) == ("AWS/VPN", "Maximum", 1)
+        assert inputs["comparisonOperator"] == "LessThanThreshold" and inputs["treatMissingData"] == "breaching"
+        assert (inputs["period"], inputs["evaluationPeriods"], inputs["datapointsToAlarm"]) == (300, 2, 2)
+        assert vpn.urn in alarm.dependencies["dimensions"]  # the tunnel's address, from the connection
+
+
 def _by_kind(plan: Plan, kind: str) -> dict[str, Any]:
     return {
         r.inputs["metadata"]["name"] + "@" + r.inputs["metadata"].get("namespace", ""): r

@@ -18,8 +18,9 @@ from typer.testing import CliRunner
 
 from gpuforge.cli import app
 from gpuforge.nodes.inventory import build_inventory
-from gpuforge.plan.engine import MOCK_SECRET_PREFIX
+from gpuforge.plan.engine import MOCK_SECRET_PREFIX, plan_stack
 from gpuforge.plan.model import Plan
+from gpuforge.render.monitoring import render_monitoring
 from gpuforge.review.report import console_plan, markdown_plan
 from gpuforge.spec import SpecError, resolve
 
@@ -212,3 +213,26 @@ def test_home_must_be_nfs_over_the_link() -> None:
     with pytest.raises(SpecError) as caught:
         resolve(spec)
     assert "cluster.site.storage.mounts[home].kind" in {i.path for i in caught.value.issues}
+
+
+def test_a_site_prometheus_scrapes_the_cloud_nodes_from_its_own_address(tmp_path: Path) -> None:
+    """With monitoring on a site host, the compute security group lets that host (only) reach node_exporter and
+    dcgm-exporter on the cloud nodes, the ports the rendered ec2_sd jobs scrape (catalog flows.yaml)."""
+    stack = yaml.safe_load((ROOT / "stacks" / "Pulumi.hybrid.yaml").read_text())
+    lab = yaml.safe_load((ROOT / "stacks" / "Pulumi.onprem-lab.yaml").read_text())
+    monitoring = lab["config"]["gpuforge:cluster"]["monitoring"]
+    monitoring["server"] = {"kind": "site_host", "host": "mon-01", "address": "10.72.1.5"}
+    stack["config"]["gpuforge:cluster"]["monitoring"] = monitoring
+    stack["config"].update({k: v for k, v in lab["config"].items() if k.endswith("alertSmtpPassword")})
+    path = tmp_path / "Pulumi.hybrid-monitored.yaml"
+    path.write_text(yaml.safe_dump(stack, sort_keys=False))
+    plan = plan_stack(path)
+    burst = _component(plan)
+    rules = [r for r in plan.by_type(INGRESS) if r.parent == burst.urn and r.inputs["cidrIpv4"] == "10.72.1.5/32"]
+    assert sorted((r.inputs["fromPort"], r.inputs["toPort"]) for r in rules) == [(9100, 9100), (9400, 9400)]
+    (compute_sg,) = [r for r in plan.by_type("aws:ec2/securityGroup:SecurityGroup") if r.name.endswith("-compute-sg")]
+    assert all(r.dependencies["securityGroupId"] == [compute_sg.urn] for r in rules)
+    scrape = render_monitoring(plan.resolved).files
+    config = yaml.safe_load(next(text for name, text in scrape.items() if name.endswith("prometheus.yml")))
+    jobs = [job for job in config["scrape_configs"] if "ec2_sd_configs" in job]
+    assert {job["job_name"]: job["ec2_sd_configs"][0]["port"] for job in jobs} == {"node": 9100, "dcgm": 9400}

@@ -146,7 +146,7 @@ def test_structural_rules_name_their_fields() -> None:
     spec["site"]["fabric"]["partitions"]["llm"] = "0x0010"  # vision's key
     spec["site"]["hosts"]["dgx-a01"]["bmc_address"] = "not-an-ip"
     reported = paths(spec)
-    assert "cluster.site.fabric.partitions" in reported
+    assert "cluster.site.fabric.partitions[llm]" in reported
     assert "cluster.site.hosts[dgx-a01].bmc_address" in reported
 
 

@@ -191,9 +191,36 @@ class SiteLink(pulumi.ComponentResource):
                     description=f"{args.site} to burst nodes, tcp/{port}",
                     opts=child,
                 )
+        _tunnel_state_alarms(name, args, vpn, child)
         self.vpn_connection_id = vpn.id
         self.gateway_id = gateway_id
         self.register_outputs({"vpnConnectionId": vpn.id, "gatewayId": gateway_id, "customerGatewayId": cgw.id})
+
+
+def _tunnel_state_alarms(
+    name: str, args: SiteLinkArgs, vpn: aws.ec2.VpnConnection, child: pulumi.ResourceOptions
+) -> None:
+    """A CloudWatch alarm per tunnel on its TunnelState (catalog vpn_tunnel.state_source): one tunnel down is the
+    link without its spare; both down is the cloud side cut off (Slurm's cloud nodes, their /home and the site
+    Prometheus's view of them). No data counts as down: a tunnel that reports nothing is not known to be up."""
+    wiring = load_aws_wiring().vpn_tunnel
+    for tunnel, address in (("1", vpn.tunnel1_address), ("2", vpn.tunnel2_address)):
+        aws.cloudwatch.MetricAlarm(
+            f"{name}-tunnel{tunnel}-down",
+            alarm_description=f"{args.site} <-> {args.region} VPN tunnel {tunnel} is not up (TunnelState < 1)",
+            namespace="AWS/VPN",
+            metric_name="TunnelState",
+            dimensions={"TunnelIpAddress": address},
+            statistic="Maximum",
+            period=wiring.state_period_seconds,
+            evaluation_periods=wiring.state_alarm_periods,
+            datapoints_to_alarm=wiring.state_alarm_periods,
+            comparison_operator="LessThanThreshold",
+            threshold=1,
+            treat_missing_data="breaching",
+            tags=args.tags,
+            opts=child,
+        )
 
 
 def _tunnel_options(name: str, args: SiteLinkArgs, child: pulumi.ResourceOptions) -> dict[str, Any]:

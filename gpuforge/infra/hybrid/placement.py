@@ -13,13 +13,15 @@ import pulumi
 import pulumi_aws as aws
 
 from gpuforge.catalog import load_charts
+from gpuforge.catalog.flows import load_flows
 from gpuforge.catalog.tokens import CLUSTER_TAG, ENVIRONMENT_TAG
 from gpuforge.infra.aws import build_aws_network_and_cluster
 from gpuforge.infra.aws.network import SegmentedNetwork
 from gpuforge.infra.k8s.platform import GPU_RESOURCE, fabric_resource
 from gpuforge.infra.onprem import build_onprem_site
 from gpuforge.render.slurm import slurm_config
-from gpuforge.spec import ResolvedSpec
+from gpuforge.spec import ClusterSpec, ResolvedSpec
+from gpuforge.spec.monitoring import SiteHostServer
 from gpuforge.spec.scheduler_checks import secret_names
 from gpuforge.spec.site import BurstSpec, NfsMount
 from gpuforge.spec.slurm_burst import SlurmBurstSpec
@@ -163,6 +165,21 @@ def build_hybrid_cluster(name: str, resolved: ResolvedSpec, parent: pulumi.Resou
     }
 
 
+# What a site Prometheus scrapes on a cloud Slurm node (render/monitoring.py's ec2_sd jobs "node" and "dcgm").
+SCRAPED_EXPORTERS = ("node_exporter", "dcgm_exporter")
+
+
+def _site_prometheus_hosts(spec: ClusterSpec) -> dict[str, str]:
+    """The site hosts that run Prometheus (monitoring.server kind site_host and its replica), by name."""
+    server = spec.monitoring.server if spec.monitoring is not None else None
+    if not isinstance(server, SiteHostServer):
+        return {}
+    hosts = {server.host: server.address}
+    if server.replica is not None:
+        hosts[server.replica.host] = server.replica.address
+    return hosts
+
+
 def _slurm_burst(
     name: str,
     resolved: ResolvedSpec,
@@ -213,6 +230,8 @@ def _slurm_burst(
             switches=switches,
             protected=spec.protected,
             tags=tags,
+            prometheus_hosts=_site_prometheus_hosts(spec),
+            exporter_ports={name: load_flows().ports[name].ports for name in SCRAPED_EXPORTERS},
         ),
         opts=opts,
     )

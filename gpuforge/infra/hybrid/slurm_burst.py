@@ -103,6 +103,10 @@ class SlurmBurstArgs:
     switches: list[dict[str, Any]]  # topology.conf's rendered switches with their location
     protected: bool = False
     tags: dict[str, str] = field(default_factory=dict)
+    # The site's Prometheus hosts (monitoring.server kind site_host, and its replica) -> address: they scrape the
+    # cloud nodes' exporters over the link, on these ports (catalog flows.yaml: node_exporter, dcgm_exporter).
+    prometheus_hosts: dict[str, str] = field(default_factory=dict)
+    exporter_ports: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def slurm_hosts(self) -> list[str]:
@@ -180,6 +184,21 @@ class SlurmBurst(pulumi.ComponentResource):
                     from_port=low,
                     to_port=high,
                     description=why,
+                    opts=child,
+                )
+
+        # --- the site's Prometheus scrapes the cloud nodes' exporters, from its own address only -------------
+        for host, address in sorted(args.prometheus_hosts.items()):
+            source = f"{ipaddress.ip_address(address)}/32"
+            for exporter, (low, high) in sorted(args.exporter_ports.items()):
+                aws.vpc.SecurityGroupIngressRule(
+                    f"{name}-{exporter}-from-{host}",
+                    security_group_id=args.compute_security_group_id,
+                    cidr_ipv4=source,
+                    ip_protocol="tcp",
+                    from_port=low,
+                    to_port=high,
+                    description=f"Prometheus on the site's {host} scrapes {exporter}",
                     opts=child,
                 )
 

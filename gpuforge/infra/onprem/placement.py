@@ -12,6 +12,7 @@ import pulumi
 
 from gpuforge.infra.k8s.alerting import declare_alert_routing, operator_monitoring
 from gpuforge.infra.k8s.monitoring_stack import monitoring_stack_for
+from gpuforge.render.ib_partitions import host_pkey_index
 from gpuforge.spec import ResolvedSpec
 from gpuforge.spec.host_network_checks import host_lnet, host_storage_addresses
 from gpuforge.spec.resolved_site import ResolvedHost, ResolvedSite
@@ -54,10 +55,17 @@ def pool_outputs(site: ResolvedSite) -> dict[str, Any]:
             "sharp": bool(fabric and fabric.kind == "infiniband" and fabric.sharp and first.spec.hcas),
             "orchestrator": first.spec.orchestrator,
             # LNet's o2ib networks of the site's Lustre and the interfaces they run on (a pool is one model).
+            # The site's mirror of NVIDIA's CUDA repository (site.driver_source); None: NVIDIA's own.
+            "driverRepository": _driver_repository(site),
             "lnetInterfaces": {net: v["interfaces"] for net, v in host_lnet(site.spec, first).items()},
             "hosts": {h.name: _host_outputs(site, h) for h in sorted(hosts, key=lambda h: h.name)},
         }
     return out
+
+
+def _driver_repository(site: ResolvedSite) -> dict[str, str | None] | None:
+    source = site.spec.driver_source
+    return {"url": source.cuda_repository, "keyUrl": source.key_url} if source is not None else None
 
 
 def _host_outputs(site: ResolvedSite, host: ResolvedHost) -> dict[str, Any]:
@@ -66,6 +74,8 @@ def _host_outputs(site: ResolvedSite, host: ResolvedHost) -> dict[str, Any]:
         **host_props(site.spec.name, host),
         "storageAddresses": host_storage_addresses(site.spec, host),
         "lnetNids": {net: v["nids"] for net, v in host_lnet(site.spec, host).items() if v["nids"]},
+        # NCCL_IB_PKEY: the P_Key index of the host's tenant key (site.fabric.partitioning), None outside one.
+        "ncclIbPkeyIndex": host_pkey_index(site.spec, host.name),
     }
 
 
