@@ -16,6 +16,8 @@ ASSETS_DIR = Path(__file__).resolve().parent
 TEMPLATES_DIR = ASSETS_DIR / "templates"
 PLAYBOOKS_DIR = ASSETS_DIR / "playbooks"
 MONITORING_DIR = ASSETS_DIR / "monitoring"
+# Upstream CustomResourceDefinitions the platform installs itself (no chart ships them), verbatim: crds/SOURCES.md.
+CRDS_DIR = ASSETS_DIR / "crds"
 
 # The repository's own files that a wheel carries here: name -> place in a checkout (setup.py reads this).
 REPOSITORY_FILES = {"stacks": "stacks", "workflows": ".github/workflows", "policy_packs": "policy-packs"}
