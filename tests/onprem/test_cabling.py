@@ -1,0 +1,66 @@
+"""The site's cabling plan (issue 28, item 5): one cable per host HCA to its rail leaf, in NetBox's cable import
+columns, read from NetBox's own form (tests/fixtures/netbox, verbatim)."""
+
+from __future__ import annotations
+
+import ast
+import csv
+import io
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from gpuforge.cli import app
+from gpuforge.render.cabling import CABLE_COLUMNS, cabling_csv, cabling_rows
+from gpuforge.spec import resolve
+from tests.onprem.test_site_model import lab_spec
+
+NETBOX_FORMS = Path(__file__).resolve().parent.parent / "fixtures" / "netbox" / "bulk_import-v4.6.8.py.txt"
+
+
+def netbox_cable_fields() -> list[str]:
+    """CableImportForm.Meta.fields, as NetBox v4.6.8 declares them. The file is read as text (NetBox needs Python
+    3.12 f-strings elsewhere in it): the form's Meta block, its `fields = [...]` list evaluated as a literal."""
+    text = NETBOX_FORMS.read_text()
+    form = text[text.index("class CableImportForm(") :]
+    meta = form[form.index("    class Meta:") :]
+    start = meta.index("fields = [") + len("fields = ")
+    fields: list[str] = ast.literal_eval(meta[start : meta.index("]", start) + 1])
+    return fields
+
+
+def test_every_column_is_a_field_of_netboxs_cable_import() -> None:
+    fields = netbox_cable_fields()
+    assert "side_a_device" in fields and "side_b_name" in fields  # the file is the form we think it is
+    assert set(CABLE_COLUMNS) <= set(fields), set(CABLE_COLUMNS) - set(fields)
+
+
+def test_each_hca_is_cabled_once_to_its_rail_leaf_on_a_port_of_its_own() -> None:
+    resolved = resolve(lab_spec())
+    assert resolved.site is not None and resolved.site.spec.fabric is not None
+    rows = cabling_rows(resolved.site)
+    hosts = [h for h in resolved.site.hosts.values() if h.spec.hcas]
+    rails = resolved.site.spec.fabric.rails
+    assert len(rows) == len(hosts) * rails
+    assert len({(r["side_b_device"], r["side_b_name"]) for r in rows}) == len(rows)  # no leaf port twice
+    assert len({(r["side_a_device"], r["side_a_name"]) for r in rows}) == len(rows)  # no HCA twice
+    for row in rows:
+        host = resolved.site.hosts[row["side_a_device"]]
+        rail = host.spec.hcas[row["side_a_name"]]
+        assert row["side_b_device"] == f"{host.scalable_unit}-rail{rail}"
+        assert row["status"] == "planned" and row["side_a_type"] == row["side_b_type"] == "dcim.interface"
+    # The first host of the SU on port 1 of every rail leaf, the next on port 2.
+    first = sorted(h.name for h in hosts)[0]
+    assert {r["side_b_name"] for r in rows if r["side_a_device"] == first} == {"port1"}
+
+
+def test_the_command_writes_the_csv_and_refuses_a_stack_without_a_site() -> None:
+    resolved = resolve(lab_spec())
+    assert resolved.site is not None
+    result = CliRunner().invoke(app, ["render", "cabling", "onprem-lab"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == cabling_csv(resolved.site)
+    header = next(csv.reader(io.StringIO(result.stdout)))
+    assert tuple(header) == CABLE_COLUMNS
+    refused = CliRunner().invoke(app, ["render", "cabling", "dev"])
+    assert refused.exit_code == 2 and "no site fabric to cable" in refused.output
