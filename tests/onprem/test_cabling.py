@@ -18,19 +18,19 @@ from tests.onprem.test_site_model import lab_spec
 NETBOX_FORMS = Path(__file__).resolve().parent.parent / "fixtures" / "netbox" / "bulk_import-v4.6.8.py.txt"
 
 
-def netbox_cable_fields() -> list[str]:
-    """CableImportForm.Meta.fields, as NetBox v4.6.8 declares them. The file is read as text (NetBox needs Python
-    3.12 f-strings elsewhere in it): the form's Meta block, its `fields = [...]` list evaluated as a literal."""
-    text = NETBOX_FORMS.read_text()
-    form = text[text.index("class CableImportForm(") :]
-    meta = form[form.index("    class Meta:") :]
+def form_fields(path: Path, form: str) -> list[str]:
+    """A NetBox import form's Meta.fields list, read as text (NetBox needs Python 3.12 f-strings elsewhere in the
+    file): the form's Meta block, its `fields = [...]` list evaluated as a literal."""
+    text = path.read_text()
+    body = text[text.index(f"class {form}(") :]
+    meta = body[body.index("    class Meta") :]
     start = meta.index("fields = [") + len("fields = ")
     fields: list[str] = ast.literal_eval(meta[start : meta.index("]", start) + 1])
     return fields
 
 
 def test_every_column_is_a_field_of_netboxs_cable_import() -> None:
-    fields = netbox_cable_fields()
+    fields = form_fields(NETBOX_FORMS, "CableImportForm")
     assert "side_a_device" in fields and "side_b_name" in fields  # the file is the form we think it is
     assert set(CABLE_COLUMNS) <= set(fields), set(CABLE_COLUMNS) - set(fields)
 
