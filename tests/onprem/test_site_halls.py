@@ -4,10 +4,13 @@ problem at once, at its field, with the figure and the fix."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from gpuforge.plan.engine import plan_stack
 from gpuforge.spec import SpecError, resolve
 from gpuforge.spec.site_halls import hall_power
 from tests.onprem.test_site_model import lab_spec
@@ -85,3 +88,16 @@ def test_a_rack_outside_every_hall_is_refused_once_halls_are_declared() -> None:
 def test_a_site_without_halls_is_unchanged() -> None:
     resolved = resolve(lab_spec())
     assert resolved.site is not None and hall_power(resolved.site) == []
+
+
+def test_the_plan_shows_power_by_hall_and_feed(tmp_path: Path) -> None:
+    """`gpuforge plan` of a site with halls: the Site component carries each hall's load and each feed's."""
+    spec = halled({"a": 200, "b": 200, "c": 200}, budget_kw=120)
+    stack = tmp_path / "Pulumi.halls.yaml"
+    stack.write_text(yaml.safe_dump({"config": {"gpuforge:cluster": spec}}))
+    plan = plan_stack(str(stack))
+    (site,) = [r for r in plan.resources if r.type == "gpuforge:onprem:Site"]
+    hall = site.inputs["halls"]["hall-1"]
+    assert hall["budgetKw"] == 120 and hall["racks"] == 2
+    assert hall["itKw"] == pytest.approx(sum(f["loadKw"] for f in hall["feeds"].values()), abs=0.01)
+    assert {f: v["continuousKw"] for f, v in hall["feeds"].items()} == dict.fromkeys("abc", 160.0)
