@@ -227,3 +227,14 @@ def test_the_component_picks_the_image_of_the_control_planes_minor(autoscaler: C
         assert values["awsRegion"] == "us-west-2"
 
     return release.values.apply(check)  # type: ignore[attr-defined]
+
+
+def test_a_cluster_of_fixed_groups_gets_no_autoscaler_and_no_check(staging: Plan) -> None:
+    """staging's GPU group is fixed on a Capacity Block: nothing of the above is declared there."""
+    names = {r.inputs.get("name") for r in staging.by_type(RELEASE)}
+    assert "cluster-autoscaler" not in names
+    assert not staging.by_type("aws:autoscaling/tag:Tag")
+    kinds = {m["kind"] for m in manifests(staging)}
+    assert not kinds & {"AdmissionCheck", "ProvisioningRequestConfig", "CustomResourceDefinition"}
+    for queue in (m for m in manifests(staging) if m["kind"] == "ClusterQueue"):
+        assert "admissionChecksStrategy" not in queue["spec"]
