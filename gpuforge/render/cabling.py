@@ -2,8 +2,11 @@
 
 One row per cable from a host's HCA to its rail leaf: a rail-optimized site has a leaf per rail per scalable
 unit (site_checks), the host's HCA on rail r goes to the rail-r leaf of its SU, and the hosts of an SU take
-the leaves' host ports in name order (port 1 for the first host): the leaf's remaining ports, the
-`reserved_leaf_ports` among them, stay free for the subnet managers and uplinks.
+the leaves' host ports in name order (port 1 for the first host): the leaf's remaining host ports, the
+`reserved_leaf_ports` among them, stay free for the subnet managers. On two tiers, then one row per leaf uplink:
+a leaf's uplinks are its last `uplinks` ports, uplink k going to spine k mod spines (`spine<n>`), each spine's
+ports filled in leaf order, so every leaf reaches every spine evenly. Three tiers (spine groups and cores) are not
+cabled here yet.
 
 The columns are NetBox's cable bulk import fields (netbox-community/netbox netbox/dcim/forms/bulk_import.py,
 `CableImportForm.Meta.fields`, at tag v4.6.8): terminations by site, device, type (`dcim.interface`) and name,
@@ -40,13 +43,34 @@ def leaf_name(scalable_unit: str, rail: int) -> str:
     return f"{scalable_unit}-rail{rail}"
 
 
-def leaf_port(index: int) -> str:
+def switch_port(index: int) -> str:
     return f"port{index}"
 
 
+def spine_name(index: int, spines: int) -> str:
+    return f"spine{index:0{len(str(spines))}d}"
+
+
+def _cable(site: str, a: tuple[str, str], b: tuple[str, str]) -> dict[str, str]:
+    return {
+        "side_a_site": site,
+        "side_a_device": a[0],
+        "side_a_type": INTERFACE,
+        "side_a_name": a[1],
+        "side_b_site": site,
+        "side_b_device": b[0],
+        "side_b_type": INTERFACE,
+        "side_b_name": b[1],
+        "status": PLANNED,
+        "label": f"{a[0]}:{a[1]}-{b[0]}:{b[1]}",
+    }
+
+
 def cabling_rows(site: ResolvedSite) -> list[dict[str, str]]:
-    """Every host-to-leaf cable of the compute fabric, hosts in name order within their SU."""
-    if site.spec.fabric is None:
+    """Every host-to-leaf cable of the compute fabric, hosts in name order within their SU; then, on two tiers,
+    every leaf-to-spine cable."""
+    fabric = site.spec.fabric
+    if fabric is None:
         return []
     by_su: dict[str, list[ResolvedHost]] = defaultdict(list)
     for host in sorted(site.hosts.values(), key=lambda h: h.name):
@@ -56,21 +80,21 @@ def cabling_rows(site: ResolvedSite) -> list[dict[str, str]]:
     for su in sorted(by_su):
         for index, host in enumerate(by_su[su], start=1):
             for hca, rail in sorted(host.spec.hcas.items(), key=lambda item: item[1]):
-                leaf = leaf_name(su, rail)
-                rows.append(
-                    {
-                        "side_a_site": site.spec.name,
-                        "side_a_device": host.name,
-                        "side_a_type": INTERFACE,
-                        "side_a_name": hca,
-                        "side_b_site": site.spec.name,
-                        "side_b_device": leaf,
-                        "side_b_type": INTERFACE,
-                        "side_b_name": leaf_port(index),
-                        "status": PLANNED,
-                        "label": f"{host.name}:{hca}-{leaf}:{leaf_port(index)}",
-                    }
-                )
+                rows.append(_cable(site.spec.name, (host.name, hca), (leaf_name(su, rail), switch_port(index))))
+    if fabric.spines and not fabric.cores:
+        next_port = dict.fromkeys(range(1, fabric.spines + 1), 1)
+        for su in sorted(by_su):
+            for rail in range(fabric.rails):
+                for k in range(fabric.uplinks):
+                    spine = k % fabric.spines + 1
+                    rows.append(
+                        _cable(
+                            site.spec.name,
+                            (leaf_name(su, rail), switch_port(fabric.downlinks + k + 1)),
+                            (spine_name(spine, fabric.spines), switch_port(next_port[spine])),
+                        )
+                    )
+                    next_port[spine] += 1
     return rows
 
 

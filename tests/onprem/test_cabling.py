@@ -38,7 +38,7 @@ def test_every_column_is_a_field_of_netboxs_cable_import() -> None:
 def test_each_hca_is_cabled_once_to_its_rail_leaf_on_a_port_of_its_own() -> None:
     resolved = resolve(lab_spec())
     assert resolved.site is not None and resolved.site.spec.fabric is not None
-    rows = cabling_rows(resolved.site)
+    rows = [r for r in cabling_rows(resolved.site) if r["side_a_device"] in resolved.site.hosts]
     hosts = [h for h in resolved.site.hosts.values() if h.spec.hcas]
     rails = resolved.site.spec.fabric.rails
     assert len(rows) == len(hosts) * rails
@@ -64,3 +64,23 @@ def test_the_command_writes_the_csv_and_refuses_a_stack_without_a_site() -> None
     assert tuple(header) == CABLE_COLUMNS
     refused = CliRunner().invoke(app, ["render", "cabling", "dev"])
     assert refused.exit_code == 2 and "no site fabric to cable" in refused.output
+
+
+def test_every_leaf_reaches_every_spine_evenly_and_no_port_is_used_twice() -> None:
+    """The lab: one SU, 8 rail leaves of 64 ports (32 up), 4 spines of 64 ports: 256 uplinks fill the spines."""
+    resolved = resolve(lab_spec())
+    assert resolved.site is not None and resolved.site.spec.fabric is not None
+    fabric = resolved.site.spec.fabric
+    rows = cabling_rows(resolved.site)
+    uplinks = [r for r in rows if r["side_b_device"].startswith("spine")]
+    assert len(uplinks) == fabric.rails * fabric.uplinks == fabric.spines * fabric.spine_ports
+    ends = [(r[f"side_{s}_device"], r[f"side_{s}_name"]) for r in rows for s in "ab"]
+    assert len(ends) == len(set(ends))  # one cable per port, hosts, leaves and spines alike
+    per_pair: dict[tuple[str, str], int] = {}
+    for row in uplinks:
+        key = (row["side_a_device"], row["side_b_device"])
+        per_pair[key] = per_pair.get(key, 0) + 1
+        assert int(row["side_a_name"].removeprefix("port")) > fabric.downlinks  # uplinks on the leaf's upper ports
+        assert int(row["side_b_name"].removeprefix("port")) <= fabric.spine_ports
+    assert set(per_pair.values()) == {fabric.uplinks // fabric.spines}
+    assert len(per_pair) == fabric.rails * fabric.spines
