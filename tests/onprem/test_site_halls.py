@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from gpuforge.plan.engine import plan_stack
+from gpuforge.review.report import markdown_plan
 from gpuforge.spec import SpecError, resolve
 from gpuforge.spec.site_halls import hall_power
 from tests.onprem.test_site_model import lab_spec
@@ -101,3 +102,6 @@ def test_the_plan_shows_power_by_hall_and_feed(tmp_path: Path) -> None:
     assert hall["budgetKw"] == 120 and hall["racks"] == 2
     assert hall["itKw"] == pytest.approx(sum(f["loadKw"] for f in hall["feeds"].values()), abs=0.01)
     assert {f: v["continuousKw"] for f, v in hall["feeds"].items()} == dict.fromkeys("abc", 160.0)
+    # The reviewer reads the same roll-up in the plan's Markdown.
+    (row,) = [line for line in markdown_plan(plan).splitlines() if line.startswith("| hall hall-1 |")]
+    assert "81.6 kW of 120.0 kW budget (2 racks); feeds a 27.2/160.0, b 27.2/160.0, c 27.2/160.0 kW" in row
