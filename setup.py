@@ -26,7 +26,7 @@ setup(
     package_dir=COPIED,
     package_data={
         # Data directories are not packages: name their files from the package above them.
-        "gpuforge.assets": [f"{d}/{f}" for d in ("templates", "playbooks", "monitoring")
+        "gpuforge.assets": [f"{d}/{f}" for d in ("templates", "playbooks", "monitoring", "crds")
                             for f in files_under(f"gpuforge/assets/{d}")],
         "gpuforge.catalog": [f"data/{f}" for f in files_under("gpuforge/catalog/data")],
         **{name: files_under(path) for name, path in COPIED.items()},

@@ -1,7 +1,8 @@
 """Kubernetes objects of a plan, validated offline as the API server would with strict field
 validation: built-in kinds against the Kubernetes OpenAPI schema of the pinned version
 (kubernetes-validate ships it), custom resources against the upstream CRDs' openAPIV3Schema,
-verbatim in tests/fixtures/k8s/crds (SOURCES.md names repository, path and tag of each)."""
+verbatim in tests/fixtures/k8s/crds and, for those gpuforge installs itself, gpuforge/assets/crds (each
+folder's SOURCES.md names repository, path and tag of each)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
+from gpuforge.assets import CRDS_DIR
 from gpuforge.plan.engine import SECRET
 from gpuforge.plan.model import Plan
 
@@ -33,7 +35,7 @@ def crd_schemas() -> dict[str, dict[str, Any]]:
     (as `kubectl apply --validate=strict` / fieldValidation=Strict does), except where the CRD
     preserves unknown fields."""
     out: dict[str, dict[str, Any]] = {}
-    for path in sorted(CRDS.glob("*.yaml")):
+    for path in [*sorted(CRDS.glob("*.yaml")), *sorted(CRDS_DIR.glob("*.yaml"))]:
         crd = yaml.load(path.read_text(), CrdLoader)
         group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
         for version in crd["spec"]["versions"]:

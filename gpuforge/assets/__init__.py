@@ -21,6 +21,8 @@ PLAYBOOKS_DIR = ASSETS_DIR / "playbooks"
 # image pipeline ships only it).
 PLAYBOOK_TEMPLATES_DIR = PLAYBOOKS_DIR / "templates"
 MONITORING_DIR = ASSETS_DIR / "monitoring"
+# Upstream CustomResourceDefinitions the platform installs itself (no chart ships them), verbatim: crds/SOURCES.md.
+CRDS_DIR = ASSETS_DIR / "crds"
 
 # The repository's own files that a wheel carries here: name -> place in a checkout (setup.py reads this).
 REPOSITORY_FILES = {"stacks": "stacks", "workflows": ".github/workflows", "policy_packs": "policy-packs"}

@@ -51,6 +51,7 @@ class ChartPin(_Frozen):
     crd_groups: tuple[str, ...] = ()  # API groups of the CRDs the chart installs
     default_frameworks: tuple[str, ...] = ()  # Kueue: the chart's default integrations.frameworks
     operands: dict[str, str] = {}  # image versions the chart version deploys itself (GPU Operator: dcgm_exporter)
+    images_by_kubernetes: dict[str, str] = {}  # image tag per Kubernetes minor, where the two must match
 
     @model_validator(mode="after")
     def _repo_or_oci(self) -> ChartPin:

@@ -4,7 +4,9 @@ printed."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, cast
 
 import typer
@@ -13,7 +15,9 @@ from rich.markup import escape
 from gpuforge.console import err, out
 from gpuforge.spec import SpecError
 
-app = typer.Typer(help="The site's hosts through their BMCs (Redfish): inventory, check, power, boot.")
+app = typer.Typer(
+    help="The site's hosts through their BMCs (Redfish): inventory, check, power, boot; and hosts from NetBox."
+)
 
 StackArg = Annotated[str, typer.Argument(help="A stack name in stacks/ or a path to a stack file.")]
 HostsOpt = Annotated[list[str] | None, typer.Option("--host", help="Only this host (repeatable); default: all.")]
@@ -133,3 +137,52 @@ def boot(
         raise typer.Exit(2)
     checked = cast(BootTarget, target)
     _on_each_host(stack, host, lambda spec, h, c: f"next boot from {set_boot_once(spec, h, c, checked, image)}")
+
+
+@app.command("import-netbox")
+def import_netbox(
+    devices: Annotated[Path, typer.Argument(help="NetBox devices CSV (bulk-import fields: name, device_type, ...).")],
+    addresses: Annotated[Path, typer.Argument(help="NetBox IP addresses CSV (address, device, is_primary, is_oob).")],
+    model: Annotated[
+        list[str],
+        typer.Option("--model", help='A NetBox device type and its catalog server model: "DGX H100=dgx-h100".'),
+    ],
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the YAML here.")] = None,
+) -> None:
+    """Site hosts from a NetBox export: prints the `hosts:` entries (rack, u_position, model, management_ip,
+    bmc_address) to put under the stack's site (docs/onprem-hybrid.md, "Importing hosts from NetBox")."""
+    import yaml
+
+    # Imported here, as every command's engine is: `gpuforge --help` answers without loading them.
+    from gpuforge.catalog import load_catalog
+    from gpuforge.cli.common import write_output
+    from gpuforge.spec.site_netbox import hosts_from_netbox
+
+    models: dict[str, str] = {}
+    known = load_catalog().data.servers
+    for pair in model:
+        device_type, _, server = pair.rpartition("=")
+        if not device_type or server not in known:
+            err.print(
+                f"[red]error[/]: --model {escape(pair)}: expected \"<NetBox device type>=<catalog server>\", the "
+                f"server one of {escape(', '.join(sorted(known)))}",
+                highlight=False,
+            )
+            raise typer.Exit(2)
+        models[device_type] = server
+    try:
+        devices_text, addresses_text = devices.read_text(), addresses.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        _fail(error)
+    result = hosts_from_netbox(devices_text, addresses_text, models, devices.name, addresses.name)
+    if result.problems:
+        for issue in result.problems:
+            line = f"[red]{escape(issue.path)}[/]: {escape(issue.message)}; fix: {escape(issue.fix)}"
+            err.print(line, highlight=False)
+        raise typer.Exit(2)
+    text = yaml.safe_dump({"hosts": result.hosts}, sort_keys=False)
+    skipped = "".join(f"# skipped {name}: {why}\n" for name, why in sorted(result.skipped.items()))
+    if output is not None:
+        write_output(output, skipped + text)
+        return
+    sys.stdout.write(skipped + text)

@@ -189,3 +189,30 @@ def job(
         err.print(f"[bold red]would not run[/]: {escape(problem)}", highlight=False, soft_wrap=True)
     if problems:
         raise typer.Exit(1)
+
+
+@app.command()
+def cabling(
+    stack: StackArg,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the CSV here instead of printing.")
+    ] = None,
+) -> None:
+    """A site's compute-fabric cabling plan as CSV, one row per host-to-leaf cable, in NetBox's cable import
+    columns (docs/onprem-hybrid.md, "Cabling plan")."""
+    from gpuforge.plan.stacks import load_stack
+    from gpuforge.plan.validation import check_stack
+    from gpuforge.render.cabling import cabling_csv
+
+    try:
+        resolved = check_stack(load_stack(stack)).resolved
+    except SpecError as error:
+        fail(error)
+    if resolved.site is None or resolved.site.spec.fabric is None:
+        err.print(f"[bold red]error[/]: {escape(stack)} has no site fabric to cable (placement onprem or hybrid)")
+        raise typer.Exit(2)
+    text = cabling_csv(resolved.site)
+    if output is not None:
+        write_output(output, text)
+        return
+    sys.stdout.write(text)

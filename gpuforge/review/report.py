@@ -17,6 +17,7 @@ from gpuforge.plan.summary import NODE_GROUP
 from gpuforge.review.pins import pin_warnings
 from gpuforge.review.windows import block_windows
 from gpuforge.spec.models import NodeGroup as NodeGroupSpec
+from gpuforge.spec.site_halls import hall_power
 
 
 def children_by_parent(resources: Iterable[PlanResource]) -> dict[str | None, list[PlanResource]]:
@@ -180,6 +181,16 @@ def placement_rows(plan: Plan) -> list[tuple[str, str]]:
             f"({'+'.join(map(str, site.fabric_switches))}), equipment {site.equipment_kw:,.1f}",
         )
     )
+    for hall in hall_power(site):
+        budget = f" of {hall.budget.limit_kw:,.1f} kW budget" if hall.budget else ""
+        feeds = ", ".join(f"{f} {room.load_kw:,.1f}/{room.limit_kw:,.1f}" for f, room in hall.feeds.items())
+        rows.append(
+            (
+                f"hall {hall.name}",
+                f"{hall.load_kw:,.1f} kW{budget} ({plural(len(hall.racks), 'rack')}); feeds {feeds} kW "
+                "(normal load / continuous rating)",
+            )
+        )
     link = (plan.outputs.get("hybrid") or {}).get("link")
     if link:
         rows.append(("site-to-cloud link", str(link.get("description"))))

@@ -43,9 +43,10 @@ UpdateStrategy = Literal["drain", "instance_refresh"]
 # What rolls a group's nodes once the default is applied: an EKS managed group rolls by itself.
 EffectiveUpdateStrategy = Literal["drain", "instance_refresh", "eks_managed"]
 # Orchestrators that can grow and shrink a group: Slurm's, through gpuforge-lifecycle on the controller
-# (gpuforge/nodes/lifecycle.py). Not EKS or Kubernetes: gpuforge installs no cluster autoscaler or
-# Karpenter, so a managed group's min/max would only hold it at min.
-ELASTIC_ORCHESTRATORS = ("slurm",)
+# (gpuforge/nodes/lifecycle.py), and EKS's, through the Cluster Autoscaler gpuforge installs beside an elastic
+# managed node group (gpuforge/infra/aws/cluster_autoscaler.py; why not Karpenter: docs/kubernetes.md). Not a
+# site's Kubernetes: its nodes are bare-metal hosts nothing can launch.
+ELASTIC_ORCHESTRATORS = ("slurm", "eks")
 
 
 class Scaling(SpecModel):

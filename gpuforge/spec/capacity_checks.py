@@ -8,7 +8,7 @@ from collections import Counter
 from .capacity import ELASTIC_ORCHESTRATORS
 from .errors import SpecIssue
 from .limits import capacity_block_problem
-from .models import KUBERNETES_ORCHESTRATORS, ClusterSpec, NodeGroup
+from .models import ClusterSpec, NodeGroup
 from .paths import NODE_GROUPS
 
 
@@ -21,22 +21,13 @@ def _elastic(path: str, group: NodeGroup) -> list[SpecIssue]:
     if group.scaling is None:
         return []
     issues: list[SpecIssue] = []
-    if group.orchestrator in KUBERNETES_ORCHESTRATORS:
-        issues.append(
-            SpecIssue(
-                f"{path}.scaling",
-                f"nothing scales a group of orchestrator {group.orchestrator}: gpuforge installs no cluster "
-                "autoscaler or Karpenter, so the group would stay at min while pods pend",
-                "replace scaling with count: N, or run the group under orchestrator: slurm (gpuforge-lifecycle "
-                "scales it with the queue)",
-            )
-        )
-    elif group.orchestrator not in ELASTIC_ORCHESTRATORS:
+    if group.orchestrator not in ELASTIC_ORCHESTRATORS:
         issues.append(
             SpecIssue(
                 f"{path}.scaling",
                 f"an elastic group needs a scheduler that asks for nodes; orchestrator is {group.orchestrator}",
-                "set orchestrator: slurm, or replace scaling with count: N",
+                "set orchestrator: slurm (gpuforge-lifecycle scales it with the queue) or eks (the Cluster "
+                "Autoscaler scales it with Kueue's admitted workloads), or replace scaling with count: N",
             )
         )
     if group.is_reserved:

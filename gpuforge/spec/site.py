@@ -23,6 +23,7 @@ from .fields import ABSOLUTE_PATH, Name, NodeRole, Port, parse_cidr, parse_ipv4
 from .ib_partitions import FabricPartitioning, pkey_problems, port_guid_problems
 from .keys import CaCertificates
 from .limits import customer_gateway_problem, datasync_schedule_problem, port_problem, refusing
+from .site_halls import Hall
 from .site_ranges import expand_ranges
 from .slurm_burst import SlurmBurstSpec
 
@@ -82,6 +83,14 @@ class RackShape(SpecModel):
         gt=0, le=10_000, description="Heat the rack's cooling removes, kW: the rack's power ceiling."
     )
     units: int = Field(default=42, ge=1, le=60, description="Usable rack units (U).")
+    hall: Name | None = Field(
+        default=None, description="The data hall (a key of site.halls) whose feeds supply the rack."
+    )
+    hall_feeds: dict[FeedName, FeedName] = Field(
+        default_factory=dict,
+        description="Which hall feed each rack feed draws from, where the names differ (default: the hall feed of "
+        "the same name), e.g. {a: a, b: b, c: a} for three PDUs on a two-path (A/B) hall.",
+    )
 
 
 class Rack(RackShape):
@@ -641,6 +650,11 @@ class HostRange(HostTraits):
 class Site(SpecModel):
     name: Name = Field(description="Site name; placement.site names it.")
     power: SitePower = Field(description="The site's power budget and PUE.")
+    halls: dict[Name, Hall] = Field(
+        default_factory=dict,
+        description="Data halls, each with its power feeds (A/B) and IT budget; racks name theirs (racks[r].hall) and "
+        "their load is checked per hall and per hall feed, normal and with one feed lost.",
+    )
     cidrs: list[str] = Field(
         min_length=1, description="Address ranges the site routes (management, storage); hybrid links route them."
     )

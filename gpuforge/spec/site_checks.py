@@ -13,6 +13,7 @@ from collections import defaultdict
 
 from gpuforge.catalog import Catalog, CatalogError, load_catalog
 from gpuforge.spec.power import CONTINUOUS_DERATE, feed_loss
+from gpuforge.spec.site_halls import check_halls
 
 from .errors import SpecIssue
 from .fabric_checks import check_fabric_tiers
@@ -71,6 +72,7 @@ def check_site(spec: ClusterSpec, catalog: Catalog) -> tuple[ResolvedSite | None
     issues += check_ib_partitions(site, hosts)
     resolved = ResolvedSite(spec=site, hosts=hosts)
     issues += _check_feeds(resolved)
+    issues += check_halls(resolved)
     issues += _check_islands(site)
     issues += _check_equipment(site)
     issues += _check_pools(spec, resolved)

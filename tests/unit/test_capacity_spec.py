@@ -85,7 +85,8 @@ def test_elastic_needs_a_scheduler_and_no_reservation_and_no_spares() -> None:
 
     found = problems("dev", plain)
     assert "orchestrator is none" in found["cluster.node_groups[train].scaling"]
-    assert "set orchestrator: slurm, or replace scaling" in found["cluster.node_groups[train].scaling"]
+    fix = "set orchestrator: slurm (gpuforge-lifecycle scales it with the queue) or eks"
+    assert fix in found["cluster.node_groups[train].scaling"]
     assert "remove spares" in found["cluster.node_groups[train].spares"]
 
     def reserved(data: dict[str, Any]) -> None:
@@ -98,18 +99,18 @@ def test_elastic_needs_a_scheduler_and_no_reservation_and_no_spares() -> None:
     assert "replace scaling with count" in found["cluster.node_groups[train].scaling"]
 
 
-def test_an_elastic_eks_group_is_refused_nothing_would_scale_it() -> None:
-    """No cluster autoscaler or Karpenter is installed: an EKS managed group's min/max would hold it at min."""
+def test_an_elastic_eks_group_is_accepted_the_cluster_autoscaler_scales_it() -> None:
+    """An EKS managed group's min/max is moved by the Cluster Autoscaler gpuforge installs beside it (issue 28,
+    item 4; tests/k8s/test_k8s_elasticity.py plans one)."""
 
     def elastic_system(data: dict[str, Any]) -> None:
         system = data["node_groups"]["system"]
         del system["count"]
         system["scaling"] = {"min": 1, "max": 3}
 
-    found = problems("staging", elastic_system)
-    message = found["cluster.node_groups[system].scaling"]
-    assert "nothing scales a group of orchestrator eks" in message
-    assert "replace scaling with count: N, or run the group under orchestrator: slurm" in message
+    data = cluster("staging")
+    elastic_system(data)
+    assert resolve(data).node_groups["system"].spec.scaling is not None
 
 
 def test_dev_plan_declares_an_elastic_asg_whose_desired_capacity_the_scaler_owns() -> None:

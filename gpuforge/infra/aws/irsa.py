@@ -87,13 +87,14 @@ def controller_role(
     oidc_provider_arn: pulumi.Input[str],
     oidc_issuer: pulumi.Input[str],
     service_account: str,  # namespace/name
-    policy_arn: str,
+    policy_arn: str | None = None,
     inline_policy: pulumi.Input[str] | None = None,
     tags: dict[str, str] | None = None,
     opts: pulumi.ResourceOptions | None = None,
 ) -> aws.iam.Role:
-    """An IRSA role for one cluster controller (VPC CNI, FSx CSI controller): trusted by its service
-    account only, with the controller's managed policy, so it never borrows the node role."""
+    """An IRSA role for one cluster controller (VPC CNI, FSx CSI controller, Cluster Autoscaler): trusted by its
+    service account only, with the controller's managed policy and/or an inline one, so it never borrows the
+    node role."""
     namespace, account = service_account.split("/")
     role = aws.iam.Role(
         name,
@@ -102,7 +103,8 @@ def controller_role(
         tags=tags or {},
         opts=opts,
     )
-    aws.iam.RolePolicyAttachment(f"{name}-policy", role=role.name, policy_arn=policy_arn, opts=opts)
+    if policy_arn is not None:
+        aws.iam.RolePolicyAttachment(f"{name}-policy", role=role.name, policy_arn=policy_arn, opts=opts)
     if inline_policy is not None:
         aws.iam.RolePolicy(f"{name}-inline", role=role.id, policy=inline_policy, opts=opts)
     return role

@@ -39,6 +39,7 @@ from gpuforge.spec.capacity import (
     MAINTENANCE_RESERVED,
 )
 
+from .cluster_autoscaler import autoscaler_tags, tag_slug
 from .efa import efa_layout
 from .iam import assume_role_policy, bucket_access_policy
 from .lustre_mount import fsx_mount_entry
@@ -112,6 +113,8 @@ class EksAttachment:
     kubernetes_version: pulumi.Input[str]
     # The add-ons nodes need to become Ready (vpc-cni, kube-proxy, pod identity agent).
     depends_on: Sequence[pulumi.Resource] = ()
+    # The cluster's name as its Cluster Autoscaler discovers groups by (an elastic group's tags carry it).
+    autoscaler_cluster: str | None = None
 
 
 def node_labels(group: ResolvedNodeGroup) -> dict[str, str]:
@@ -509,6 +512,16 @@ class GpuNodeGroup(pulumi.ComponentResource):
         )
         self.asg_name = node_group.resources.apply(_first_asg_name)
         _capacity_block_schedules(name, group, self.asg_name, child)
+        if spec.is_elastic and eks.autoscaler_cluster is not None:
+            # On the Auto Scaling group EKS made: a managed node group's own tags do not reach it.
+            tags = autoscaler_tags(group, eks.autoscaler_cluster, node_labels(group), node_taints(group))
+            for key, value in tags.items():
+                aws.autoscaling.Tag(
+                    f"{name}-ca-{tag_slug(key)}",
+                    autoscaling_group_name=self.asg_name,
+                    tag=aws.autoscaling.TagTagArgs(key=key, value=value, propagate_at_launch=False),
+                    opts=child,
+                )
         self.launch_template_id = template.id
         self.role_arn = role.arn
         self.role_name = role.name

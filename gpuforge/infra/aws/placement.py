@@ -28,6 +28,7 @@ from gpuforge.spec.monitoring import NodeGroupServer, receiver_secret_names
 
 from .alert_secrets import AlertSecrets, AlertSecretsArgs
 from .bastion import Bastion, BastionArgs
+from .cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from .eks import EksCluster, EksClusterArgs
 from .image_pipeline import ImagePipeline, ImagePipelineArgs
 from .irsa import ROLE_ARN_ANNOTATION, ServiceAccount, ServiceAccountRoles, ServiceAccountRolesArgs
@@ -241,7 +242,13 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 ),
                 tags=tags,
                 eks=(
-                    EksAttachment(eks.name, eks.cluster_security_group_id, kube.version, eks.network_addons)
+                    EksAttachment(
+                        eks.name,
+                        eks.cluster_security_group_id,
+                        kube.version,
+                        eks.network_addons,
+                        autoscaler_cluster=f"{name}-eks" if group.spec.is_elastic else None,
+                    )
                     if eks is not None and kube is not None and group_name in resolved.kubernetes_node_groups
                     else None
                 ),
@@ -320,6 +327,21 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
             ),
             opts=pulumi.ResourceOptions(parent=parent, providers={"kubernetes": kube_provider}),
         )
+        if any(g.spec.is_elastic for g in resolved.kubernetes_node_groups.values()):
+            ClusterAutoscaler(
+                f"{name}-autoscaler",
+                ClusterAutoscalerArgs(
+                    cluster=f"{name}-eks",
+                    region=region,
+                    kubernetes_version=kube.version,
+                    oidc_provider_arn=eks.oidc_provider_arn,
+                    oidc_issuer=eks.oidc_issuer,
+                    node_selector=_system_group_selector(resolved),
+                    after=(platform.provisioning_crd,) if platform.provisioning_crd else (),
+                    tags=tags,
+                ),
+                opts=pulumi.ResourceOptions(parent=parent, providers={"kubernetes": kube_provider}),
+            )
 
     kubernetes_outputs: dict[str, Any] = {}
     if eks is not None:
@@ -501,6 +523,8 @@ def _gpu_pools(resolved: ResolvedSpec) -> list[GpuPool]:
             node_kind="eks",
             taints=tuple(sorted({*(known.taints if known else ()), *(Taint(*t) for t in node_taints(group))}, key=str)),
             hugepages_2mi_per_node=load_aws_wiring().eks.efa_pod.node_hugepages_2mi if group.efa_interfaces else 0,
+            # Kueue asks the autoscaler for a workload's nodes where any group of the model scales.
+            elastic=group.spec.is_elastic or (known.elastic if known else False),
         )
     return [
         dataclasses.replace(pools[m], window=next(iter(windows[m])) if len(windows[m]) == 1 else None)

@@ -45,6 +45,7 @@ from gpuforge.render.exporters import dcgm_counters_csv
 from gpuforge.render.labels import NODE_LABEL_GPU_MODEL, TEAM_LABEL
 from gpuforge.spec.models import Fabric, Platform, PodsReady
 
+from .elastic import admission_checks_strategy, elastic_admission_check, provisioning_request_crd
 from .monitoring_stack import MonitoringStack, kube_prometheus_stack_values
 from .scheduling import Taint, tolerations_for
 
@@ -107,6 +108,7 @@ class GpuPool:
     taints: tuple[Taint, ...] = ()  # what the nodes register with: every node agent and flavor tolerates them
     hugepages_2mi_per_node: int = 0  # 2 MiB huge pages each node pre-allocates (EFA nodes: the catalog's)
     window: BlockWindow | None = None  # the nodes exist only inside this window (a Capacity Block)
+    elastic: bool = False  # the nodes scale with the queue (Cluster Autoscaler): Kueue asks for them (elastic.py)
 
     @property
     def allocatable_cpu_millicores(self) -> int:
@@ -379,6 +381,8 @@ class GpuPlatform(pulumi.ComponentResource):
     kueue: k8s.helm.v3.Release  # Kueue objects a composer adds (hybrid) wait for it
     team_namespaces: list[k8s.core.v1.Namespace]
     gpu_pools: list[GpuPool]  # not `pools`/`fabric`: those are input properties of the component
+    # The ProvisioningRequest CRD, where a pool is elastic: the Cluster Autoscaler's release waits for it.
+    provisioning_crd: k8s.apiextensions.v1.CustomResourceDefinition | None
     fabric_kind: Fabric
 
     def __init__(self, name: str, args: GpuPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -436,7 +440,7 @@ class GpuPlatform(pulumi.ComponentResource):
             values: dict[str, Any],
             privileged: bool = True,
             namespace: str | None = None,
-            after_releases: tuple[k8s.helm.v3.Release | None, ...] = (),
+            after_releases: tuple[pulumi.Resource | None, ...] = (),
         ) -> k8s.helm.v3.Release:
             chart = charts.chart(key)
             namespace = namespace or chart.namespace
@@ -553,6 +557,9 @@ class GpuPlatform(pulumi.ComponentResource):
         # watches its CRD.
         release("jobset", jobset_values(args.controller_node_selector), privileged=False)
         kueue_chart = charts.chart("kueue")
+        elastic = any(p.elastic for p in args.pools)
+        provisioning_crd = provisioning_request_crd(name, child) if elastic else None
+        self.provisioning_crd = provisioning_crd
         kueue = release(
             "kueue",
             kueue_values(
@@ -564,8 +571,15 @@ class GpuPlatform(pulumi.ComponentResource):
             ),
             privileged=False,
             # enablePrometheus: the chart's ServiceMonitor needs the operator's CRDs.
-            after_releases=(self.monitoring_release,),
+            after_releases=(self.monitoring_release, provisioning_crd),
         )
+        if elastic:
+            elastic_admission_check(
+                name,
+                charts.chart("kueue").api_version or "kueue.x-k8s.io/v1beta1",
+                [GPU_RESOURCE],
+                pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[kueue])),
+            )
         self.kueue = kueue
         self.gpu_pools, self.fabric_kind = list(args.pools), args.fabric
         self.team_namespaces = []
@@ -597,6 +611,7 @@ class GpuPlatform(pulumi.ComponentResource):
         if extra:
             covered.append(extra)
         quotas = team_quotas(platform, pools, args.fabric)
+        elastic_models = {pool.gpu_model: pool.elastic for pool in pools}
         namespaces: dict[str, str] = {}
         for team, spec in platform.teams.items():
             ns_name = spec.namespace_for(team)
@@ -646,6 +661,9 @@ class GpuPlatform(pulumi.ComponentResource):
                     "queueingStrategy": "BestEffortFIFO",
                     "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
                     "resourceGroups": [{"coveredResources": covered, "flavors": quotas[team]}],
+                    **admission_checks_strategy(
+                        [flavor_name(m) for m in sorted(spec.gpu_quota) if elastic_models.get(m, False)]
+                    ),
                 },
                 opts=pulumi.ResourceOptions.merge(
                     after_kueue, pulumi.ResourceOptions(ignore_changes=["spec.stopPolicy"] if windows else None)

@@ -21,11 +21,28 @@ from gpuforge.infra.k8s.monitoring_stack import MonitoringStack
 from gpuforge.infra.k8s.scheduling import Taint
 from gpuforge.spec.models import Fabric, Platform
 from gpuforge.spec.resolved_site import ResolvedHost, ResolvedSite
+from gpuforge.spec.site_halls import hall_power
 
 from .rack import Rack, RackArgs
 
 # One RDMA shared device per pod: the plugin hands every HCA of the node to it.
 RDMA_DEVICES_PER_NODE = 1
+
+
+def hall_props(site: ResolvedSite) -> dict[str, Any]:
+    """Per hall: IT kW against its budget, racks, and per hall feed the normal load against its continuous rating."""
+    return {
+        hall.name: {
+            "itKw": round(hall.load_kw, 3),
+            "budgetKw": hall.budget.limit_kw if hall.budget else None,
+            "racks": len(hall.racks),
+            "feeds": {
+                feed: {"loadKw": round(room.load_kw, 3), "continuousKw": round(room.limit_kw, 3)}
+                for feed, room in hall.feeds.items()
+            },
+        }
+        for hall in hall_power(site)
+    }
 
 
 def site_props(site: ResolvedSite) -> dict[str, Any]:
@@ -41,6 +58,8 @@ def site_props(site: ResolvedSite) -> dict[str, Any]:
         "equipmentKw": round(site.equipment_kw, 3),
         "facilityKw": round(site.facility_kw, 3),
         "racks": sorted(spec.racks),
+        # Power rolled up by hall and hall feed (site.halls), only where the site declares halls.
+        **({"halls": hall_props(site)} if spec.halls else {}),
         "hosts": len(site.hosts),
         "gpus": sum(h.gpus for h in site.hosts.values()),
         "fabric": (
