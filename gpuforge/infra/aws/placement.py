@@ -112,7 +112,14 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
     )
     network = SegmentedNetwork(
         f"{name}-net",
-        SegmentedNetworkArgs(spec.network, region, resolved.subnets, key.arn, lustre=fs_spec is not None),
+        SegmentedNetworkArgs(
+            spec.network,
+            region,
+            resolved.subnets,
+            key.arn,
+            lustre=fs_spec is not None,
+            monitoring=_monitoring_group(resolved) is not None,
+        ),
         opts=child,
     )
 
@@ -229,7 +236,9 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
     groups: dict[str, GpuNodeGroup] = {}
     for group_name, group in resolved.node_groups.items():
         tier: Tier = "compute" if group.spec.role == "training" else "management"
-        sgs: list[pulumi.Input[str]] = [network.security_group_ids[tier]]
+        # The monitoring nodes sit in the management tier's subnets with a group of their own.
+        tier_group = "monitoring" if group_name == _monitoring_group(resolved) else tier
+        sgs: list[pulumi.Input[str]] = [network.security_group_ids[tier_group]]
         if group.efa_interfaces:
             sgs.append(network.security_group_ids["efa"])
         if bastion is not None and sched is not None and group_name in sched.login_groups:
@@ -525,6 +534,12 @@ def _gpu_pools(resolved: ResolvedSpec) -> list[GpuPool]:
         dataclasses.replace(pools[m], window=next(iter(windows[m])) if len(windows[m]) == 1 else None)
         for m in sorted(pools)
     ]
+
+
+def _monitoring_group(resolved: ResolvedSpec) -> str | None:
+    """The node group Prometheus runs on (monitoring.server kind node_group), if any."""
+    monitoring = resolved.spec.monitoring
+    return monitoring.server.node_group if monitoring and isinstance(monitoring.server, NodeGroupServer) else None
 
 
 def _system_group_selector(resolved: ResolvedSpec) -> dict[str, str]:
