@@ -57,6 +57,13 @@ class EksAddon(_Frozen):
     policy_arn: str | None = None
 
 
+class FsxCsiController(_Frozen):
+    service_account: str  # namespace/name the chart creates for the controller
+    actions: tuple[str, ...]  # on the stack's file systems' ARNs only
+    left_out: tuple[str, ...]  # the docs' actions only dynamic provisioning needs
+    source: str
+
+
 class EfaPod(_Frozen):
     node_hugepages_2mi: int  # 2 MiB pages an EFA node pre-allocates
     pod_hugepages_2mi_mib: int  # what a training pod requests of them
@@ -172,6 +179,7 @@ class AwsWiring(_Frozen):
     on_demand_quotas: OnDemandQuotas
     instance_store: InstanceStore
     efs: EfsFacts
+    fsx_csi_controller: FsxCsiController
 
     def service_linked_role_arn(self, key: str, account: str, partition: str = "aws") -> str:
         return f"arn:{partition}:iam::{account}:role/{self.service_linked_roles[key].path}"

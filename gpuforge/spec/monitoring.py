@@ -410,8 +410,9 @@ def _replica_issues(mon: Monitoring) -> list[SpecIssue]:
         return [
             SpecIssue(
                 f"{SECTION}.replicas",
-                f"2 replicas run on site hosts only; server.kind is {server.kind}. On a node group the Alertmanagers' "
-                "cluster port would open to the whole management tier (login nodes share its security group); on "
+                f"2 replicas run on site hosts only; server.kind is {server.kind}. On a node group gpuforge does not "
+                "yet place two instances in two zones, find the Alertmanager peers or open their cluster port "
+                "between the monitoring nodes (they have a security group of their own for it); on "
                 "Kubernetes the chart runs them (kube-prometheus-stack: prometheus.prometheusSpec.replicas, "
                 "alertmanager.alertmanagerSpec.replicas)",
                 "set replicas: 1 (remote_write: {kind: amp} keeps the history on AWS), or run monitoring on site hosts",

@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
+import pulumi
+import pulumi_aws as aws
 import pytest
 import yaml
 
+from gpuforge.infra.aws.irsa import ServiceAccount, ServiceAccountRoles, ServiceAccountRolesArgs
 from gpuforge.plan.model import Plan, PlanResource
 from gpuforge.spec.models import Platform, PodsReady
 
@@ -50,7 +53,22 @@ def test_one_role_per_team_trusting_only_its_service_account(staging: Plan) -> N
         }
 
 
-def test_role_policy_grants_only_the_clusters_buckets_and_key(staging: Plan) -> None:
+def _grants(policy: PlanResource) -> dict[str, set[tuple[str, str]]]:
+    """action -> {(resource, s3:prefix condition or "")} of a role policy's Allow statements."""
+    grants: dict[str, set[tuple[str, str]]] = {}
+    for statement in json.loads(policy.inputs["policy"])["Statement"]:
+        assert statement["Effect"] == "Allow"
+        assert set(statement) <= {"Effect", "Action", "Resource", "Condition"}
+        prefixes = statement.get("Condition", {}).get("StringLike", {}).get("s3:prefix", [])
+        assert set(statement.get("Condition", {})) <= {"StringLike"}
+        for action in statement["Action"]:
+            grants.setdefault(action, set()).update((r, ",".join(prefixes)) for r in statement["Resource"])
+    return grants
+
+
+def test_each_team_writes_and_reads_checkpoints_only_under_its_own_prefix(staging: Plan) -> None:
+    """Issue 25 item 9: the data buckets are read whole (shared datasets); in the checkpoint/artifact buckets a
+    team lists, reads and writes only `<team>/`, so no team overwrites or reads another's checkpoints."""
     stores = staging.outputs["objectStores"]
     data = [s["arn"] for s in stores.values() if s["purpose"] == "data"]
     writable = [s["arn"] for s in stores.values() if s["purpose"] in ("checkpoints", "artifacts")]
@@ -61,22 +79,48 @@ def test_role_policy_grants_only_the_clusters_buckets_and_key(staging: Plan) -> 
     for team in TEAMS:
         policy = policies[f"forge-staging-irsa-{team}-buckets"]
         assert policy.inputs["role"] == f"forge-staging-irsa-{team}-id"
-        grants: dict[str, set[str]] = {}
-        for statement in json.loads(policy.inputs["policy"])["Statement"]:
-            assert statement["Effect"] == "Allow"
-            for action in statement["Action"]:
-                grants.setdefault(action, set()).update(statement["Resource"])
-        assert grants == {
-            "s3:ListBucket": set(data + writable),
-            "s3:GetObject": {f"{a}/*" for a in data + writable},
-            "s3:PutObject": {f"{a}/*" for a in writable},
-            "s3:AbortMultipartUpload": {f"{a}/*" for a in writable},
-            "kms:Decrypt": {key},
-            "kms:GenerateDataKey": {key},
+        own = {(f"{a}/{team}/*", "") for a in writable}
+        assert _grants(policy) == {
+            "s3:ListBucket": {(a, "") for a in data} | {(a, f"{team}/,{team}/*") for a in writable},
+            "s3:GetObject": {(f"{a}/*", "") for a in data} | own,
+            "s3:PutObject": own,
+            "s3:AbortMultipartUpload": own,
+            "kms:Decrypt": {(key, "")},
+            "kms:GenerateDataKey": {(key, "")},
         }
+        others = [t for t in TEAMS if t != team]
+        text = policy.inputs["policy"]
+        assert not [t for t in others if f"/{t}/" in text], f"{team}'s policy names another team's prefix"
     # Nothing else is attached to the team roles.
     attached = staging.by_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
     assert not [a for a in attached if "-irsa-" in a.inputs["role"]]
+
+
+def test_fsx_csi_controller_role_is_scoped_to_the_stacks_file_system(staging: Plan) -> None:
+    """The FSx CSI controller's service account carries its own IRSA role (no fallback to the node's
+    credentials), which may only describe and update the stack's own file system: no create, delete, tag,
+    IAM or S3 action, and no "*" (aws-fsx-csi-driver docs/install.md lists those for dynamic provisioning)."""
+    (fs,) = staging.by_type("aws:fsx/lustreFileSystem:LustreFileSystem")
+    (role,) = [r for r in staging.by_type(ROLE) if r.name == "forge-staging-fsx-csi-role"]
+    trust = json.loads(role.inputs["assumeRolePolicy"])
+    issuer = _oidc(staging).inputs["url"].removeprefix("https://")
+    (statement,) = trust["Statement"]
+    subject = statement["Condition"]["StringEquals"][f"{issuer}:sub"]
+    assert subject == "system:serviceaccount:kube-system:fsx-csi-controller-sa"
+    policies = [p for p in staging.by_type(ROLE_POLICY) if p.inputs["role"] == "forge-staging-fsx-csi-role-id"]
+    (policy,) = policies
+    fs_arn = "arn:aws:fsx:mock:123456789012:forge-staging-lustre-fs"
+    assert policy.dependencies["policy"] == [fs.urn]  # the ARN is the file system's output
+    assert _grants(policy) == {
+        "fsx:DescribeFileSystems": {(fs_arn, "")},
+        "fsx:UpdateFileSystem": {(fs_arn, "")},
+    }
+    attached = staging.by_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+    assert not [a for a in attached if a.inputs["role"] == "forge-staging-fsx-csi-role"]
+    releases = staging.by_type("kubernetes:helm.sh/v3:Release")
+    (release,) = [r for r in releases if r.inputs["name"] == "aws-fsx-csi-driver"]
+    annotations = release.inputs["values"]["controller"]["serviceAccount"]["annotations"]
+    assert annotations == {"eks.amazonaws.com/role-arn": "arn:aws:iam:mock:123456789012:forge-staging-fsx-csi-role"}
 
 
 def test_eks_node_roles_have_no_bucket_access(staging: Plan) -> None:
@@ -153,3 +197,54 @@ def test_pods_ready_comes_from_the_spec() -> None:
     assert ready["timeout"] == "30m" and ready["requeuingStrategy"]["backoffLimitCount"] is None
     with pytest.raises(ValueError, match="requeue_backoff_max_seconds"):
         PodsReady(requeue_backoff_base_seconds=600, requeue_backoff_max_seconds=60)
+
+
+class _Mocks(pulumi.runtime.Mocks):
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        return f"{args.name}-id", {**args.inputs, "arn": f"arn:aws:iam::111122223333:role/{args.name}"}
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return {}, None
+
+
+@pytest.fixture
+def team_roles() -> ServiceAccountRoles:
+    pulumi.runtime.set_mocks(_Mocks(), preview=False)
+    return ServiceAccountRoles(
+        "irsa",
+        ServiceAccountRolesArgs(
+            oidc_provider_arn="arn:aws:iam::111122223333:oidc-provider/oidc.eks.us-east-1.amazonaws.com/id/X",
+            oidc_issuer="https://oidc.eks.us-east-1.amazonaws.com/id/X",
+            service_accounts={
+                "llm": ServiceAccount("llm-pretrain", "training"),
+                "research": ServiceAccount("research", "training"),
+            },
+            kms_key_arn="arn:aws:kms:us-east-1:111122223333:key/k",
+            read_bucket_arns=["arn:aws:s3:::data"],
+            write_bucket_arns=["arn:aws:s3:::ckpt", "arn:aws:s3:::artifacts"],
+        ),
+    )
+
+
+@pulumi.runtime.test
+def test_a_teams_policy_covers_only_its_prefix(team_roles: ServiceAccountRoles) -> pulumi.Output[Any]:
+    """The component on its own under Pulumi's mocks: every object a team may write or read in a write bucket
+    lies under its prefix, the listing is conditioned on it, and the data bucket is read-only."""
+    policies = [c for c in getattr(team_roles, "_childResources", set()) if isinstance(c, aws.iam.RolePolicy)]
+    assert len(policies) == 2
+
+    def check(values: list[Any]) -> None:
+        by_team = {name.removeprefix("irsa-").removesuffix("-buckets"): json.loads(doc) for name, doc in values}
+        assert set(by_team) == {"llm", "research"}
+        for team, doc in by_team.items():
+            for statement in doc["Statement"]:
+                actions, resources = set(statement["Action"]), statement["Resource"]
+                if actions & {"s3:PutObject", "s3:AbortMultipartUpload"}:
+                    assert resources == [f"arn:aws:s3:::ckpt/{team}/*", f"arn:aws:s3:::artifacts/{team}/*"]
+                if "s3:ListBucket" in actions and "arn:aws:s3:::ckpt" in resources:
+                    assert statement["Condition"] == {"StringLike": {"s3:prefix": [f"{team}/", f"{team}/*"]}}
+                if "arn:aws:s3:::data/*" in resources:
+                    assert actions == {"s3:GetObject"}
+            assert len([s for s in doc["Statement"] if "s3:PutObject" in s["Action"]]) == 1
+
+    return pulumi.Output.all(*[pulumi.Output.all(p._name, p.policy) for p in policies]).apply(check)

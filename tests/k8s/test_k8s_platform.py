@@ -122,7 +122,8 @@ def test_helm_releases_pinned_and_driver_switch(staging: Plan) -> None:
     assert found["gpu-operator"].inputs["values"]["operator"] == system
     nfd = found["node-feature-discovery"].inputs["values"]
     assert nfd["master"] == nfd["gc"] == system and "nodeSelector" not in nfd["worker"]  # the worker runs everywhere
-    assert found["aws-fsx-csi-driver"].inputs["values"] == {"controller": system}
+    fsx_controller = found["aws-fsx-csi-driver"].inputs["values"]["controller"]
+    assert fsx_controller["nodeSelector"] == system["nodeSelector"]  # its role: test_k8s_irsa.py
     gpu = found["gpu-operator"].inputs
     assert gpu["version"] == "v25.10.1" and gpu["repositoryOpts"]["repo"] == "https://helm.ngc.nvidia.com/nvidia"
     assert gpu["values"]["driver"] == {"enabled": False}  # preinstalled in the stack

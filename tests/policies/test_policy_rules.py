@@ -99,6 +99,8 @@ def test_packs_cover_the_issue() -> None:
         "wiring-eks-addons",
         "wiring-eks-platform-order",
         "wiring-eks-fsx-csi-role",
+        "wiring-eks-fsx-csi-role-scope",
+        "wiring-eks-team-bucket-prefix",
         "wiring-eks-node-role-buckets",
         "wiring-eks-nodegroup-ami-match",
         "wiring-asg-az-rebalance",

@@ -234,3 +234,74 @@ def test_a_slurm_stack_without_lustre_opens_no_lnet_ports(tmp_path: Path) -> Non
     plan = plan_stack(str(path))
     assert not [r for r in plan.resources if "-in-lustre" in r.name]
     assert flow_violations(plan) == []
+
+
+# --- issue 24 item 6 (AWS): the monitoring nodes' security group of their own --------------------------------
+
+INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+
+
+def _group_urn(plan: Plan, name: str) -> str:
+    (group,) = [r for r in plan.resources if r.name == name and r.type == "aws:ec2/securityGroup:SecurityGroup"]
+    return group.urn
+
+
+def test_monitoring_nodes_carry_their_own_group_and_nothing_of_the_login_nodes(prod_plan: Plan) -> None:
+    """Prometheus' node group sits in the management tier's subnets but carries only the monitoring group, which
+    only the monitoring role's flows open (its own node_exporter from itself) plus SSH from the bastions' tier:
+    no login node reaches Prometheus, Alertmanager or Grafana, and what login nodes are opened to (srun's ports)
+    does not reach the monitoring nodes."""
+    monitoring = _group_urn(prod_plan, "forge-prod-net-monitoring-sg")
+    management = _group_urn(prod_plan, "forge-prod-net-management-sg")
+    ingress = _group_urn(prod_plan, "forge-prod-net-ingress-sg")
+    (services,) = [r for r in prod_plan.resources if r.name == "forge-prod-services-lt"]
+    assert services.dependencies["networkInterfaces"] == [monitoring]
+    (login,) = [r for r in prod_plan.resources if r.name == "forge-prod-login-lt"]
+    assert monitoring not in login.dependencies["networkInterfaces"]
+    into_monitoring = {
+        r.name: (r.dependencies.get("referencedSecurityGroupId"), r.inputs["fromPort"], r.inputs["toPort"])
+        for r in prod_plan.resources
+        if r.type == INGRESS_RULE and r.dependencies.get("securityGroupId") == [monitoring]
+    }
+    assert into_monitoring == {
+        "forge-prod-slurm-monitoring-in-node-exporter-monitoring": ([monitoring], 9100, 9100),
+        "forge-prod-net-monitoring-in-ssh-from-ingress": ([ingress], 22, 22),
+    }
+    # The management group no longer admits anything from the monitoring nodes but their scrape of login nodes.
+    from_monitoring_into_management = [
+        r.name
+        for r in prod_plan.resources
+        if r.type == INGRESS_RULE
+        and r.dependencies.get("securityGroupId") == [management]
+        and r.dependencies.get("referencedSecurityGroupId") == [monitoring]
+    ]
+    assert from_monitoring_into_management == ["forge-prod-slurm-management-in-node-exporter-monitoring"]
+
+
+def test_monitoring_nodes_back_in_the_login_nodes_group_fail_the_flow_rule(prod_plan: Plan) -> None:
+    """The plan as shipped before: the services group's template on the management group. The monitoring
+    role's group is exclusive, so wiring-flows-security-groups names the defect."""
+    management = _group_urn(prod_plan, "forge-prod-net-management-sg")
+    resources = []
+    for r in to_rule_resources(prod_plan.resources):
+        if r.name == "forge-prod-services-lt":
+            interfaces = [
+                {**i, "securityGroups": ["forge-prod-net-management-sg-id"]} for i in r.inputs["networkInterfaces"]
+            ]
+            r = type(r)(
+                urn=r.urn,
+                type=r.type,
+                name=r.name,
+                inputs={**r.inputs, "networkInterfaces": interfaces},
+                parent=r.parent,
+                dependencies={**r.dependencies, "networkInterfaces": (management,)},
+                depends_on=r.depends_on,
+                provider=r.provider,
+            )
+        resources.append(r)
+    found = REGISTRY["wiring-flows-security-groups"].run(resources, RuleContext("prod"))
+    assert found, "monitoring nodes in the login nodes' group went unnoticed"
+    on_services = [v.message for v in found if v.urn.endswith("::forge-prod-services")]
+    assert any("also carried by login" in m for m in on_services), [v.message for v in found]
+    # and srun's ports, opened to login nodes, would reach Prometheus' nodes
+    assert any("srun-compute" in v.urn and "no flow goes from compute to monitoring" in v.message for v in found)

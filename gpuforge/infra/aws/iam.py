@@ -69,7 +69,8 @@ def service_account_trust_policy(oidc_provider_arn: str, issuer: str, namespace:
 
 def bucket_access_policy(read: list[str], write: list[str], kms_key_arn: str) -> dict[str, Any]:
     """Least privilege: list and read the data buckets, also write the checkpoint/artifact ones,
-    and use the cluster key that encrypts them. Node roles and service-account roles share it."""
+    and use the cluster key that encrypts them: the node roles of Slurm groups, whose nodes run every
+    team's jobs (EKS teams get `team_bucket_policy`, their prefix only)."""
     everything = read + write
     statements: list[dict[str, Any]] = [
         {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": everything},
@@ -85,6 +86,58 @@ def bucket_access_policy(read: list[str], write: list[str], kms_key_arn: str) ->
             }
         )
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+def team_bucket_policy(team: str, read: list[str], write: list[str], kms_key_arn: str) -> dict[str, Any]:
+    """One team's share of the buckets (issue 25): list and read the data buckets whole (shared datasets);
+    in the checkpoint/artifact buckets list, read and write only under the `<team>/` prefix, so no team
+    reads or overwrites another's checkpoints; and use the cluster key. ListBucket is scoped with the
+    s3:prefix condition key, objects by ARN (S3 User Guide, "Example: Allow a user to list and access objects
+    under their prefix"; Service Authorization Reference, Amazon S3: s3:prefix on ListBucket)."""
+    prefix = team_prefix(team)
+    statements: list[dict[str, Any]] = [
+        {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": [kms_key_arn]},
+    ]
+    if read:
+        statements += [
+            {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": list(read)},
+            {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": [f"{a}/*" for a in read]},
+        ]
+    if write:
+        statements += [
+            {
+                "Effect": "Allow",
+                "Action": ["s3:ListBucket"],
+                "Resource": list(write),
+                "Condition": {"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}},
+            },
+            {
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
+                "Resource": [f"{a}/{prefix}*" for a in write],
+            },
+        ]
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def team_prefix(team: str) -> str:
+    """The key prefix a team owns in the write buckets."""
+    return f"{team}/"
+
+
+def fsx_csi_controller_policy(file_system_arns: list[str]) -> dict[str, Any]:
+    """The FSx CSI controller's actions on the stack's own file systems only (data/aws_wiring.yaml
+    fsx_csi_controller: the driver's install docs' list, less what only dynamic provisioning needs)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": list(load_aws_wiring().fsx_csi_controller.actions),
+                "Resource": list(file_system_arns),
+            }
+        ],
+    }
 
 
 def secret_read_policy(secret_arns: list[str], kms_key_arn: str) -> dict[str, Any]:

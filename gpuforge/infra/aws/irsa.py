@@ -3,9 +3,9 @@ accounts), so pods reach the cluster's object stores without the node role.
 
 - each role trusts only the cluster's OIDC provider, for exactly
   `system:serviceaccount:<team namespace>:<service account>` with audience sts.amazonaws.com;
-- each role's one inline policy is the node groups' bucket policy (`bucket_access_policy`): read
-  the data buckets, read and write checkpoints and artifacts, Decrypt/GenerateDataKey on the
-  cluster key; nothing else.
+- each role's one inline policy is its team's share of the buckets (`team_bucket_policy`): read the
+  data buckets, list, read and write checkpoints and artifacts only under the `<team>/` prefix,
+  Decrypt/GenerateDataKey on the cluster key; nothing else (wiring-eks-team-bucket-prefix keeps it so).
 
 The placement passes `role_arns` to GpuPlatform as the `eks.amazonaws.com/role-arn` annotation of
 each team's ServiceAccount; the EKS pod identity webhook does the rest.
@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
-from .iam import bucket_access_policy, service_account_trust_policy
+from .iam import service_account_trust_policy, team_bucket_policy
 
 ROLE_ARN_ANNOTATION = "eks.amazonaws.com/role-arn"
 
@@ -56,7 +58,7 @@ class ServiceAccountRoles(pulumi.ComponentResource):
             pulumi.Output.all(*args.read_bucket_arns),
             pulumi.Output.all(*args.write_bucket_arns),
             args.kms_key_arn,
-        ).apply(lambda values: json.dumps(bucket_access_policy(values[0], values[1], values[2])))
+        )
 
         self.role_arns = {}
         for team, sa in sorted(args.service_accounts.items()):
@@ -68,9 +70,19 @@ class ServiceAccountRoles(pulumi.ComponentResource):
                 opts=child,
             )
             if args.read_bucket_arns or args.write_bucket_arns:
-                aws.iam.RolePolicy(f"{name}-{team}-buckets", role=role.id, policy=buckets, opts=child)
+                aws.iam.RolePolicy(
+                    f"{name}-{team}-buckets",
+                    role=role.id,
+                    policy=buckets.apply(partial(_team_policy_json, team)),
+                    opts=child,
+                )
             self.role_arns[team] = role.arn
         self.register_outputs({"roleArns": self.role_arns})
+
+
+def _team_policy_json(team: str, values: list[Any]) -> str:
+    read, write, kms_key_arn = values
+    return json.dumps(team_bucket_policy(team, read, write, kms_key_arn))
 
 
 def _trust(

@@ -30,6 +30,9 @@ class SegmentedNetworkArgs:
     subnets: dict[tuple[Tier, str], IPv4Network]
     kms_key_arn: pulumi.Input[str] | None = None  # encrypts the flow-log group
     lustre: bool = True  # a Lustre file system in the storage tier: open LNet's ports to it (flows.yaml lustre)
+    # A node group runs Prometheus (monitoring.server kind node_group): its nodes get a group of their own,
+    # apart from the login nodes' management group (flows.yaml role monitoring).
+    monitoring: bool = False
 
 
 class SegmentedNetwork(pulumi.ComponentResource):
@@ -114,7 +117,9 @@ class SegmentedNetwork(pulumi.ComponentResource):
             )
         if spec.flow_logs:
             self._flow_logs(name, spec, vpc, args, child)
-        self.security_group_ids = self._security_groups(name, spec, vpc, child, lustre=args.lustre)
+        self.security_group_ids = self._security_groups(
+            name, spec, vpc, child, lustre=args.lustre, monitoring=args.monitoring
+        )
         if spec.nat == "none":
             self._interface_endpoints(name, spec, args.region, vpc, subnets["management"], child)
         # Private route tables by AZ: a hybrid link propagates the site's routes into them.
@@ -246,7 +251,13 @@ class SegmentedNetwork(pulumi.ComponentResource):
 
     @staticmethod
     def _security_groups(
-        name: str, spec: Network, vpc: aws.ec2.Vpc, child: pulumi.ResourceOptions, *, lustre: bool
+        name: str,
+        spec: Network,
+        vpc: aws.ec2.Vpc,
+        child: pulumi.ResourceOptions,
+        *,
+        lustre: bool,
+        monitoring: bool = False,
     ) -> dict[str, pulumi.Output[str]]:
         purposes = {
             "ingress": "Ingress tier: load balancers and bastions; only the spec's allowed_ingress opens it",
@@ -255,6 +266,11 @@ class SegmentedNetwork(pulumi.ComponentResource):
             "storage": "Storage tier: parallel file system",
             "efa": "EFA: all traffic to and from itself, as EFA's OS-bypass transport requires",
         }
+        if monitoring:
+            # In the management tier's subnets, but not its group: what is opened to login nodes (srun's
+            # ports, SSH from bastions' login group) does not reach Prometheus, Alertmanager and Grafana,
+            # and only the flows of role monitoring (flows.yaml) open anything to them.
+            purposes["monitoring"] = "Monitoring nodes: Prometheus, Alertmanager, Grafana"
         groups = {
             key: aws.ec2.SecurityGroup(
                 f"{name}-{key}-sg", vpc_id=vpc.id, description=text, tags={"Name": f"{name}-{key}"}, opts=child
@@ -299,11 +315,13 @@ class SegmentedNetwork(pulumi.ComponentResource):
             for port in rule.ports:
                 ingress(f"allowed{i}-{port}", "ingress", cidr=rule.cidr, ports=(port, port), why=rule.description)
         ingress("ssh-from-ingress", "management", source="ingress", ports=(22, 22), why="SSH from bastions")
+        if monitoring:  # administrators reach the monitoring nodes as they did in the management group
+            ingress("ssh-from-ingress", "monitoring", source="ingress", ports=(22, 22), why="SSH from bastions")
         ingress("ssh-from-management", "compute", source="management", ports=(22, 22), why="SSH from login nodes")
         ingress("compute-self", "compute", source="compute", protocol="-1", why="Node to node (control traffic)")
         # LNet's ports only where a Lustre file system listens on them (no flow needs them otherwise:
         # wiring-flows-security-groups).
-        for client in ("compute", "management") if lustre else ():
+        for client in ("compute", "management", *(("monitoring",) if monitoring else ())) if lustre else ():
             for low, high in LUSTRE_PORTS:
                 ingress(
                     f"lustre-{low}-{client}",
@@ -325,6 +343,6 @@ class SegmentedNetwork(pulumi.ComponentResource):
             )
         ingress("self", "efa", source="efa", protocol="-1", why="EFA from itself")
         egress_all("efa", to_self=True)
-        for group in ("ingress", "management", "compute", "storage"):
+        for group in ("ingress", "management", "compute", "storage", *(("monitoring",) if monitoring else ())):
             egress_all(group)
         return {key: group.id for key, group in groups.items()}

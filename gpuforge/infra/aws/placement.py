@@ -30,8 +30,9 @@ from .alert_secrets import AlertSecrets, AlertSecretsArgs
 from .bastion import Bastion, BastionArgs
 from .cluster_autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from .eks import EksCluster, EksClusterArgs
+from .iam import fsx_csi_controller_policy
 from .image_pipeline import ImagePipeline, ImagePipelineArgs
-from .irsa import ROLE_ARN_ANNOTATION, ServiceAccount, ServiceAccountRoles, ServiceAccountRolesArgs
+from .irsa import ROLE_ARN_ANNOTATION, ServiceAccount, ServiceAccountRoles, ServiceAccountRolesArgs, controller_role
 from .metrics_archive import MetricsArchive, MetricsArchiveArgs
 from .network import SegmentedNetwork, SegmentedNetworkArgs
 from .node_group import (
@@ -102,11 +103,24 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
     placement = spec.placement
     creates_role = getattr(placement, "autoscaling_service_linked_role", "create") == "create"
     autoscaling_role = autoscaling_service_linked_role(name, child) if creates_role else None
-    key = ClusterKey(f"{name}-kms", region, spec.protected, fsx_data_repositories=dra_to_kms_buckets,
-                     autoscaling_role=autoscaling_role, opts=child)
+    key = ClusterKey(
+        f"{name}-kms",
+        region,
+        spec.protected,
+        fsx_data_repositories=dra_to_kms_buckets,
+        autoscaling_role=autoscaling_role,
+        opts=child,
+    )
     network = SegmentedNetwork(
         f"{name}-net",
-        SegmentedNetworkArgs(spec.network, region, resolved.subnets, key.arn, lustre=fs_spec is not None),
+        SegmentedNetworkArgs(
+            spec.network,
+            region,
+            resolved.subnets,
+            key.arn,
+            lustre=fs_spec is not None,
+            monitoring=_monitoring_group(resolved) is not None,
+        ),
         opts=child,
     )
 
@@ -119,8 +133,13 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
         replica_opts = pulumi.ResourceOptions(parent=parent, providers={"aws": replica_provider})
         replicas[replica_region] = (
             replica_provider,
-            ClusterKey(f"{name}-kms-{replica_region}", replica_region, spec.protected,
-                       autoscaling_role=autoscaling_role, opts=replica_opts),
+            ClusterKey(
+                f"{name}-kms-{replica_region}",
+                replica_region,
+                spec.protected,
+                autoscaling_role=autoscaling_role,
+                opts=replica_opts,
+            ),
         )
 
     stores: dict[str, ObjectStore] = {}
@@ -218,7 +237,9 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
     groups: dict[str, GpuNodeGroup] = {}
     for group_name, group in resolved.node_groups.items():
         tier: Tier = "compute" if group.spec.role == "training" else "management"
-        sgs: list[pulumi.Input[str]] = [network.security_group_ids[tier]]
+        # The monitoring nodes sit in the management tier's subnets with a group of their own.
+        tier_group = "monitoring" if group_name == _monitoring_group(resolved) else tier
+        sgs: list[pulumi.Input[str]] = [network.security_group_ids[tier_group]]
         if group.efa_interfaces:
             sgs.append(network.security_group_ids["efa"])
         if bastion is not None and sched is not None and group_name in sched.login_groups:
@@ -316,7 +337,14 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 fabric="efa" if any(g.efa_interfaces for g in resolved.kubernetes_node_groups.values()) else "none",
                 pools=_gpu_pools(resolved),
                 parallel_fs_volume=(
-                    _fsx_volume(resolved, lustre, _system_group_selector(resolved)) if lustre else None
+                    _fsx_volume(
+                        resolved,
+                        lustre,
+                        _system_group_selector(resolved),
+                        _fsx_csi_role(name, eks, lustre, tags, child),
+                    )
+                    if lustre
+                    else None
                 ),
                 controller_node_selector=_system_group_selector(resolved),
                 service_account_annotations=(
@@ -532,6 +560,12 @@ def _gpu_pools(resolved: ResolvedSpec) -> list[GpuPool]:
     ]
 
 
+def _monitoring_group(resolved: ResolvedSpec) -> str | None:
+    """The node group Prometheus runs on (monitoring.server kind node_group), if any."""
+    monitoring = resolved.spec.monitoring
+    return monitoring.server.node_group if monitoring and isinstance(monitoring.server, NodeGroupServer) else None
+
+
 def _system_group_selector(resolved: ResolvedSpec) -> dict[str, str]:
     """The node-group label of the Kubernetes group with role services (the system group), where the platform's
     controllers run; none: no selector (GPU nodes are tainted, so they still stay off them)."""
@@ -539,15 +573,38 @@ def _system_group_selector(resolved: ResolvedSpec) -> dict[str, str]:
     return {NODE_LABEL_GROUP: system[0]} if system else {}
 
 
+def _fsx_csi_role(
+    name: str, eks: EksCluster, lustre: LustreFileSystem, tags: dict[str, str], opts: pulumi.ResourceOptions
+) -> pulumi.Output[str]:
+    """The FSx CSI controller's own IRSA role, scoped to this stack's file system: without one the controller's
+    AWS SDK falls back to the node's credentials (wiring-eks-fsx-csi-role-scope checks the scope)."""
+    facts = load_aws_wiring().fsx_csi_controller
+    return controller_role(
+        f"{name}-fsx-csi-role",
+        oidc_provider_arn=eks.oidc_provider_arn,
+        oidc_issuer=eks.oidc_issuer,
+        service_account=facts.service_account,
+        inline_policy=lustre.arn.apply(lambda arn: json.dumps(fsx_csi_controller_policy([arn]))),
+        tags=tags,
+        opts=opts,
+    ).arn
+
+
 def _fsx_volume(
-    resolved: ResolvedSpec, lustre: LustreFileSystem, controller_selector: dict[str, str]
+    resolved: ResolvedSpec,
+    lustre: LustreFileSystem,
+    controller_selector: dict[str, str],
+    controller_role_arn: pulumi.Input[str],
 ) -> ParallelFsVolume | None:
     """The stack's FSx for Lustre file system (with its data repository associations) as a static volume:
     its id, DNS name and mount name from the file system's outputs (aws-fsx-csi-driver examples/kubernetes/
-    static_provisioning). Nothing is provisioned, so the driver's controller needs no IAM role: only its
-    node plugin mounts (wiring-eks-fsx-csi-role asks for one only beside a provisioning StorageClass)."""
+    static_provisioning). Nothing is provisioned: the controller's role (`controller_role_arn`) may only
+    describe and update this file system; the node plugin mounts."""
     if resolved.spec.storage.parallel_fs is None or resolved.lustre is None:
         return None
+    controller: dict[str, Any] = {"serviceAccount": {"annotations": {ROLE_ARN_ANNOTATION: controller_role_arn}}}
+    if controller_selector:
+        controller["nodeSelector"] = controller_selector
     return ParallelFsVolume(
         name="fsx-lustre",
         driver="fsx.csi.aws.com",
@@ -558,7 +615,7 @@ def _fsx_volume(
         csi_chart="aws_fsx_csi_driver",
         # The controller Deployment on the system group (charts/aws-fsx-csi-driver/values.yaml at
         # helm-chart-aws-fsx-csi-driver-1.17.0: controller.nodeSelector); the node plugin runs everywhere.
-        csi_values={"controller": {"nodeSelector": controller_selector}} if controller_selector else {},
+        csi_values={"controller": controller},
     )
 
 

@@ -102,6 +102,7 @@ class LustreFileSystem(pulumi.ComponentResource):
     dns_name: pulumi.Output[str]
     mount_name: pulumi.Output[str]
     file_system_id: pulumi.Output[str]
+    arn: pulumi.Output[str]  # what the FSx CSI controller's role is scoped to
 
     def __init__(self, name: str, args: LustreFileSystemArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         spec, sizing = args.spec, args.sizing
@@ -173,6 +174,7 @@ class LustreFileSystem(pulumi.ComponentResource):
         self.dns_name = fs.dns_name
         self.mount_name = fs.mount_name
         self.file_system_id = fs.id
+        self.arn = fs.arn
         self.register_outputs({"dnsName": fs.dns_name, "mountName": fs.mount_name, "fileSystemId": fs.id})
 
 
