@@ -70,8 +70,9 @@ def test_dcgm_exporter_reads_the_directory_the_prolog_writes() -> None:
     assert "/etc/slurm/prolog.d/60-gpuforge-job-gpus" in tasks and "/etc/slurm/epilog.d/40-gpuforge-job-gpus" in tasks
 
 
-def test_promtool_attributes_gpus_and_gpu_hours(unit_dir: Path) -> None:  # noqa: F811
-    case = ROOT / "gpuforge" / "assets" / "monitoring" / "tests" / "recording" / "attribution.yaml"
+@pytest.mark.parametrize("case_name", ["attribution.yaml", "energy.yaml"])
+def test_promtool_attributes_gpus_gpu_hours_and_energy(unit_dir: Path, case_name: str) -> None:  # noqa: F811
+    case = ROOT / "gpuforge" / "assets" / "monitoring" / "tests" / "recording" / case_name
     (unit_dir / case.name).write_text(case.read_text())
     run = subprocess.run(
         [tool("promtool"), "test", "rules", case.name], cwd=unit_dir, capture_output=True, text=True, timeout=60
