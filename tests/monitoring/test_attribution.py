@@ -164,13 +164,25 @@ def test_slurm_accounts_map_to_teams_in_the_rendered_rules(tmp_path: Path) -> No
     mapping = [r["labels"] for r in groups[0]["rules"] if r["record"] == "gpuforge:slurm_account_team:info"]
     assert mapping == [{"account": "llm", "team": "llm"}, {"account": "vision", "team": "vision"}]
     assert {"slurm_job:team:info", "team:gpus:count", "team:gpu_hours:1h"} <= set(by_name)
+    # Energy by job, account and team, with the stack's PUE filled in (onprem-lab's site PUE).
+    energy = {
+        "slurm_job:gpu_energy_joules:1h",
+        "slurm_account_partition_user:gpu_energy_kwh:1h",
+        "team:gpu_energy_kwh:1h",
+    }
+    assert energy <= set(by_name)
+    assert (
+        by_name["team:facility_energy_kwh:1h"]["expr"]
+        == f"team:gpu_energy_kwh:1h * {resolve(onprem_with_slurm_teams()).pue:g}"
+    )
     assert "group_left(team) slurm_job:team:info" in by_name["GpuXidCritical"]["expr"]
     assert "on(account) group_left(team) gpuforge:slurm_account_team:info" in by_name["SlurmJobPendingTooLong"]["expr"]
     assert "team" not in by_name["NodeDown"]["expr"]  # a node's alert is no job's
     # Without the mapping: no team rules, and the GPU alerts are as written.
     plain = render_monitoring(resolve(load_stack("onprem-lab").cluster))
     assert "team:" not in plain.files["/etc/prometheus/rules/gpuforge.yml"]
-    assert "team:gpu_hours:1h" in bundle.files["/var/lib/grafana/dashboards/gpuforge/gpuforge-teams.json"]
+    teams_dashboard = bundle.files["/var/lib/grafana/dashboards/gpuforge/gpuforge-teams.json"]
+    assert "team:gpu_hours:1h" in teams_dashboard and "team:gpu_energy_kwh:1h" in teams_dashboard
 
 
 def test_a_slurm_teams_receiver_hears_that_teams_alerts_only(tmp_path: Path) -> None:
