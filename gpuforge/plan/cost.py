@@ -168,14 +168,14 @@ def _node_group_line(inputs: dict[str, Any], prices: PriceTable, keep: float) ->
     least = int(scaling.get("min", 0)) if isinstance(scaling, dict) else None
     if least is not None:  # elastic: min nodes run around the clock, up to max while the queue asks
         detail = f"{least}-{nodes} x {instance_type} (elastic: {least} always, up to {nodes} while jobs wait)"
-    price = prices.instance(instance_type)
-    if price is None:
-        return CostLine("node_group", name, detail, None, f"no on-demand price for {instance_type}", False)
     capacity = inputs.get("capacity", "on_demand")
-    if capacity == "capacity_block":
+    if capacity == "capacity_block":  # before the on-demand row: a block's type may have none (p5e)
         block = _capacity_block_line(name, inputs, prices, nodes)
         if block is not None:
             return block
+    price = prices.instance(instance_type)
+    if price is None:
+        return CostLine("node_group", name, detail, None, f"no on-demand price for {instance_type}", False)
     note = "" if capacity in ("on_demand", "capacity_reservation") else f"; {capacity} priced at on-demand"
     if capacity == "capacity_block":
         note += f" (no Capacity Block rate for {instance_type} in catalog.prices.reservations, or no block window)"

@@ -87,6 +87,10 @@ def test_a_capacity_block_without_a_block_rate_falls_back_to_on_demand_and_says_
     }
     with_rate = estimate_cost([group], prices)
     assert with_rate.lines[0].monthly_usd == round(2 * 39.33 * 24, 2)  # a one-day block of two
+    # p5e.48xlarge has a Capacity Block rate (us-east-2, unverified) and no on-demand row: the block is priced.
+    p5e = estimate_cost([{**group, "inputs": {**group["inputs"], "instanceType": "p5e.48xlarge"}}], prices)
+    assert prices.instance("p5e.48xlarge") is None
+    assert (p5e.lines[0].monthly_usd, p5e.lines[0].verified) == (round(2 * 43.26 * 24, 2), False)
     without = estimate_cost([group], prices.model_copy(update={"reservations": {}}))
     assert without.lines[0].monthly_usd == round(2 * 55.04 * 730, 2)
     assert any("priced at on-demand" in caveat and "gpu" in caveat for caveat in without.caveats)
