@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from gpuforge.cli import capacity, day_two, metal, nodes, preflight, render, review, usage
+from gpuforge.cli import capacity, day_two, drift, metal, nodes, preflight, render, review, usage
 from gpuforge.cli.common import cannot_write, fail, write_output
 from gpuforge.console import err, out
 from gpuforge.spec import SpecError
@@ -285,6 +285,7 @@ preflight.register(app)  # preflight
 day_two.register(app)  # status, ssh
 capacity.register(app)  # capacity
 usage.register(app)  # usage
+drift.register(app)  # drift
 app.add_typer(render.app, name="render")  # render slurm, render monitoring
 app.add_typer(metal.app, name="metal")  # metal inventory, check, power, boot (Redfish)
 

@@ -1,4 +1,4 @@
-"""`gpuforge usage STACK`: GPU-hours (and energy, where recorded) by account, user and partition over a
+"""`gpuforge usage STACK`: GPU-hours (and energy, where recorded) by account, team, user and partition over a
 window, from slurmdbd's job records on the running controller (gpuforge/nodes/usage_query.py asks over SSH,
 gpuforge/nodes/usage.py adds up)."""
 
@@ -51,7 +51,7 @@ def usage(
         bool,
         typer.Option(
             "--json",
-            help="Print {since, until, source, total, accounts, users, rows: [{account, user, partition, jobs, "
+            help="Print {since, until, source, total, accounts, teams, users, rows: [{account, user, partition, jobs, "
             "gpu_hours, energy?}], energy: {recorded, plugin, note, pue, pue_source}} on stdout.",
         ),
     ] = False,
@@ -69,14 +69,16 @@ def usage(
         Path | None, typer.Option("--private-key", help="SSH private key file (ansible --private-key).")
     ] = None,
 ) -> None:
-    """GPU-hours by account, user and partition over a window, read from slurmdbd's job records with sacct
+    """GPU-hours by account, team, user and partition over a window, read from slurmdbd's job records with sacct
     on the stack's Slurm controller (over SSH, as `gpuforge check --drain slurm` reaches it; sudo there).
 
     Each job counts GPUs allocated (AllocTRES gres/gpu) x the part of its run inside the window: a job
     that started before --since or still runs at --until counts only its hours in between; each run of a
-    requeued job counts. Where the nodes record energy (an acct_gather_energy plugin: ConsumedEnergy in
-    the job records) it adds kWh, cut to the window the same way, and facility kWh with the stack's PUE
-    (and its source); where they do not, it says so instead of printing zero.
+    requeued job counts. A team (monitoring.slurm_teams) counts its accounts' jobs. Where the nodes record
+    energy (an acct_gather_energy plugin: ConsumedEnergy in the job records) it adds kWh, cut to the window
+    the same way, and facility kWh with the stack's PUE (and its source); where they do not, it says so
+    instead of printing zero (the monitoring's team:gpu_energy_kwh:1h measures GPU energy from DCGM either
+    way).
 
     Examples: `gpuforge usage prod`; `gpuforge usage prod --since 30d --json`;
     `gpuforge usage onprem-lab --since 2026-11-01 --until 2026-12-01 -u admin`.
@@ -88,6 +90,7 @@ def usage(
     from gpuforge.nodes.usage_query import UsageUnavailable, collect_usage
     from gpuforge.plan.stacks import load_stack
     from gpuforge.plan.validation import check_stack
+    from gpuforge.spec.monitoring import slurm_account_teams
 
     now = datetime.now(UTC)
     end = parse_when("--until", until, now) if until else now
@@ -110,6 +113,7 @@ def usage(
                 end,
                 pue=resolved.pue,
                 pue_source=resolved.pue_source,
+                account_teams=slurm_account_teams(resolved.spec.monitoring) if resolved.spec.monitoring else None,
                 user=user,
                 private_key=private_key,
             )
@@ -142,6 +146,10 @@ def print_report(stack: str, report: UsageReport) -> None:
     table.add_section()
     for account, row in sorted(report.accounts.items()):
         table.add_row(f"[bold]{escape(account)}[/]", "(all)", "(all)", *_figures(row, report))
+    if report.teams:
+        table.add_section()
+    for team, row in sorted(report.teams.items()):
+        table.add_row(f"[bold]team {escape(team)}[/]", "(all)", "(all)", *_figures(row, report))
     table.add_row("[bold]total[/]", "", "", *_figures(report.total, report))
     if report.total.jobs:
         out.print(table)

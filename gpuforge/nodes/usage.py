@@ -1,4 +1,4 @@
-"""GPU-hours and energy by account, user and partition over a window, from slurmdbd's job records.
+"""GPU-hours and energy by account, team, user and partition over a window, from slurmdbd's job records.
 
 The records come from `sacct` (SACCT_ARGS), not `sreport`: sreport reads slurmdbd's hourly rollups, so a
 job that ended in the last hour is not there yet and a window cannot start mid-hour, and it has no
@@ -9,12 +9,13 @@ caller brings sacct's text and the controller's energy plugin (gpuforge/nodes/us
 A job is counted for the part of its run inside the window: a job that started before --since or is
 still running at --until counts only its seconds in between (never more than its ElapsedRaw, which
 leaves out time suspended). Its energy (ConsumedEnergyRaw, joules over the whole job) is cut in the same
-proportion.
+proportion. A job's team is its account's (monitoring.slurm_teams, as the monitoring's team recording rules
+join); a job of an account in no team counts under no team.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -200,6 +201,7 @@ class UsageReport:
     energy: EnergyBasis
     rows: dict[tuple[str, str, str], Usage] = field(default_factory=dict)  # (account, user, partition)
     accounts: dict[str, Usage] = field(default_factory=dict)
+    teams: dict[str, Usage] = field(default_factory=dict)  # monitoring.slurm_teams: the accounts' teams
     users: dict[str, Usage] = field(default_factory=dict)
     total: Usage = field(default_factory=Usage)
 
@@ -230,6 +232,7 @@ class UsageReport:
             "source": "sacct (slurmdbd job records)",
             "total": self.total.to_json(energy),
             "accounts": {name: u.to_json(energy) for name, u in sorted(self.accounts.items())},
+            "teams": {name: u.to_json(energy) for name, u in sorted(self.teams.items())},
             "users": {name: u.to_json(energy) for name, u in sorted(self.users.items())},
             "rows": [
                 {"account": a, "user": user, "partition": p, **u.to_json(energy)}
@@ -245,10 +248,17 @@ class UsageReport:
         }
 
 
-def aggregate(records: Iterable[JobRecord], since: datetime, until: datetime, energy: EnergyBasis) -> UsageReport:
-    """Add up *records* cut to [since, until): per (account, user, partition), per account, per user and
-    in total. Jobs with no GPUs count as jobs with zero GPU-hours; jobs that never ran in the window are
-    left out."""
+def aggregate(
+    records: Iterable[JobRecord],
+    since: datetime,
+    until: datetime,
+    energy: EnergyBasis,
+    account_teams: Mapping[str, str] | None = None,
+) -> UsageReport:
+    """Add up *records* cut to [since, until): per (account, user, partition), per account, per team (of
+    *account_teams*, account -> team), per user and in total. Jobs with no GPUs count as jobs with zero
+    GPU-hours; jobs that never ran in the window are left out."""
+    teams = account_teams or {}
     report = UsageReport(since=since, until=until, energy=energy)
     start, stop = int(since.timestamp()), int(until.timestamp())
     for job in records:
@@ -262,4 +272,6 @@ def aggregate(records: Iterable[JobRecord], since: datetime, until: datetime, en
             report.total,
         ):
             usage.add(job, seconds)
+        if job.account in teams:
+            report.teams.setdefault(teams[job.account], Usage()).add(job, seconds)
     return report

@@ -98,11 +98,13 @@ def collect_usage(
     *,
     pue: float,
     pue_source: str,
+    account_teams: Mapping[str, str] | None = None,
     on_event: EventHandler | None = None,
     user: str | None = None,
     private_key: Path | None = None,
 ) -> UsageReport:
-    """Read the job records of [since, until) from the first controller that answers, and add them up."""
+    """Read the job records of [since, until) from the first controller that answers, and add them up (by team
+    too, with *account_teams*: account -> team)."""
     answers = _Answers(on_event)
     result = run_playbook(
         PLAYBOOK,
@@ -127,4 +129,4 @@ def collect_usage(
     config = answers.by_task[CONFIG_TASK].get(chosen.host)
     plugin = energy_plugin(config.stdout) if config is not None and config.rc == 0 else None
     energy = EnergyBasis(plugin=plugin, pue=pue, pue_source=pue_source)
-    return aggregate(parse_sacct(chosen.stdout), since, until, energy)
+    return aggregate(parse_sacct(chosen.stdout), since, until, energy, account_teams)

@@ -1,4 +1,5 @@
-"""Monthly on-demand cost estimate, read off the plan's component facts and the catalog's price table.
+"""Monthly cost estimate (on-demand; Capacity Blocks at their own rate), read off the plan's component facts and
+the catalog's price table.
 
 Works on plan resources or their JSON form alike (anything with type, name and inputs), so
 `gpuforge diff` can estimate a plan JSON written by an older revision that had no cost in it.
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
 from gpuforge.catalog import PriceTable
@@ -166,15 +168,45 @@ def _node_group_line(inputs: dict[str, Any], prices: PriceTable, keep: float) ->
     least = int(scaling.get("min", 0)) if isinstance(scaling, dict) else None
     if least is not None:  # elastic: min nodes run around the clock, up to max while the queue asks
         detail = f"{least}-{nodes} x {instance_type} (elastic: {least} always, up to {nodes} while jobs wait)"
+    capacity = inputs.get("capacity", "on_demand")
+    if capacity == "capacity_block":  # before the on-demand row: a block's type may have none (p5e)
+        block = _capacity_block_line(name, inputs, prices, nodes)
+        if block is not None:
+            return block
     price = prices.instance(instance_type)
     if price is None:
         return CostLine("node_group", name, detail, None, f"no on-demand price for {instance_type}", False)
-    capacity = inputs.get("capacity", "on_demand")
     note = "" if capacity in ("on_demand", "capacity_reservation") else f"; {capacity} priced at on-demand"
+    if capacity == "capacity_block":
+        note += f" (no Capacity Block rate for {instance_type} in catalog.prices.reservations, or no block window)"
     hourly = price.hourly_usd * prices.hours_per_month * keep
     basis = f"{price.hourly_usd} USD/h x {prices.hours_per_month:g} h ({price.as_of}){note}"
     floor = round(least * hourly, 2) if least is not None else None
     return CostLine("node_group", name, detail, round(nodes * hourly, 2), basis, price.verified, floor)
+
+
+def _capacity_block_line(name: str, inputs: dict[str, Any], prices: PriceTable, nodes: int) -> CostLine | None:
+    """A Capacity Block group at the catalog's Capacity Block rate: AWS bills every instance of the block for its
+    whole window, up front, whatever the group runs. A block longer than a month shows a month of it, like the
+    other lines; discount_fraction (a savings plan or discount on on-demand rates) is not applied to it. None
+    when the catalog has no rate for the type or the plan carries no window (a plan from before the field)."""
+    instance_type = str(inputs.get("instanceType"))
+    rate = prices.reservation(instance_type)
+    window = inputs.get("capacityWindow")
+    if rate is None or not isinstance(window, dict):
+        return None
+    start, end = (datetime.fromisoformat(str(window[key]).replace("Z", "+00:00")) for key in ("start", "end"))
+    block_hours = (end - start).total_seconds() / 3600
+    billed = int(inputs.get("capacityBlockInstances") or nodes)
+    hours = min(block_hours, prices.hours_per_month)
+    block_total = billed * rate.hourly_usd * block_hours
+    detail = f"{billed} x {instance_type} (Capacity Block {window['start']} to {window['end']}, {block_hours:g} h)"
+    basis = (
+        f"Capacity Block rate {rate.hourly_usd} USD/h ({rate.as_of}) x {billed} instance(s) in the block x "
+        f"{hours:g} h{' (a month of the block)' if hours < block_hours else ''}; the block costs "
+        f"{block_total:,.2f} USD up front for its {block_hours:g} h; discount_fraction not applied"
+    )
+    return CostLine("node_group", name, detail, round(billed * rate.hourly_usd * hours, 2), basis, rate.verified)
 
 
 def _instance_line(name: str, inputs: dict[str, Any], prices: PriceTable, keep: float) -> CostLine:

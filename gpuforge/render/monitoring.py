@@ -229,6 +229,8 @@ class RuleParams:
             "dcgm_job": self.dcgm_job,
             "pue": f"{self.pue:g}",
             "evaluation_interval_s": str(self.evaluation_interval_s),
+            # irate()'s window for the energy counter: four scrape intervals (it needs two samples).
+            "energy_rate_window": f"{4 * self.evaluation_interval_s}s",
             "power_budget_kw": f"{budget:g}" if budget is not None else None,
             "power_alert_percent": f"{self.power_alert_fraction * 100:g}",
             "power_alert_kw": f"{budget * self.power_alert_fraction:g}" if budget is not None else None,

@@ -418,6 +418,15 @@ def _accounting(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, A
         "backup_host": ctl[1].name if len(ctl) > 1 and managed else "",
         "port": resolved.catalog.slurm.ports.slurmdbd,
         "purge_after_months": sched.spec.accounting.purge_after_months,
+        # AccountingStoreFlags: the job's script and (opted in) environment, in its record.
+        "store_flags": [
+            flag
+            for flag, wanted in (
+                ("job_script", sched.spec.accounting.store_job_script),
+                ("job_env", sched.spec.accounting.store_job_environment),
+            )
+            if wanted
+        ],
         "database": {
             "kind": sched.database,
             # The RDS endpoint is known once deployed: the inventory fills it from the stack's outputs.

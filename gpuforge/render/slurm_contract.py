@@ -188,6 +188,10 @@ class Accounting(Contract):
                                          "(managed) database; empty otherwise.")
     port: int = Field(description="AccountingStoragePort (slurmdbd's port).")
     purge_after_months: int = Field(description="slurmdbd's Purge*After (scheduler.accounting.purge_after_months).")
+    store_flags: list[str] = Field(
+        description="AccountingStoreFlags: job_script and job_env where scheduler.accounting.store_job_script and "
+        "store_job_environment ask (the job's script and environment kept in its record); empty: the line is left out."
+    )
     database: Database = Field(description="The database slurmdbd writes to.")
 
 

@@ -262,7 +262,8 @@ class Monitoring(SpecModel):
     slurm_teams: dict[Name, list[Name]] = Field(
         default_factory=dict,
         description="Team -> the Slurm accounts (scheduler.accounts) whose jobs are the team's, e.g. "
-        "{llm: [llm-pretrain, llm-eval]}. A team's GPU-hours are its accounts' (team:gpu_hours:1h), and an alert "
+        "{llm: [llm-pretrain, llm-eval]}. A team's GPU-hours and GPU energy are its accounts' (team:gpu_hours:1h, "
+        "team:gpu_energy_kwh:1h; gpuforge usage's teams), and an alert "
         "on a GPU one of their jobs holds carries team and goes to the receivers of that team. An account is in one "
         "team at most; an account in none carries no team. Default: no Slurm job carries a team.",
     )

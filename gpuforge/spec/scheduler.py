@@ -124,6 +124,20 @@ class Accounting(SpecModel):
     purge_after_months: int = Field(
         default=24, ge=1, le=120, description="Job records older than this are purged from accounting."
     )
+    # Provenance (AccountingStoreFlags): what ran is traceable from the job record (`sacct --batch-script`,
+    # `sacct --env-vars`), for as long as the record is kept (purge_after_months).
+    store_job_script: bool = Field(
+        default=True,
+        description="Keep each batch job's script in its accounting record (AccountingStoreFlags=job_script; "
+        "`sacct -j ID --batch-script`).",
+    )
+    store_job_environment: bool = Field(
+        default=False,
+        description="Keep each batch job's environment in its accounting record (AccountingStoreFlags=job_env; "
+        "`sacct -j ID --env-vars`). Off by default: an environment often holds tokens and keys (HF_TOKEN, "
+        "WANDB_API_KEY, AWS credentials), which slurmdbd would then keep in its database and show to the job's "
+        "user and Slurm operators until the record is purged.",
+    )
 
 
 class Partition(SpecModel):

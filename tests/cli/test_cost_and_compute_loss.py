@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from gpuforge.catalog import load_catalog
+from gpuforge.catalog.tokens import NODE_GROUP
 from gpuforge.cli import app
+from gpuforge.plan.cost import estimate_cost
 
 ROOT = Path(__file__).resolve().parents[2]
 DIFF_STACKS = ROOT / "tests" / "fixtures" / "stacks" / "diff"
@@ -30,6 +33,7 @@ def plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     stacks = {
         "dev": "dev",
         "prod": "prod",
+        "staging": "staging",
         "prod-scale-up": DIFF_STACKS / "prod-scale-up" / "Pulumi.prod.yaml",
         "dev-group-rename": DIFF_STACKS / "dev-group-rename" / "Pulumi.dev.yaml",
         "dev-group-renamed-from": DIFF_STACKS / "dev-group-renamed-from" / "Pulumi.dev.yaml",
@@ -50,6 +54,46 @@ def test_prod_prices_its_controllers_and_names_what_it_leaves_out(plans: dict[st
     assert {"forge-prod-slurm-home", "forge-prod-slurm-state"} <= set(cost["size_unknown"])
     assert "2 x NAT gateway: per hour and per GB processed" in cost["not_priced_resources"]
     assert lines["services"]["monthly_usd"] is not None
+
+
+def test_a_capacity_block_group_is_priced_at_the_block_rate_for_the_whole_block(plans: dict[str, Path]) -> None:
+    """staging's train group: a block of 9 p5.48xlarge from 2026-12-01T11:30Z to 2026-12-15T11:30Z (336 h), at the
+    catalog's Capacity Block rate ($39.33/h, prices.reservations), every instance of the block for its window:
+    9 x 39.33 x 336 = 118,933.92, not on-demand (9 x 55.04 x 730)."""
+    cost = json.loads(plans["staging"].read_text())["cost"]
+    gpu = next(line for line in cost["lines"] if line["name"] == "train")
+    assert gpu["monthly_usd"] == 118_933.92
+    assert gpu["detail"] == "9 x p5.48xlarge (Capacity Block 2026-12-01T11:30:00Z to 2026-12-15T11:30:00Z, 336 h)"
+    assert "Capacity Block rate 39.33 USD/h (2024-12)" in gpu["basis"]
+    assert "discount_fraction not applied" in gpu["basis"]
+    assert not any("priced at on-demand" in caveat for caveat in cost["caveats"])
+
+
+def test_a_capacity_block_without_a_block_rate_falls_back_to_on_demand_and_says_so() -> None:
+    prices = load_catalog().prices
+    assert prices is not None
+    group = {
+        "type": NODE_GROUP,
+        "name": "gpu",
+        "inputs": {
+            "nodeGroup": "gpu",
+            "instanceType": "p5.48xlarge",
+            "count": 2,
+            "spares": 0,
+            "capacity": "capacity_block",
+            "capacityWindow": {"start": "2026-12-01T11:30:00Z", "end": "2026-12-02T11:30:00Z"},
+            "capacityBlockInstances": 2,
+        },
+    }
+    with_rate = estimate_cost([group], prices)
+    assert with_rate.lines[0].monthly_usd == round(2 * 39.33 * 24, 2)  # a one-day block of two
+    # p5e.48xlarge has a Capacity Block rate (us-east-2, unverified) and no on-demand row: the block is priced.
+    p5e = estimate_cost([{**group, "inputs": {**group["inputs"], "instanceType": "p5e.48xlarge"}}], prices)
+    assert prices.instance("p5e.48xlarge") is None
+    assert (p5e.lines[0].monthly_usd, p5e.lines[0].verified) == (round(2 * 43.26 * 24, 2), False)
+    without = estimate_cost([group], prices.model_copy(update={"reservations": {}}))
+    assert without.lines[0].monthly_usd == round(2 * 55.04 * 730, 2)
+    assert any("priced at on-demand" in caveat and "gpu" in caveat for caveat in without.caveats)
 
 
 def test_an_elastic_group_is_a_range_not_active_at_its_max(plans: dict[str, Path]) -> None:

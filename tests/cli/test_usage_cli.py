@@ -65,11 +65,14 @@ def test_an_inventory_without_a_controller_says_so() -> None:
 
 def test_the_table_shows_kwh_only_where_energy_is_recorded() -> None:
     measured = ONE_JOB + "14400000"
-    recorded = aggregate(parse_sacct(measured), SINCE, UNTIL, EnergyBasis("acct_gather_energy/ipmi", 1.25, "site PUE"))
+    basis = EnergyBasis("acct_gather_energy/ipmi", 1.25, "site PUE")
+    recorded = aggregate(parse_sacct(measured), SINCE, UNTIL, basis, {"research": "llm"})
     with out.capture() as shown:
         print_report("lab", recorded)
     text = shown.get()
     assert "kWh (facility)" in text and "5.00" in text and "PUE 1.25 (site PUE)" in text, text
+    team_row = next(line for line in text.splitlines() if "team llm" in line)
+    assert "16.00" in team_row and "4.00" in team_row and "5.00" in team_row, text  # GPU-hours, kWh, x 1.25
     none = aggregate(parse_sacct(ONE_JOB + "0"), SINCE, UNTIL, EnergyBasis("acct_gather_energy/none", 1.25, "x"))
     with out.capture() as shown:
         print_report("lab", none)

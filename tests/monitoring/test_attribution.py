@@ -70,8 +70,9 @@ def test_dcgm_exporter_reads_the_directory_the_prolog_writes() -> None:
     assert "/etc/slurm/prolog.d/60-gpuforge-job-gpus" in tasks and "/etc/slurm/epilog.d/40-gpuforge-job-gpus" in tasks
 
 
-def test_promtool_attributes_gpus_and_gpu_hours(unit_dir: Path) -> None:  # noqa: F811
-    case = ROOT / "gpuforge" / "assets" / "monitoring" / "tests" / "recording" / "attribution.yaml"
+@pytest.mark.parametrize("case_name", ["attribution.yaml", "energy.yaml"])
+def test_promtool_attributes_gpus_gpu_hours_and_energy(unit_dir: Path, case_name: str) -> None:  # noqa: F811
+    case = ROOT / "gpuforge" / "assets" / "monitoring" / "tests" / "recording" / case_name
     (unit_dir / case.name).write_text(case.read_text())
     run = subprocess.run(
         [tool("promtool"), "test", "rules", case.name], cwd=unit_dir, capture_output=True, text=True, timeout=60
@@ -163,13 +164,25 @@ def test_slurm_accounts_map_to_teams_in_the_rendered_rules(tmp_path: Path) -> No
     mapping = [r["labels"] for r in groups[0]["rules"] if r["record"] == "gpuforge:slurm_account_team:info"]
     assert mapping == [{"account": "llm", "team": "llm"}, {"account": "vision", "team": "vision"}]
     assert {"slurm_job:team:info", "team:gpus:count", "team:gpu_hours:1h"} <= set(by_name)
+    # Energy by job, account and team, with the stack's PUE filled in (onprem-lab's site PUE).
+    energy = {
+        "slurm_job:gpu_energy_joules:1h",
+        "slurm_account_partition_user:gpu_energy_kwh:1h",
+        "team:gpu_energy_kwh:1h",
+    }
+    assert energy <= set(by_name)
+    assert (
+        by_name["team:facility_energy_kwh:1h"]["expr"]
+        == f"team:gpu_energy_kwh:1h * {resolve(onprem_with_slurm_teams()).pue:g}"
+    )
     assert "group_left(team) slurm_job:team:info" in by_name["GpuXidCritical"]["expr"]
     assert "on(account) group_left(team) gpuforge:slurm_account_team:info" in by_name["SlurmJobPendingTooLong"]["expr"]
     assert "team" not in by_name["NodeDown"]["expr"]  # a node's alert is no job's
     # Without the mapping: no team rules, and the GPU alerts are as written.
     plain = render_monitoring(resolve(load_stack("onprem-lab").cluster))
     assert "team:" not in plain.files["/etc/prometheus/rules/gpuforge.yml"]
-    assert "team:gpu_hours:1h" in bundle.files["/var/lib/grafana/dashboards/gpuforge/gpuforge-teams.json"]
+    teams_dashboard = bundle.files["/var/lib/grafana/dashboards/gpuforge/gpuforge-teams.json"]
+    assert "team:gpu_hours:1h" in teams_dashboard and "team:gpu_energy_kwh:1h" in teams_dashboard
 
 
 def test_a_slurm_teams_receiver_hears_that_teams_alerts_only(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ renderers)."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from pathlib import Path
@@ -159,3 +160,20 @@ def test_hybrid_renders_a_site_and_a_cloud_partition_that_never_mix() -> None:
     assert config["secrets"]["munge_key"] == {"store": "ansible_vault", "id": "vault_slurm_munge_key"}
     assert config["secrets"]["cloud_munge_key"]["store"] == "aws_secretsmanager"
     assert config["lifecycle"]["aws_credentials"]["kind"] == "roles_anywhere"
+
+
+@pytest.mark.parametrize(
+    ("script", "environment", "line"),
+    [
+        (True, False, "AccountingStoreFlags=job_script"),  # the default: no environment (it holds tokens)
+        (True, True, "AccountingStoreFlags=job_script,job_env"),
+        (False, False, None),
+    ],
+)
+def test_slurmdbd_keeps_what_the_stack_asks_of_each_job(script: bool, environment: bool, line: str | None) -> None:
+    cluster = copy.deepcopy(load_stack("dev").cluster)
+    if (script, environment) != (True, False):  # else: the defaults, left unset
+        cluster["scheduler"]["accounting"] |= {"store_job_script": script, "store_job_environment": environment}
+    conf = render_slurm(slurm_config(resolve(cluster, "dev")))["slurm.conf"]
+    flags = [text for text in conf.splitlines() if text.startswith("AccountingStoreFlags=")]
+    assert flags == ([line] if line else [])

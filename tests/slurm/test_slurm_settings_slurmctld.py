@@ -84,6 +84,8 @@ def _site_with_examples() -> tuple[dict[str, Any], str]:
     data["scheduler"]["extra_settings"] = _examples(settings.settings, oldest=True)
     partition = next(iter(data["scheduler"]["partitions"]))
     data["scheduler"]["partitions"][partition]["extra_options"] = _examples(settings.partition_options, oldest=True)
+    # Both AccountingStoreFlags gpuforge renders (the job's script, by default, and its environment, opted in).
+    data["scheduler"]["accounting"]["store_job_environment"] = True
     return data, partition
 
 
@@ -123,6 +125,7 @@ def test_slurmctld_reads_every_passed_through_setting(controller_root: Path,
     lines = {line.split("=", 1)[0]: line for line in conf.splitlines() if "=" in line and not line.startswith("#")}
     for key, value in _examples(settings.settings, oldest=True).items():
         assert lines[key].endswith(str(value)), key  # SchedulerParameters: after gpuforge's option
+    assert lines["AccountingStoreFlags"] == "AccountingStoreFlags=job_script,job_env"
     out = _slurmctld(controller_root, conf, rendered)
     assert "slurmctld version 22.05" in out, out
     assert PARSED in out, out

@@ -106,6 +106,17 @@ def test_kwh_and_facility_kwh_where_the_records_carry_energy() -> None:
     }
 
 
+def test_a_team_counts_its_accounts_jobs_and_an_account_of_no_team_counts_under_none() -> None:
+    """monitoring.slurm_teams {llm: [research, llm-eval]}: research's jobs are llm's (llm-eval ran none);
+    vision is in no team, so its jobs are in no team's figure (as the team recording rules join)."""
+    report = aggregate(parse_sacct(SACCT), SINCE, UNTIL, IPMI, {"research": "llm", "llm-eval": "llm"})
+    document = report.to_json()
+    assert list(document["teams"]) == ["llm"]
+    assert document["teams"]["llm"] == document["accounts"]["research"]
+    assert document["teams"]["llm"]["energy"]["it_kwh"] == document["accounts"]["research"]["energy"]["it_kwh"] > 0
+    assert aggregate(parse_sacct(SACCT), SINCE, UNTIL, IPMI).to_json()["teams"] == {}
+
+
 def test_no_energy_plugin_is_said_not_printed_as_zero() -> None:
     # With acct_gather_energy/none, sacct prints ConsumedEnergyRaw 0: that is no measurement, not zero kWh.
     zeros = SACCT.replace("|14400000\n", "|0\n")

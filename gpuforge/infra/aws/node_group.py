@@ -159,7 +159,11 @@ def node_group_props(group: ResolvedNodeGroup) -> dict[str, Any]:
         # How a new image or launch template reaches the nodes (gpuforge diff names it).
         "updateStrategy": spec.effective_update_strategy,
         **(
-            {"capacityWindow": {"start": _utc(spec.capacity.start), "end": _utc(spec.capacity.end)}}
+            {
+                "capacityWindow": {"start": _utc(spec.capacity.start), "end": _utc(spec.capacity.end)},
+                # What AWS bills: every instance of the block, whatever count + spares the group runs.
+                "capacityBlockInstances": spec.capacity.instance_count,
+            }
             if spec.capacity.type == "capacity_block"
             else {}
         ),
