@@ -33,6 +33,7 @@ What stands in, and why:
 from __future__ import annotations
 
 import base64
+import copy
 import errno
 import secrets
 import socket
@@ -52,7 +53,6 @@ from gpuforge.render.slurm_contract import SlurmConfig
 from gpuforge.render.slurm_sharing import NodeShape, partition_sharing, preemption
 from gpuforge.spec import resolve
 from gpuforge.spec.preemption import Preemption
-from gpuforge.spec.rest_api import RestApi
 from tests.machines import SSH_IMAGE, Machine, Machines
 from tests.standins.containers import ContainerSources
 from tests.standins.imds import StandInImds
@@ -329,12 +329,9 @@ def booted_rendering(controller: str, cluster_name: str, user_public_key: str) -
 def rest_api_rendering(controller: Machine) -> dict[str, Any]:
     """slurm_config.rest_api as the dev stack renders it with scheduler.rest_api turned on for the machines'
     addresses, slurmrestd's filter letting in this controller (the stack's controller address is AWS's)."""
-    cluster = load_stack("dev").cluster
-    scheduler = cluster.scheduler
-    assert scheduler is not None
-    api = RestApi(enabled=True, allowed_cidrs=[REST_CLIENTS])
-    with_api = cluster.model_copy(update={"scheduler": scheduler.model_copy(update={"rest_api": api})})
-    rendered = slurm_config(resolve(with_api, "dev"), stand_in_gpus=True)["rest_api"]
+    cluster = copy.deepcopy(load_stack("dev").cluster)
+    cluster["scheduler"]["rest_api"] = {"enabled": True, "allowed_cidrs": [REST_CLIENTS]}
+    rendered = slurm_config(resolve(cluster, "dev"), stand_in_gpus=True)["rest_api"]
     assert rendered["port"] == REST_PORT, rendered
     return {**rendered, "controller_addresses": [controller.address]}
 
