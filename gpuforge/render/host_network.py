@@ -1,6 +1,6 @@
 """A site host's IPoIB addressing as the files it receives: one systemd-networkd unit per storage port.
 
-The same template (gpuforge/assets/templates/network/ipoib.network.j2) is what the rdma role writes, from
+The same template (gpuforge/assets/playbooks/templates/network/ipoib.network.j2) is what the rdma role writes, from
 the inventory's rdma_ipoib_addresses (the plan's storageAddresses of each host)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """NCCL environment for a node: inputs -> /etc/nccl.conf and /etc/profile.d/nccl.sh.
 
-The derivation lives in ONE template, ``gpuforge/assets/templates/nccl/nccl.env.j2``, that the
+The derivation lives in ONE template, ``gpuforge/assets/playbooks/templates/nccl/nccl.env.j2``, that the
 Ansible role ``nccl_tuning`` renders on nodes and this module renders for plans,
 golden files and reviews. Both renderers must agree byte for byte; the template
 may therefore use plain Jinja2 plus the ``version`` test, which this module
@@ -17,7 +17,7 @@ from typing import Any, Literal
 import jinja2
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from gpuforge.assets import TEMPLATES_DIR
+from gpuforge.assets import PLAYBOOK_TEMPLATES_DIR
 
 NCCL_TEMPLATE = "nccl/nccl.env.j2"
 
@@ -159,7 +159,7 @@ def _environment() -> jinja2.Environment:
     # trim_blocks/keep_trailing_newline as ansible.builtin.template renders; StrictUndefined
     # because Ansible fails on undefined variables too.
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
+        loader=jinja2.FileSystemLoader(str(PLAYBOOK_TEMPLATES_DIR)),
         trim_blocks=True,
         lstrip_blocks=False,
         keep_trailing_newline=True,

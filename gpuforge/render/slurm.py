@@ -1,8 +1,8 @@
 """The Slurm configuration of a cluster: resolved spec + catalog -> one JSON-able dict -> the files nodes get.
 
 One template, two renderers: ``slurm_contract`` builds the typed contract (gpuforge/render/slurm_contract.py),
-``slurm_config`` its plain dict, ``render_slurm`` renders ``gpuforge/assets/templates/slurm/*.j2`` from it (the
-files its ``files`` lists), and the Ansible roles render the same templates from the same dict, delivered
+``slurm_config`` its plain dict, ``render_slurm`` renders ``gpuforge/assets/playbooks/templates/slurm/*.j2`` from it
+(the files its ``files`` lists), and the Ansible roles render the same templates from the same dict, delivered
 through the inventory as the variable ``slurm_config`` (docs/slurm.md's table and the roles' argument specs
 are generated from the model). Nothing here talks to a node.
 

@@ -1,4 +1,5 @@
-"""The one Jinja environment for gpuforge/assets/templates/, shared by the components and the CLI.
+"""The one Jinja environment for gpuforge's templates (gpuforge/assets/templates/ and the playbooks' shared
+gpuforge/assets/playbooks/templates/), shared by the components and the CLI.
 
 Ansible renders the same files; `version` mirrors Ansible's `version` test so a template
 behaves the same in both renderers.
@@ -12,7 +13,7 @@ from typing import Any
 import jinja2
 from packaging.version import Version
 
-from gpuforge.assets import TEMPLATES_DIR
+from gpuforge.assets import PLAYBOOK_TEMPLATES_DIR, TEMPLATES_DIR
 
 _OPERATORS = {
     "<": Version.__lt__,
@@ -39,7 +40,7 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         # Ansible's template action also searches the rendered template's own directory, so a Slurm template
         # imports its sibling by bare name (slurm.conf.j2: `from 'node.j2'`); the same name resolves here.
-        loader=jinja2.FileSystemLoader([TEMPLATES_DIR, TEMPLATES_DIR / "slurm"]),
+        loader=jinja2.FileSystemLoader([TEMPLATES_DIR, PLAYBOOK_TEMPLATES_DIR, PLAYBOOK_TEMPLATES_DIR / "slurm"]),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,

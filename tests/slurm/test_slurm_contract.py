@@ -12,7 +12,7 @@ import pytest
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from gpuforge.assets import PLAYBOOKS_DIR
+from gpuforge.assets import PLAYBOOK_TEMPLATES_DIR, PLAYBOOKS_DIR
 from gpuforge.nodes.bake import run_playbook
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render import slurm_contract
@@ -175,7 +175,7 @@ def test_a_hybrid_site_without_fabric_keeps_its_topology_conf(tmp_path: Path) ->
     playbook.write_text(yaml.safe_dump([{
         "name": "The controller's configuration files", "hosts": "localhost", "gather_facts": False,
         "vars": {**role_vars, "slurm_controller_config_dir": str(config_dir),
-                 "slurm_controller_templates_dir": str(REPO / "gpuforge" / "assets" / "templates" / "slurm")},
+                 "slurm_controller_templates_dir": str(PLAYBOOK_TEMPLATES_DIR / "slurm")},
         "tasks": tasks,
         "handlers": [{"name": "Reconfigure slurm", "ansible.builtin.debug": {"msg": "scontrol reconfigure"}}],
     }], sort_keys=False))

@@ -76,7 +76,7 @@ def ansible_rendered(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
         Path(__file__).with_name("render_slurm.yml"),
         inventory,
         extravars={"slurm_config": config, "slurm_files": files, "slurm_out_dir": str(out),
-                   "slurm_templates_dir": str(REPO / "gpuforge" / "assets" / "templates"),
+                   "slurm_templates_dir": str(REPO / "gpuforge" / "assets" / "playbooks" / "templates"),
                    "slurm_roles_dir": str(REPO / "gpuforge" / "assets" / "playbooks" / "roles")},
     )
     if not result.ok:

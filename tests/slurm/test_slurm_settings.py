@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gpuforge.assets import TEMPLATES_DIR
+from gpuforge.assets import PLAYBOOK_TEMPLATES_DIR
 from gpuforge.catalog.slurm_settings import slurm_settings
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.slurm import render_slurm, slurm_config
@@ -121,7 +121,7 @@ def test_the_owned_keys_are_what_the_template_renders() -> None:
     """Every key slurm.conf.j2 writes is listed as gpuforge's (with what sets it) or merged with the stack's
     (SchedulerParameters), and every key listed is written: a key added to the template cannot be passed
     through twice."""
-    template = (TEMPLATES_DIR / "slurm" / "slurm.conf.j2").read_text()
+    template = (PLAYBOOK_TEMPLATES_DIR / "slurm" / "slurm.conf.j2").read_text()
     settings = slurm_settings()
     rendered = set(re.findall(r"^([A-Z][A-Za-z]+)=", template, re.MULTILINE))
     merged = {key for key, facts in settings.settings.items() if facts.merged_after}

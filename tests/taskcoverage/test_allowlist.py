@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from .allowlist import ALLOWLIST, Allowed, AllowlistError, judge, load_allowlist
+from .plugin import LANES
 from .tasks import REPO, Coverage, Outcome, production_tasks
 
 DEMO = Path(__file__).resolve().parent / "demo" / "playbooks"
@@ -128,9 +129,12 @@ def test_no_file_has_two_tasks_of_one_name() -> None:
 SLOW_FILE = "test_booted.py"
 
 
-def _session(tmp_path: Path, ran: set[str], listed: set[str], *args: str, slow_body: str = "pass") -> tuple[int, str]:
+def _session(
+    tmp_path: Path, ran: set[str], listed: set[str], *args: str, slow_body: str = "pass", lane: bool = False
+) -> tuple[int, str]:
     """A pytest session in *tmp_path* over the demo tree: a fast and a slow test, a task log in which the
-    tasks *ran* ran (the others were skipped), and an allowlist of *listed*."""
+    tasks *ran* ran (the others were skipped), and an allowlist of *listed*; with *lane*, run as one lane of
+    `make test` (tests/lanes.py)."""
     (tmp_path / "pytest.ini").write_text(
         textwrap.dedent(
             f"""\
@@ -163,8 +167,9 @@ def _session(tmp_path: Path, ran: set[str], listed: set[str], *args: str, slow_b
         for name, task in DEMO_TASKS.items()
     ]
     log.write_text("".join(json.dumps(event) + "\n" for event in events))
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_", "CI"))}
-    env |= {"GPUFORGE_TASK_LOG": str(log), "PYTHONPATH": str(REPO)}
+    # Not CI's, not pytest's, and not make test's lane marker (tests/lanes.py): the inner session is judged alone.
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_", "CI", LANES))}
+    env |= {"GPUFORGE_TASK_LOG": str(log), "PYTHONPATH": str(REPO)} | ({LANES: "tests.lanes"} if lane else {})
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "tests.taskcoverage.plugin", "-p", "no:cacheprovider", *args],
         cwd=tmp_path,
@@ -205,6 +210,13 @@ def test_a_partial_session_is_not_failed_by_the_guard(tmp_path: Path, args: tupl
     code, output = _session(tmp_path, set(), set(), *args)
     assert code == 0, output
     assert f"task coverage guard: not applied, the session was partial: {why}" in output
+
+
+def test_a_lane_of_make_test_leaves_the_guard_to_the_lanes(tmp_path: Path) -> None:
+    """Each lane is partial by design; tests/lanes.py applies the guard to both lanes' log once both pass."""
+    code, output = _session(tmp_path, set(), set(), "-m", "not slow", lane=True)
+    assert code == 0, output
+    assert "not applied here, this session is one lane of `make test`: tests.lanes applies it" in output
 
 
 def test_the_whole_suite_named_as_an_argument_is_complete(tmp_path: Path) -> None:

@@ -31,8 +31,9 @@ from gpuforge.spec.models import ObjectStore as ObjectStoreSpec
 from .node_group import SSM_CORE_POLICY
 from .storage import ObjectStore, ObjectStoreArgs
 
-# What the bake needs on the instance: the playbooks (roles reference templates/ through a symlink).
-ARCHIVE_DIRS = ("playbooks", "templates")
+# What the bake needs on the instance: the playbooks directory, complete on its own (its roles' shared templates
+# are inside it).
+ARCHIVE_DIRS = ("playbooks",)
 IMAGE_BUILDER_INSTANCE_POLICY = "arn:aws:iam::aws:policy/EC2InstanceProfileForImageBuilder"
 # The roles rely on ansible-core 2.19's strict conditionals (pyproject.toml pins the same line);
 # 2.19 needs Python >= 3.11, which Ubuntu 22.04 ships as python3.11 (universe).

@@ -1,6 +1,6 @@
 """The FSx for Lustre fstab entry a launched node gets, from the template the lustre_client role renders too
-(gpuforge/assets/templates/lustre/fsx-mount.yaml.j2): one line, whether the node was configured by `gpuforge bake` or
-launched from an image with only its user data. For an EFA-enabled file system the entry requires
+(gpuforge/assets/playbooks/templates/lustre/fsx-mount.yaml.j2): one line, whether the node was configured by
+`gpuforge bake` or launched from an image with only its user data. For an EFA-enabled file system the entry requires
 gpuforge-lnet.service, which the image carries (playbooks/bake-image.yml; the Image Builder pipeline bakes
 it in, gpuforge/infra/aws/image_pipeline.py)."""
 

@@ -1,0 +1,1 @@
+../../../../../render/ec2_topology.py

@@ -1,0 +1,1 @@
+../../../../../nodes/instance_name.py
