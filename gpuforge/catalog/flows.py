@@ -58,6 +58,26 @@ class Flow(_Frozen):
         return f"{self.source_role} -> {self.target_role} ({self.ports})"
 
 
+class ExternalFlow(_Frozen):
+    """A flow into a role from address ranges the stack names (spec field `allowed_from`), when it turns it on."""
+
+    name: str  # the key the control plane records the ranges under (its `clientRanges` property)
+    target_role: str
+    ports: str  # a key of `ports`
+    rule: str
+    allowed_from: str  # the spec field that names the ranges
+    why: str
+    source: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _direction(cls, data: object) -> object:
+        if isinstance(data, dict) and "to" in data:
+            data = {**data, "target_role": data["to"]}
+            data.pop("to")
+        return data
+
+
 class AwsCall(_Frozen):
     actions: tuple[str, ...]
     caller: str
@@ -68,6 +88,7 @@ class FlowModel(_Frozen):
     roles: dict[str, Role]
     ports: dict[str, PortRange]
     flows: tuple[Flow, ...]
+    external_flows: tuple[ExternalFlow, ...] = ()
     aws_calls: dict[str, tuple[AwsCall, ...]]
 
     @model_validator(mode="after")
@@ -80,6 +101,11 @@ class FlowModel(_Frozen):
                 raise ValueError(f"flow {flow.label}: no port entry {flow.ports!r}")
             if flow.declared_by == "control_plane" and not flow.rule:
                 raise ValueError(f"flow {flow.label}: a flow the control plane declares needs a rule name")
+        for external in self.external_flows:
+            if external.target_role not in self.roles:
+                raise ValueError(f"external flow {external.name}: no role {external.target_role!r}")
+            if external.ports not in self.ports:
+                raise ValueError(f"external flow {external.name}: no port entry {external.ports!r}")
         for role in self.aws_calls:
             if role not in self.roles:
                 raise ValueError(f"aws_calls: no role {role!r}")
@@ -93,6 +119,9 @@ class FlowModel(_Frozen):
             port = int(getattr(slurm, flow.ports))
             return port, port
         return self.ports[flow.ports].ports
+
+    def external(self, name: str) -> ExternalFlow:
+        return next(f for f in self.external_flows if f.name == name)
 
     def actions(self, role: str) -> list[str]:
         """Every action the role's daemons call, in file order, once each."""

@@ -23,6 +23,7 @@ from gpuforge.catalog.mounts import HOME_MOUNT_POINT
 from gpuforge.catalog.slurm_settings import slurm_settings
 from gpuforge.render.lifecycle import lifecycle_config
 from gpuforge.render.slurm_contract import NodeHardware, SlurmConfig
+from gpuforge.render.slurm_rest_api import jwt_key_ref, rest_api
 from gpuforge.render.slurm_sharing import NodeShape, partition_sharing, preemption
 from gpuforge.render.slurm_tenancy import accounts, team_qos
 from gpuforge.render.templates import macro, render
@@ -243,6 +244,7 @@ def slurm_contract(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> Sl
             for name, u in sched.spec.users.items()
         },
         "directory": _directory(sched),
+        **({"rest_api": api} if (api := rest_api(sched)) else {}),
         # gpuforge-lifecycle on the controller (slurm_scaler role), for groups in Auto Scaling groups.
         **({"lifecycle": lifecycle} if lifecycle else {}),
         # Hybrid: cli_filter.lua refuses a heterogeneous job whose components sit on both sides of the VPN.
@@ -442,8 +444,9 @@ def _secrets(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any]
     """Where nodes read the munge key, the database password and the directory's bind password: never the
     values themselves."""
     names = secret_names(resolved.spec.name)
+    jwt = {"jwt_key": ref} if (ref := jwt_key_ref(resolved, sched)) else {}
     if resolved.spec.placement.kind == "aws":
-        return {name: {"store": "aws_secretsmanager", "id": secret} for name, secret in names.items()}
+        return {**{name: {"store": "aws_secretsmanager", "id": secret} for name, secret in names.items()}, **jwt}
     directory = sched.spec.directory  # a site's only (scheduler_checks)
     site = {
         "munge_key": {"store": "ansible_vault", "id": "vault_slurm_munge_key"},
@@ -453,6 +456,7 @@ def _secrets(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any]
             if directory is not None and directory.bind_dn
             else {}
         ),
+        **jwt,
     }
     if resolved.spec.placement.kind == "hybrid" and any(g.cloud for g in sched.groups.values()):
         # The program generates the key into Secrets Manager; cloud nodes read it with their role, the site

@@ -212,6 +212,21 @@ class Secrets(Contract):
     cloud_munge_key: SecretRef | None = Field(
         default=None, exclude_if=_absent,
         description="Hybrid with cloud groups: the same key in Secrets Manager, which cloud nodes read.")
+    jwt_key: SecretRef | None = Field(
+        default=None, exclude_if=_absent,
+        description="Only with scheduler.rest_api: the key slurmctld and slurmdbd sign and check JSON Web Tokens with "
+                    "(slurm_controller role; the controllers read it, no other node).")
+
+
+class RestApi(Contract):
+    """slurmrestd on the controllers (scheduler.rest_api; docs/slurm.md, "The REST API")."""
+
+    port: int = Field(description="slurmrestd's listening port (catalog flows.yaml ports.slurmrestd).")
+    jwt_key: str = Field(description="AuthAltParameters=jwt_key=: the signing key's file on the controllers.")
+    user: str = Field(description="The unprivileged system user slurmrestd runs as (never root or SlurmUser).")
+    allowed_cidrs: list[str] = Field(description="Ranges allowed to reach it (the unit's IPAddressAllow).")
+    controller_addresses: list[str] = Field(
+        description="The controllers' addresses, which slurmrestd calls (slurmctld, slurmdbd) through the same filter.")
 
 
 class Enroot(Contract):
@@ -352,6 +367,9 @@ class SlurmConfig(Contract):
         default=None, exclude_if=_absent,
         description="Only with cloud groups: gpuforge-lifecycle's configuration (gpuforge/render/lifecycle.py, "
                     "docs/lifecycle.md), read by the slurm_scaler role.")
+    rest_api: RestApi | None = Field(
+        default=None, exclude_if=_absent,
+        description="Only with scheduler.rest_api enabled: slurmrestd and auth/jwt (AuthAltTypes).")
     versions: Versions = Field(description="Slurm releases (catalog).")
     het_job_guard: HetJobGuard | None = Field(
         default=None, exclude_if=_absent,

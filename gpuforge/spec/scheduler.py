@@ -22,6 +22,7 @@ from .fields import Name
 from .keys import ssh_public_key_problem
 from .limits import rds_class_problem, refusing
 from .preemption import Preemption
+from .rest_api import RestApi
 from .slurm_settings import SlurmValue
 from .slurm_time import SLURM_TIME
 from .tenancy import Qos
@@ -278,6 +279,10 @@ class SchedulerSpec(SpecModel):
     preemption: Preemption = Field(
         default_factory=Preemption,
         description="Whether a running job may be preempted: none by default; opt in to a scavenger QOS.",
+    )
+    rest_api: RestApi = Field(
+        default_factory=RestApi,
+        description="slurmrestd on the controllers for pipelines and notebooks (JSON Web Tokens); off by default.",
     )
     job_tmpfs: bool = Field(
         default=True,

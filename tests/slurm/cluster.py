@@ -33,6 +33,7 @@ What stands in, and why:
 from __future__ import annotations
 
 import base64
+import copy
 import errno
 import secrets
 import socket
@@ -73,10 +74,13 @@ SLURM_IMAGE = SSH_IMAGE.derive(
         # node_exporter on the controllers (slurm.yml): the failover group's own network reaches no mirror, so
         # the role's install finds the package here, at the version it pins.
         "prometheus-node-exporter",
+        # scheduler.rest_api on the controller: slurmrestd and auth/jwt; curl, as a pipeline calls it.
+        "slurmrestd", "slurm-wlm-jwt-plugin", "curl",
     ),
     setup=(
         # Nothing runs or is keyed until a role says so.
-        "systemctl disable munge slurmctld slurmd slurmdbd mariadb mariadb.socket sssd slapd prometheus-node-exporter",
+        "systemctl disable munge slurmctld slurmd slurmdbd mariadb mariadb.socket sssd slapd prometheus-node-exporter "
+        "slurmrestd",
         "rm -f /etc/munge/munge.key",
         # nfs-common's rpcbind (NFSv3 only; /home is NFSv4) would bind port 111 on the shared host network in
         # all five machines: no role asks for it.
@@ -89,6 +93,8 @@ CONTROLLER, LOGIN, STATIC, CLOUD = 0, 1, (2, 3), 4
 GPUS = 2
 GPU_TYPE = "a10g"
 STATIC_PORTS = {2: 6821, 3: 6822}
+# slurmrestd (scheduler.rest_api; catalog flows.yaml ports.slurmrestd), reached from the machines' addresses.
+REST_PORT, REST_CLIENTS = 6820, "127.0.1.0/24"
 USER, ACCOUNT, UID = "alice", "research", 2001
 # A second account of the user's, capped at one GPU (GrpTRES) and not allowed in the debug partition.
 CAPPED_ACCOUNT, CAPPED_GPUS = "capped", 1
@@ -98,7 +104,7 @@ TEAM_QOS = {"name": "team", "description": "Research's own QOS", "priority": 10,
             "max_gpus_per_user": 1, "max_jobs_per_user": None, "max_wall": ""}
 # Every port a Slurm daemon of this cluster binds on all addresses of the shared host network: slurmctld,
 # the cloud node's slurmd (Slurm's default), slurmdbd, the static slurmds.
-SLURM_PORTS = (6817, 6818, 6819, *STATIC_PORTS.values())
+SLURM_PORTS = (6817, 6818, 6819, *STATIC_PORTS.values(), REST_PORT)
 CLUSTER = "forge-dev"
 CLOUD_GROUP = "cloud"
 CLOUD_INSTANCE = "i-0c10d0000000000a1"  # the instance the cloud machine is when the cluster is built
@@ -284,6 +290,8 @@ def cluster_config(machines: Machines, cpus: int, real_memory: int, user_public_
     config["accounts"] = {ORGANISATION: {"description": "The labs organisation", "fairshare": 1},
                           **config["accounts"]}
     config["login_groups"] = ["login"]
+    config["rest_api"] = rest_api_rendering(ctl)
+    config["secrets"]["jwt_key"] = {"store": "ansible_vault", "id": "vault_slurm_jwt_key"}
     # enroot's settings per node group of these machines (none has local NVMe: the root disk's paths, which
     # the dev stack's login group has), and the toolkit for enroot's GPU hook on both compute groups.
     enroot = config["containers"]["enroot"]
@@ -316,6 +324,16 @@ def booted_rendering(controller: str, cluster_name: str, user_public_key: str) -
     # The shared /home at a stand-in mount point (the module's docstring says why), as test_bake_ssh.py does.
     config["home"] = dict(HOME_STAND_IN)
     return config
+
+
+def rest_api_rendering(controller: Machine) -> dict[str, Any]:
+    """slurm_config.rest_api as the dev stack renders it with scheduler.rest_api turned on for the machines'
+    addresses, slurmrestd's filter letting in this controller (the stack's controller address is AWS's)."""
+    cluster = copy.deepcopy(load_stack("dev").cluster)
+    cluster["scheduler"]["rest_api"] = {"enabled": True, "allowed_cidrs": [REST_CLIENTS]}
+    rendered = slurm_config(resolve(cluster, "dev"), stand_in_gpus=True)["rest_api"]
+    assert rendered["port"] == REST_PORT, rendered
+    return {**rendered, "controller_addresses": [controller.address]}
 
 
 def contract_vars(config: dict[str, Any]) -> dict[str, Any]:
@@ -390,6 +408,7 @@ def inventory(
                 # On premises the secrets are Ansible vault variables (here: generated for this session).
                 "vault_slurm_munge_key": secret_values["munge_key"],
                 "vault_slurm_db_password": secret_values["db_password"],
+                "vault_slurm_jwt_key": secret_values["jwt_key"],
                 # MariaDB on the controller's own address: the machines share one network namespace.
                 "slurm_dbd_mariadb_bind_address": machines[CONTROLLER].address,
                 # No shared file system behind /home here (HOME_STAND_IN): each machine makes the users' homes,
@@ -416,6 +435,8 @@ def generated_secrets() -> dict[str, str]:
         # 1024 random bytes, base64: the form the Pulumi program stores in the secret store.
         "munge_key": base64.b64encode(secrets.token_bytes(1024)).decode(),
         "db_password": secrets.token_urlsafe(24),
+        # 64 random bytes, base64, as the Pulumi program stores the JWT signing key (scheduler.rest_api).
+        "jwt_key": base64.b64encode(secrets.token_bytes(64)).decode(),
     }
 
 

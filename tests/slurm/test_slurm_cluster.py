@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import base64
 import copy
+import hashlib
+import hmac
 import json
+import secrets
+import shlex
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -32,6 +36,7 @@ from .cluster import (
     HOME_AUTOMOUNT,
     HOME_FSTAB,
     NVIDIA_SMI_CSV,
+    REST_PORT,
     STANDIN_DIR,
     TEAM_QOS,
     USER,
@@ -566,3 +571,64 @@ def test_changed_tenancy_applies_on_the_next_run_and_active_jobs_hold_a_removal_
         restored = _reconcile(slurm_cluster, slurm_cluster.config)
     assert restored.ok, [f"{f.host} {f.task}: {f.message}" for f in restored.failures]
     assert f"{ACCOUNT}||1" in _sacctmgr(slurm_cluster, "list associations format=account,user,fairshare")
+
+
+# slurmrestd's job API as Debian 12's 22.05 serves it (openapi/v0.0.38; 23.11 and 24.11: docs/slurm.md).
+REST_JOBS = "/slurm/v0.0.38"
+
+
+def _rest_submit(cluster: SlurmCluster, name: str, token: str | None) -> tuple[int, dict[str, Any]]:
+    """POST a batch job to slurmrestd from the login machine, as a pipeline does (docs/slurm.md): token None
+    gets the user a fresh one with `scontrol token`; "" sends none. Its HTTP status and JSON answer."""
+    body = json.dumps({"job": {"name": name, "partition": "gpu", "current_working_directory": "/tmp",
+                               "environment": {"PATH": "/usr/bin:/bin"}},
+                       "script": "#!/bin/sh\nhostname\n"})
+    get_token = "$(scontrol token lifespan=300 | sed -n 's/^SLURM_JWT=//p')"
+    headers = f"-H 'X-SLURM-USER-NAME: {USER}' " + (
+        "" if token == "" else f"-H \"X-SLURM-USER-TOKEN: {get_token if token is None else token}\" ")
+    url = f"http://{cluster.controller.address}:{REST_PORT}{REST_JOBS}/job/submit"
+    out = cluster.as_user(f"curl -sS -w '\\n%{{http_code}}' {headers}-H 'Content-Type: application/json' "
+                          f"--data {shlex.quote(body)} {url}")
+    text, _, status = out.rstrip().rpartition("\n")
+    try:
+        answer = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError:
+        answer = {"unparsed": text}
+    return int(status), answer
+
+
+def _forged_token() -> str:
+    """An HS256 token for the user that looks like `scontrol token`'s (exp, iat, sun) but is signed with a key
+    that is not the cluster's."""
+    def part(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    now = int(time.time())
+    signed = part(b'{"alg":"HS256","typ":"JWT"}') + "." + part(json.dumps(
+        {"exp": now + 300, "iat": now, "sun": USER}).encode())
+    signature = hmac.new(secrets.token_bytes(64), signed.encode(), hashlib.sha256).digest()
+    return f"{signed}.{part(signature)}"
+
+
+def test_a_job_submitted_through_slurmrestd_with_the_users_token_runs(slurm_cluster: SlurmCluster) -> None:
+    """scheduler.rest_api: the user takes a token with `scontrol token` and POSTs a job to slurmrestd (running as
+    its own unprivileged user); the job runs as the user, in their account."""
+    ctl = slurm_cluster.controller
+    assert ctl.run("stat -c '%U %a' /etc/slurm/jwt_hs256.key", root=True).stdout.split() == ["slurm", "600"]
+    assert ctl.run("ps -o user:20= -C slurmrestd", root=True).stdout.split() == ["slurmrestd"]
+    status, answer = _rest_submit(slurm_cluster, "rest-submitted", None)
+    assert status == 200 and answer.get("job_id"), (status, answer)
+    job = str(answer["job_id"])
+    row = wait_for(f"job {job} to finish", lambda: _finished(slurm_cluster, job), JOB_TIMEOUT_S)
+    assert (row["State"], row["User"], row["Account"]) == ("COMPLETED", USER, ACCOUNT), _sacct(slurm_cluster, job)
+
+
+def test_slurmrestd_refuses_a_job_without_a_token_or_with_a_forged_one(slurm_cluster: SlurmCluster) -> None:
+    """No token: slurmrestd answers 401. A token signed with another key: slurmctld refuses it. Neither job
+    exists afterwards."""
+    status, answer = _rest_submit(slurm_cluster, "rest-no-token", "")
+    assert status == 401, (status, answer)
+    status, answer = _rest_submit(slurm_cluster, "rest-forged", _forged_token())
+    assert not answer.get("job_id") and (status >= 400 or answer.get("errors")), (status, answer)
+    for name in ("rest-no-token", "rest-forged"):
+        assert slurm_cluster.as_user(f"sacct -X -n -a --name={name} --starttime=now-1hour -o JobID").strip() == ""

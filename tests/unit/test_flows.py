@@ -94,9 +94,14 @@ def test_docs_list_every_flow_and_call() -> None:
     model = load_flows()
     for flow in model.flows:
         assert re.search(rf"\| {flow.source_role} \| {flow.target_role} \| [^|]*\({flow.ports}\)", text), flow.label
+    for external in model.external_flows:
+        low, high = model.ports[external.ports].ports
+        port = f"tcp {low}" if low == high else f"tcp {low}-{high}"
+        assert f"| {external.name} | {external.target_role} | {port} ({external.ports}) | `{external.allowed_from}` |" \
+            in text, external.name
     for role, calls in model.aws_calls.items():
         for call in calls:
-            assert f"| {role} | {', '.join(call.actions)} |" in text
+            assert f"| {role} | {', '.join(call.actions)} | {call.caller} |" in text
 
 
 def test_the_control_plane_rules_are_the_flows() -> None:

@@ -12,7 +12,9 @@
   controllers' shared StateSaveLocation (same settings, protected in prod).
 - Secrets: the munge key and the database password are generated here (pulumi_random, secret
   outputs) and stored in AWS Secrets Manager; node roles may read them. They never reach user data,
-  outputs or the plan: only the secrets' names do.
+  outputs or the plan: only the secrets' names do. With scheduler.rest_api, the JWT signing key too, which
+  only the controllers' role reads; and one ingress rule per allowed range on slurmrestd's port (flows.yaml
+  external_flows), recorded on the component (clientRanges) for wiring-flows-security-groups.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import pulumi_random as random
 from gpuforge.catalog.flows import load_flows
 from gpuforge.catalog.models import SlurmPorts
 from gpuforge.catalog.tokens import SLURM_CONTROL_PLANE, SLURM_ROLE_TAG
+from gpuforge.render.slurm_rest_api import jwt_secret_name
 from gpuforge.render.templates import render
 from gpuforge.spec import ResolvedSpec
 from gpuforge.spec.models import UBUNTU_2404_SSM, Tier
@@ -110,6 +113,12 @@ def flow_roles(resolved: ResolvedSpec) -> set[str]:
     return roles - {""}
 
 
+def client_ranges(sched: ResolvedScheduler) -> dict[str, list[str]]:
+    """The address ranges each external flow of flows.yaml admits, by the flow's name; only flows turned on."""
+    api = sched.spec.rest_api
+    return {"rest_api": list(api.allowed_cidrs)} if api.enabled else {}
+
+
 class SlurmControlPlane(pulumi.ComponentResource):
     database_endpoint: pulumi.Output[str]
     home_file_system_id: pulumi.Output[str]
@@ -122,13 +131,15 @@ class SlurmControlPlane(pulumi.ComponentResource):
         # The ports and roles the flow rules read (wiring-flows-security-groups), as the stack's catalog has them.
         props = {"controllers": len(sched.controllers), "roles": sorted(flow_roles(args.resolved)),
                  "ports": {"slurmctld": ports.slurmctld, "slurmd": ports.slurmd, "slurmdbd": ports.slurmdbd,
-                           "srun": f"{ports.srun[0]}-{ports.srun[1]}"}}
+                           "srun": f"{ports.srun[0]}-{ports.srun[1]}"},
+                 "clientRanges": client_ranges(sched)}
         super().__init__(SLURM_CONTROL_PLANE, name, props, opts)
         child = pulumi.ResourceOptions(parent=self)
         keep = stateful(child, spec.protected)
         self._name = name  # allow_munge_read names its policies after the component
         sg = self._security_groups(name, args, child)
         self._rules(name, sg, args.resolved.catalog.slurm.ports, flow_roles(args.resolved), child)
+        self._client_rules(name, sg, client_ranges(sched), child)
         secrets = self._secrets(name, spec.name, args, keep)
         self.secret_arns = {k: s.arn for k, s in secrets.items()}
         controller_role = self._secret_readers(name, args, child)
@@ -257,8 +268,13 @@ class SlurmControlPlane(pulumi.ComponentResource):
         munge = random.RandomBytes(f"{name}-munge-key", length=1024, opts=child)
         self._password = random.RandomPassword(f"{name}-db-password", length=32, special=False, opts=child)
         values = {"munge_key": munge.base64, "db_password": self._password.result}
+        names = secret_names(cluster)
+        if args.scheduler.spec.rest_api.enabled:
+            # HS256 signing key: 64 random bytes (RFC 7518 3.2 asks for at least the hash's 256 bits).
+            values["jwt_key"] = random.RandomBytes(f"{name}-jwt-key", length=64, opts=child).base64
+            names["jwt_key"] = jwt_secret_name(cluster)
         secrets = {}
-        for key, secret_name in secret_names(cluster).items():
+        for key, secret_name in names.items():
             secret = aws.secretsmanager.Secret(
                 f"{name}-{key.replace('_', '-')}",
                 name=secret_name,
@@ -332,6 +348,30 @@ class SlurmControlPlane(pulumi.ComponentResource):
                 description=f"{flow.source_role} to {flow.target_role}: {flow.why}"[:255],
                 opts=child,
             )
+
+    @staticmethod
+    def _client_rules(
+        name: str, sg: dict[str, pulumi.Output[str]], ranges: dict[str, list[str]], child: pulumi.ResourceOptions
+    ) -> None:
+        """One ingress rule per allowed range of each external flow turned on (slurmrestd from the pipelines'
+        networks), on the target role's group, on the flow's port only."""
+        model = load_flows()
+        for flow_name, cidrs in sorted(ranges.items()):
+            flow = model.external(flow_name)
+            group = model.roles[flow.target_role].security_group
+            low, high = model.ports[flow.ports].ports
+            for cidr in cidrs:
+                # Named by the range, so taking one out of the list removes its rule and no other.
+                aws.vpc.SecurityGroupIngressRule(
+                    f"{name}-{group}-in-{flow.rule}-{cidr.replace('.', '-').replace('/', '-')}",
+                    security_group_id=sg[group],
+                    cidr_ipv4=cidr,
+                    ip_protocol="tcp",
+                    from_port=low,
+                    to_port=high,
+                    description=f"{cidr} to {flow.target_role}: {flow.why}"[:255],
+                    opts=child,
+                )
 
     def _secret_readers(self, name: str, args: SlurmControlPlaneArgs, child: pulumi.ResourceOptions) -> aws.iam.Role:
         """The controller's role reads both secrets (node roles: allow_munge_read)."""

@@ -244,11 +244,17 @@ def flows_security_groups(stack: Stack, ctx: RuleContext) -> Iterator[Violation]
                         f"security group of its own ({FIX_SOURCE})",
                     )
 
+    # External flows the stack turned on (slurmrestd from the pipelines' ranges): each range admitted on its port.
+    ranges = client_ranges(plane)
+    yield from _external_missing(rule, model, members, ingress, ranges)
+
     # Unneeded: ingress on a role's group, from a role's group or an address range, that no flow asks for.
     for o in ingress:
         if o.group.urn not in modelled:
             continue
         for peer in o.peers:
+            if peer.kind == "cidr" and _allowed_range(model, role_groups, ranges, o, peer.value):
+                continue
             if peer.kind in ("cidr", "prefix list"):
                 yield Violation(
                     rule, o.owner.urn,
@@ -286,6 +292,46 @@ def flows_security_groups(stack: Stack, ctx: RuleContext) -> Iterator[Violation]
                         f"also carried by {', '.join(strangers)}, and no flow goes from "
                         f"{' or '.join(strangers)} to {target}; reference a group only the {target}'s clients "
                         f"carry ({FIX_SOURCE})",
+                    )
+
+
+def client_ranges(plane: Resource) -> dict[str, list[str]]:
+    """The ranges each external flow admits, as the control plane recorded them (clientRanges)."""
+    recorded = plane.get("clientRanges")
+    if not isinstance(recorded, Mapping):
+        return {}
+    return {str(k): [str(c) for c in as_list(v)] for k, v in recorded.items()}
+
+
+def _allowed_range(
+    model: FlowModel, role_groups: Mapping[str, frozenset[str]], ranges: Mapping[str, list[str]], o: Opening,
+    cidr: str,
+) -> bool:
+    """An ingress from *cidr* that an external flow turned on asks for: on its role's group, within its ports."""
+    for flow in model.external_flows:
+        low, high = model.ports[flow.ports].ports
+        if (cidr in ranges.get(flow.name, []) and o.group.urn in role_groups.get(flow.target_role, frozenset())
+                and low <= o.low and o.high <= high):
+            return True
+    return False
+
+
+def _external_missing(
+    rule: str, model: FlowModel, members: Mapping[str, list[Member]], ingress: list[Opening],
+    ranges: Mapping[str, list[str]],
+) -> Iterator[Violation]:
+    for flow in model.external_flows:
+        low, high = model.ports[flow.ports].ports
+        for member in members.get(flow.target_role, []):
+            admits = [o for o in ingress if o.group.urn in member.groups and o.covers(low, high)]
+            for cidr in ranges.get(flow.name, []):
+                if not any(p.kind == "cidr" and p.value == cidr for o in admits for p in o.peers):
+                    yield Violation(
+                        rule, member.resource.urn,
+                        f"{member.resource.name} ({flow.target_role}): no ingress rule admits {_ports(low, high)} "
+                        f"from {cidr}, which {flow.allowed_from} allows ({flow.why}; {flow.source}); add a "
+                        f"SecurityGroupIngressRule on the {flow.target_role} group from {cidr} for "
+                        f"{_ports(low, high)} ({FIX_SOURCE})",
                     )
 
 
