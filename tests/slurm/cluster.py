@@ -73,6 +73,9 @@ SLURM_IMAGE = SSH_IMAGE.derive(
         # node_exporter on the controllers (slurm.yml): the failover group's own network reaches no mirror, so
         # the role's install finds the package here, at the version it pins.
         "prometheus-node-exporter",
+        # The slurm_pmix role's packages on Debian 12 (catalog slurm.distributions.debian-12.pmix), and Debian's
+        # Open MPI with mpi4py: the bench's MPI job (test_slurm_bench.py) runs with srun --mpi=pmix.
+        "slurm-wlm-basic-plugins", "libpmix-dev", "python3-mpi4py",
     ),
     setup=(
         # Nothing runs or is keyed until a role says so.
