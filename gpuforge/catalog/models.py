@@ -457,11 +457,21 @@ class SlurmRelease(_Frozen):
     os: str | None = None  # the distribution whose packages production installs (a key of distributions)
 
 
+class PmixPackages(_Frozen):
+    """Where a distribution's archive keeps Slurm's mpi/pmix plugin and the PMIx library the plugin opens."""
+
+    codename: str  # ansible_facts.distribution_release (bookworm, noble): how the roles pick this entry
+    plugin: str  # the plugin file (mpi_pmix.so links to it), in the package that carries it
+    packages: tuple[str, ...]  # what the Slurm roles install so the plugin loads: the plugin's and the library's
+    source: str
+
+
 class SlurmPackaged(_Frozen):
     """The slurm-wlm a distribution's own archive ships."""
 
     version: str  # e.g. "23.11.4"
     source: str
+    pmix: PmixPackages | None = None  # none: no MPI through PMIx (a release gpuforge refuses anyway)
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
@@ -581,6 +591,19 @@ class SlurmFacts(_Frozen):
             if not self.supports_release(release):
                 raise ValueError(f"{name} Slurm {release} is older than minimum {self.minimum.version}")
         return self
+
+    @model_validator(mode="after")
+    def _supported_releases_have_pmix(self) -> SlurmFacts:
+        # slurm.conf says MpiDefault=pmix: a distribution the roles run on without the packages fails every job.
+        missing = [os for os, packaged in self.distributions.items()
+                   if packaged.pmix is None and self.supports_release(packaged.version)]
+        if missing:
+            raise ValueError(f"distributions {', '.join(missing)} need pmix (the packages of mpi/pmix)")
+        return self
+
+    def pmix_packages(self) -> dict[str, list[str]]:
+        """Per distribution codename, the packages the Slurm roles install for mpi/pmix."""
+        return {p.pmix.codename: list(p.pmix.packages) for p in self.distributions.values() if p.pmix is not None}
 
     def supports_release(self, version: str) -> bool:
         """Whether Slurm *version* is at least the minimum the rendered configuration needs."""

@@ -227,6 +227,8 @@ def slurm_contract(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> Sl
         # What every firewall opens (catalog): SrunPortRange bounds srun's listening ports to the same range.
         "ports": {"slurmctld": ports.slurmctld, "slurmd": ports.slurmd, "slurmdbd": ports.slurmdbd,
                   "srun": f"{ports.srun[0]}-{ports.srun[1]}"},
+        # MPI ranks wire up through Slurm's mpi/pmix; the packages are per distribution (catalog).
+        "mpi": {"default": "pmix", "packages": catalog.slurm.pmix_packages()},
         "job_container": {"enabled": sched.spec.job_tmpfs, "base_path": JOB_TMPFS_BASE},
         "prolog": "/etc/slurm/prolog.d/*",
         "epilog": "/etc/slurm/epilog.d/*",

@@ -161,6 +161,15 @@ class Ports(Contract):
     srun: str = Field(description="SrunPortRange, low-high (catalog slurm.ports.srun).")
 
 
+class Mpi(Contract):
+    default: Literal["pmix"] = Field(
+        description="MpiDefault: steps start MPI ranks through PMIx (srun --mpi=pmix without asking; docs/slurm.md).")
+    packages: dict[str, list[str]] = Field(
+        description="Per distribution codename (ansible_facts.distribution_release): the packages carrying Slurm's "
+                    "mpi/pmix plugin and the PMIx library it opens (catalog slurm.distributions.<os>.pmix); the "
+                    "slurm_pmix role installs them on compute, login and controller nodes.")
+
+
 class JobContainer(Contract):
     enabled: bool = Field(description="job_container/tmpfs: a private /tmp and /dev/shm per job (scheduler.job_tmpfs).")
     base_path: str = Field(description="BasePath, on local NVMe where the node has it.")
@@ -346,6 +355,7 @@ class SlurmConfig(Contract):
     gres: Gres = Field(description="gres.conf.")
     topology: Topology = Field(description="Slurm's tree (topology.conf).")
     ports: Ports = Field(description="What every firewall opens.")
+    mpi: Mpi = Field(description="MPI through PMIx (MpiDefault) and the packages that make it load.")
     job_container: JobContainer = Field(description="job_container.conf.")
     prolog: str = Field(description="Prolog: the glob of scripts the compute role links.")
     epilog: str = Field(description="Epilog: the glob of scripts the compute role links.")

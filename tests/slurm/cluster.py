@@ -76,6 +76,9 @@ SLURM_IMAGE = SSH_IMAGE.derive(
         "prometheus-node-exporter",
         # scheduler.rest_api on the controller: slurmrestd and auth/jwt; curl, as a pipeline calls it.
         "slurmrestd", "slurm-wlm-jwt-plugin", "curl",
+        # The slurm_pmix role's packages on Debian 12 (catalog slurm.distributions.debian-12.pmix), and Debian's
+        # Open MPI with mpi4py: the bench's MPI job (test_slurm_bench.py) runs with srun --mpi=pmix.
+        "slurm-wlm-basic-plugins", "libpmix-dev", "python3-mpi4py",
     ),
     setup=(
         # Nothing runs or is keyed until a role says so.

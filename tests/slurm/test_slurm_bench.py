@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shlex
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -163,6 +164,27 @@ def test_an_salloc_that_had_to_queue_gets_its_allocation(slurm_bench: Bench) -> 
     _wait_for_idle_train_nodes(slurm_bench)
     _, result = _queued(slurm_bench, f"salloc -N2 {MEM} srun hostname", 120)
     _assert_granted_on_both_train_nodes(slurm_bench, result)
+
+
+# Each rank: its rank, the world's size, its node, and an allreduce of the ranks (over Open MPI's own transport).
+MPI_PROGRAM = ("from mpi4py import MPI; c = MPI.COMM_WORLD; "
+               "print(c.Get_rank(), c.Get_size(), MPI.Get_processor_name(), c.allreduce(c.Get_rank()), flush=True)")
+
+
+def test_an_mpi_program_runs_across_both_train_nodes_through_pmix(slurm_bench: Bench) -> None:
+    _wait_for_idle_train_nodes(slurm_bench)
+    config = slurm_bench.as_user("scontrol show config")
+    assert any(line.split() == ["MpiDefault", "=", "pmix"] for line in config.splitlines()), config
+    # Debian's Open MPI (python3-mpi4py), wired up by slurmstepd's PMIx server: no mpirun, no ssh.
+    srun = "srun -N2 --ntasks-per-node=1 --mpi=pmix --mem=256M"
+    out = slurm_bench.as_user(f"{srun} python3 -c {shlex.quote(MPI_PROGRAM)}", timeout=120)
+    ranks = sorted(line.split() for line in out.splitlines() if line.strip())
+    assert [rank for rank, *_ in ranks] == ["0", "1"], out
+    assert all(size == "2" and total == "1" for _, size, _, total in ranks), out
+    assert sorted(node for _, _, node, _ in ranks) == sorted(m.name for m in slurm_bench.train), out
+    for machine in slurm_bench.train:  # slurmd and slurmstepd opened the plugin's PMIx library
+        log = machine.run("cat /var/log/slurm/slurmd.log", root=True).stdout
+        assert "can not load PMIx library" not in log, log[-2000:]
 
 
 def test_a_user_sshes_from_the_login_node_only_into_a_node_of_their_job(slurm_bench: Bench) -> None:
