@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from gpuforge.nodes.instance_name import node_name
+from gpuforge.nodes.lifecycle import AutoScalingGroup, Decision, Drain, Instance, LifecycleConfig, SlurmNode, decide
 from gpuforge.nodes.reservations import PREFIX, Observed, expand_hostlist, nodes_by_feature, parse_reservations, plan
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.slurm import slurm_config
@@ -266,3 +268,49 @@ def test_a_group_without_nodes_yet_is_said_and_not_made() -> None:
     result = plan(entries, {}, nodes_by_feature("login-1 group_login\n"), NOW, UTC)
     assert "gpuforge-firmware: node group(s) train have no nodes in Slurm yet; not made this run" in result.notes
     assert all(PREFIX + "firmware" not in " ".join(c) for c in result.commands)
+
+
+# --- rolling image updates respect the maintenance windows (gpuforge/nodes/lifecycle.py) ---------------------
+
+
+def _lifecycle(cluster: dict[str, Any]) -> LifecycleConfig:
+    return LifecycleConfig.from_dict(slurm_config(resolve(cluster, "dev"))["lifecycle"])
+
+
+def _outdated_train(now: datetime, config: LifecycleConfig) -> Decision:
+    """One train node serving from launch template v1 while its group launches v2."""
+    name = node_name("train", "i-0aaa")
+    asg = AutoScalingGroup("asg-train", "train", 1, 0, 4, (Instance("i-0aaa", "InService", None, "lt-1", "1"),),
+                           template_id="lt-1", template_version="2")
+    node = SlurmNode(name, "IDLE", frozenset(), features=frozenset({"group_train"}))
+    return decide(config, {name: node}, [], {"train": asg}, now)
+
+
+def test_a_rolling_update_drains_only_inside_the_groups_maintenance_window() -> None:
+    config = _lifecycle(_cluster())
+    assert [w.name for w in config.groups["train"].windows] == ["firmware", "nightly-checks"]
+    drain = [Drain(node_name("train", "i-0aaa"), "gpuforge rolling update: launch template lt-1 v1 -> lt-1 v2")]
+    # 12:00Z, between the nightly window (23:00-23:30 daily) and the firmware one: it waits, and says for what.
+    before = _outdated_train(NOW, config)
+    assert not [a for a in before.actions if isinstance(a, Drain)]
+    assert "group train: 1 node(s) to roll; waiting for maintenance window nightly-checks at 2026-12-01T23:00Z" \
+        in before.notes
+    # Inside the nightly window (three days on: it recurs) and inside the firmware window it drains.
+    assert _outdated_train(datetime(2026, 12, 4, 23, 10, tzinfo=UTC), config).actions == drain
+    assert _outdated_train(datetime(2026, 12, 5, 3, 0, tzinfo=UTC), config).actions == drain
+    # The cycle's own clock is the controller's naive local time: the same instant, read as local, is compared.
+    local = datetime(2026, 12, 4, 23, 10, tzinfo=UTC).astimezone().replace(tzinfo=None)
+    assert _outdated_train(local, config).actions == drain
+
+
+def test_a_group_no_window_covers_rolls_any_time_unless_the_spec_refuses() -> None:
+    cluster = _cluster()
+    del cluster["scheduler"]["reservations"]["firmware"]
+    del cluster["scheduler"]["reservations"]["nightly-checks"]
+    assert _outdated_train(NOW, _lifecycle(cluster)).actions != []
+    cluster["scheduler"]["rolling_updates_outside_windows"] = False
+    refused = _outdated_train(NOW, _lifecycle(cluster))
+    assert refused.actions == []
+    assert refused.notes == ["group train: 1 node(s) to roll; refused: no maintenance window covers the group and "
+                             "scheduler.rolling_updates_outside_windows is false; declare one in "
+                             "scheduler.reservations"]
