@@ -122,9 +122,10 @@ def nodes_by_feature(sinfo_output: str) -> dict[str, set[str]]:
     """`sinfo --noheader --Node --format='%N %f'`: each feature's nodes (a node in two partitions is listed twice)."""
     found: dict[str, set[str]] = {}
     for line in sinfo_output.splitlines():
-        if not line.strip():
+        words = line.split()
+        if len(words) < 2:
             continue
-        node, _, features = line.strip().partition(" ")
+        node, features = words[0], words[1]
         for feature in _items(features):
             found.setdefault(feature, set()).add(node)
     return found

@@ -27,7 +27,8 @@ from gpuforge.spec import SpecError, resolve
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "slurm_reservations"
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-SINFO = "train-1 group_train,h100\ntrain-2 group_train,h100\ntrain-1 group_train,h100\nlogin-1 group_login\n"
+# sinfo --Node lists a node once per partition; a padded column is read too.
+SINFO = "train-1 group_train,h100\ntrain-2   group_train,h100\ntrain-1 group_train,h100\nlogin-1 group_login\n"
 
 
 def _cluster() -> dict[str, Any]:
