@@ -315,3 +315,22 @@ def test_a_group_no_window_covers_rolls_any_time_unless_the_spec_refuses() -> No
     assert refused.notes == ["group train: 1 node(s) to roll; refused: no maintenance window covers the group and "
                              "scheduler.rolling_updates_outside_windows is false; declare one in "
                              "scheduler.reservations"]
+
+
+def test_real_slurmctld_2205_output_of_what_the_role_made_is_read_back() -> None:
+    """22.05 keeps IGNORE_JOBS among the flags and adds SPEC_NODES to a reservation over named nodes; neither is
+    compared, so what the role made reads back as unchanged."""
+    found = parse_reservations((FIXTURES / "slurmctld-22.05-booted.txt").read_text(), UTC)
+    assert found["gpuforge-maint"].flags == {"MAINT", "IGNORE_JOBS", "SPEC_NODES"}
+    assert found["gpuforge-booking"].accounts == {"research"} and found["gpuforge-booking"].partition == "gpu"
+    window = {"start": "2026-11-27T23:39:01Z", "end": "2026-11-28T00:10:01Z", "accounts": [], "node_count": 0,
+              "partition": ""}
+    entries = [
+        {**window, "name": "gpuforge-maint", "kind": "maintenance", "flags": ["MAINT", "IGNORE_JOBS"],
+         "users": ["root"], "node_features": ["group_cloud"]},
+        {**window, "name": "gpuforge-booking", "kind": "booking", "flags": ["IGNORE_JOBS"], "users": [],
+         "accounts": ["research"], "node_features": [], "node_count": 1, "partition": "gpu"},
+    ]
+    features = nodes_by_feature("cloud-i-0c10d0000000000a1 group_cloud,a10g\nslurm3 group_gpu,a10g\n")
+    result = plan(entries, found, features, datetime(2026, 11, 27, 23, 41, tzinfo=UTC), UTC)
+    assert (result.commands, result.notes) == ([], [])
