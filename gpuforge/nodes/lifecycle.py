@@ -40,7 +40,7 @@ import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -105,6 +105,34 @@ class GatePolicy:
 
 
 @dataclass(frozen=True)
+class Window:
+    """A maintenance window the spec declares over a group (scheduler.reservations): once, or every period."""
+
+    name: str
+    start: datetime
+    end: datetime
+    period: timedelta | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Window:
+        period = data.get("period_s")
+        return cls(name=data["name"], start=_utc(data["start"]), end=_utc(data["end"]),
+                   period=timedelta(seconds=period) if period else None)
+
+    def current(self, now: datetime) -> tuple[datetime, datetime] | None:
+        """The occurrence that holds *now* or comes next; None once a one-off window has passed."""
+        start, end = self.start, self.end
+        if self.period is not None and end <= now:
+            skip = -(-(now - end) // self.period)
+            start, end = start + skip * self.period, end + skip * self.period
+        return (start, end) if end > now else None
+
+
+def _utc(text: str) -> datetime:
+    return datetime.fromisoformat(text.removesuffix("Z")).replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
 class GroupPolicy:
     name: str
     partitions: tuple[str, ...]
@@ -114,6 +142,7 @@ class GroupPolicy:
     max_nodes: int = 0
     scaledown_idle_minutes: float = 10.0
     gate: GatePolicy | None = None
+    windows: tuple[Window, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -124,6 +153,8 @@ class LifecycleConfig:
     endpoint_url: str | None = None
     rolling_batch: int = 1
     gate_partition: str = "gpuforge-gate"  # hidden, root-only, every node: where the gate's jobs run
+    # A group no maintenance window covers: rolled at any time (True), or never (False, scheduler.reservations).
+    rolling_outside_windows: bool = True
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LifecycleConfig:
@@ -139,6 +170,7 @@ class LifecycleConfig:
                 max_nodes=int(group.get("max", 0)),
                 scaledown_idle_minutes=float(group.get("scaledown_idle_minutes", 10)),
                 gate=GatePolicy(**gate) if gate else None,
+                windows=tuple(Window.from_dict(w) for w in group.get("maintenance_windows", [])),
             )
         return cls(
             cluster=data["cluster"],
@@ -147,6 +179,7 @@ class LifecycleConfig:
             endpoint_url=data.get("endpoint_url"),
             rolling_batch=int(data.get("rolling_batch", 1)),
             gate_partition=data.get("gate_partition", "gpuforge-gate"),
+            rolling_outside_windows=bool(data.get("rolling_outside_windows", True)),
         )
 
 
@@ -358,6 +391,10 @@ def _decide_group(
             instance = by_node[name]
             decision.actions.append(Terminate(asg.name, instance.instance_id, name, False, registered[name].reason))
     budget = max(0, config.rolling_batch - len(rolling))
+    held = _rolling_held(config, policy, now) if outdated else None
+    if held:
+        decision.notes.append(f"group {policy.name}: {len(outdated)} node(s) to roll; {held}")
+        budget = 0
     # Idle nodes first: they are replaced at once, busy ones after their jobs.
     for name in sorted(outdated, key=lambda n: (n not in registered or registered[n].has_jobs, n)):
         if budget == 0:
@@ -403,6 +440,30 @@ def _decide_group(
         if node.reason.startswith(SCALEDOWN) and node.drained and in_service - leaving > policy.min_nodes:
             decision.actions.append(Terminate(asg.name, by_node[name].instance_id, name, True, "idle"))
             leaving += 1
+
+
+def _rolling_held(config: LifecycleConfig, policy: GroupPolicy, now: datetime) -> str | None:
+    """Why a rolling update of *policy*'s group may not drain now, or None: a group a maintenance window covers
+    is drained inside the window only (its MAINT reservation has kept jobs off the nodes); one no window covers
+    at any time, unless the spec refuses that (scheduler.rolling_updates_outside_windows: false)."""
+    if not policy.windows:
+        if config.rolling_outside_windows:
+            return None
+        return ("refused: no maintenance window covers the group and scheduler.rolling_updates_outside_windows "
+                "is false; declare one in scheduler.reservations")
+    # The cycle's clock is the controller's local time (naive), the windows' UTC.
+    moment = now.astimezone(UTC)
+    upcoming: list[tuple[datetime, datetime, str]] = []
+    for window in policy.windows:
+        occurrence = window.current(moment)
+        if occurrence is not None:
+            upcoming.append((*occurrence, window.name))
+    if any(start <= moment < end for start, end, _ in upcoming):
+        return None
+    if not upcoming:
+        return "waiting: every maintenance window over the group has passed; declare a new one"
+    start, _, name = min(upcoming)
+    return f"waiting for maintenance window {name} at {start:%Y-%m-%dT%H:%MZ}"
 
 
 def _neighbour(config: LifecycleConfig, policy: GroupPolicy, nodes: Mapping[str, SlurmNode]) -> str | None:

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpuforge.render.slurm import render_slurm, slurm_config
+from gpuforge.render.slurm_reservations import reservations_listing
 from gpuforge.render.slurm_tenancy import tenancy_listing
 
 if TYPE_CHECKING:
@@ -56,11 +57,13 @@ class Plan:
     def rendered(self) -> dict[str, dict[str, str]]:
         """The configuration files gpuforge renders for the nodes, by kind then file name (today Slurm's:
         what `gpuforge render slurm` prints, and the accounts, users and QOS the slurm_dbd role keeps in
-        slurmdbd), so `gpuforge diff` shows a pull request's changes to them."""
+        slurmdbd, and the reservations the slurm_controller role keeps in slurmctld), so `gpuforge diff` shows a
+        pull request's changes to them."""
         if self.resolved.scheduler is None:
             return {}
         config = slurm_config(self.resolved)
-        return {"slurm": render_slurm(config), "slurmdbd": {"tenancy": tenancy_listing(config)}}
+        return {"slurm": render_slurm(config), "slurmdbd": {"tenancy": tenancy_listing(config)},
+                "slurmctld": {"reservations": reservations_listing(config)}}
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -11,6 +11,8 @@ import yaml
 
 from gpuforge.catalog import load_catalog
 from gpuforge.catalog.models import DATA_DIR
+from gpuforge.spec.reservations import RECURRENCE_PERIODS
+from gpuforge.spec.scheduler import SchedulerSpec
 
 GATE_FILE = DATA_DIR / "fabric_gate.yaml"
 
@@ -68,6 +70,21 @@ def site_fabric_floors(rate_gbps: int, rails: int) -> SiteFabricFloors:
 GATE_PARTITION = "gpuforge-gate"
 
 
+def maintenance_windows(sched: SchedulerSpec, group: str) -> list[dict[str, Any]]:
+    """The maintenance windows (scheduler.reservations) that cover *group*: inside one, gpuforge-lifecycle drains
+    the group's outdated nodes for a rolling update; outside, it waits (docs/lifecycle.md, "Rolling updates")."""
+    windows = []
+    for name, resv in sched.reservations.items():
+        window = resv.window()
+        if resv.kind != "maintenance" or group not in resv.node_groups or window is None:
+            continue
+        period = RECURRENCE_PERIODS.get(resv.recurrence or "")
+        windows.append({"name": name, "start": f"{window[0]:%Y-%m-%dT%H:%M:%S}Z",
+                        "end": f"{window[1]:%Y-%m-%dT%H:%M:%S}Z",
+                        "period_s": int(period.total_seconds()) if period else None})
+    return windows
+
+
 def lifecycle_config(resolved: Any, partitions: dict[str, list[str]]) -> dict[str, Any] | None:
     """``slurm_config.lifecycle`` for the controller's gpuforge-lifecycle (docs/lifecycle.md): every cloud
     node group of the Slurm cluster, fixed or elastic, with its partitions and the fabric gate's floors
@@ -103,12 +120,14 @@ def lifecycle_config(resolved: Any, partitions: dict[str, list[str]]) -> dict[st
             }
             if gpus
             else None,
+            "maintenance_windows": maintenance_windows(sched.spec, name),
         }
     return {
         "cluster": resolved.spec.name,
         "region": resolved.spec.placement.region,
         "endpoint_url": None,
         "rolling_batch": 1,
+        "rolling_outside_windows": sched.spec.rolling_updates_outside_windows,
         "gate_partition": GATE_PARTITION,
         "groups": groups,
     }

@@ -24,6 +24,7 @@ from gpuforge.catalog.slurm_settings import slurm_settings
 from gpuforge.render.lifecycle import lifecycle_config
 from gpuforge.render.slurm_contract import NodeHardware, SlurmConfig
 from gpuforge.render.slurm_rest_api import jwt_key_ref, rest_api
+from gpuforge.render.slurm_reservations import reservations
 from gpuforge.render.slurm_sharing import NodeShape, partition_sharing, preemption
 from gpuforge.render.slurm_tenancy import accounts, team_qos
 from gpuforge.render.templates import macro, render
@@ -240,6 +241,7 @@ def slurm_contract(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> Sl
         "login_access": "bastion" if sched.spec.login.bastion else "ssm",
         "accounts": accounts(sched.spec),
         "qos": team_qos(sched.spec),
+        "reservations": reservations(sched.spec),
         "users": {
             name: {"uid": u.uid, "account": u.account, "further_accounts": list(u.further_accounts),
                    "ssh_public_keys": list(u.ssh_public_keys)}

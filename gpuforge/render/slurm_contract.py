@@ -271,6 +271,22 @@ class Containers(Contract):
     gpu_groups: list[str] = Field(description="Groups whose nodes have GPUs (they get the toolkit).")
 
 
+class Reservation(Contract):
+    name: str = Field(description="ReservationName: gpuforge-<scheduler.reservations key>; the role touches no other.")
+    kind: Literal["maintenance", "booking"] = Field(description="maintenance (MAINT, root only) or booking.")
+    start: str = Field(description="StartTime of its first window, ISO 8601 UTC (…Z); the role converts to the "
+                                   "controller's time.")
+    end: str = Field(description="EndTime of its first window, ISO 8601 UTC.")
+    flags: list[str] = Field(description="The Flags gpuforge sets (MAINT, IGNORE_JOBS, DAILY, WEEKLY); Slurm's own "
+                                         "(SPEC_NODES, ...) are not compared.")
+    users: list[str] = Field(description="Users=; maintenance: root.")
+    accounts: list[str] = Field(description="Accounts=; empty: none.")
+    node_features: list[str] = Field(description="Its nodes: every node with one of these features (group_<group>), "
+                                                 "resolved on the controller (Nodes=).")
+    node_count: int = Field(description="NodeCnt= (Slurm picks the nodes in partition); 0: node_features' nodes.")
+    partition: str = Field(description="PartitionName=; empty: none.")
+
+
 class TeamQos(Contract):
     name: str = Field(description="The QOS's name (scheduler.qos key).")
     description: str = Field(description="sacctmgr's Description.")
@@ -370,6 +386,9 @@ class SlurmConfig(Contract):
     accounts: dict[str, Account] = Field(description="sacctmgr accounts, by name, each after its parent; slurmdbd "
                                                     "keeps these and no others (jobs still active hold one back).")
     qos: list[TeamQos] = Field(default_factory=list, description="Teams' own QOS (scheduler.qos).")
+    reservations: list[Reservation] = Field(
+        default_factory=list, description="Maintenance windows and bookings (scheduler.reservations), kept by the "
+                                          "slurm_controller role's reservations tasks.")
     users: dict[str, User] = Field(description="Local users, by login (none with a directory).")
     directory: Directory | None = Field(
         default=None, description="The site's LDAP directory (sssd role); {} without one.")

@@ -926,6 +926,7 @@ def render_markdown(d: PlanDiff) -> str:
 CONFIG_TITLES = {
     "slurm": "Slurm configuration (what the nodes receive: `gpuforge render slurm`)",
     "slurmdbd": "Slurm tenancy (the accounts, users and QOS the slurm_dbd role keeps in slurmdbd)",
+    "slurmctld": "Slurm reservations (the maintenance windows and bookings the slurm_controller role keeps)",
 }
 
 

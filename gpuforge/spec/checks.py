@@ -84,6 +84,7 @@ _LOCAL_CHECKS = (
     "cluster.site.hosts[",
     "cluster.scheduler.controller.hosts[",
     "cluster.scheduler.users[",
+    "cluster.scheduler.reservations[",
     "cluster.scheduler.login.hosts[",
     "cluster.monitoring.server.address",
     "cluster.hybrid.link.customer_gateway.",

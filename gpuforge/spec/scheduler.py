@@ -22,6 +22,7 @@ from .fields import Name
 from .keys import ssh_public_key_problem
 from .limits import rds_class_problem, refusing
 from .preemption import Preemption
+from .reservations import Reservation
 from .rest_api import RestApi
 from .slurm_settings import SlurmValue
 from .slurm_time import SLURM_TIME
@@ -283,6 +284,17 @@ class SchedulerSpec(SpecModel):
     rest_api: RestApi = Field(
         default_factory=RestApi,
         description="slurmrestd on the controllers for pipelines and notebooks (JSON Web Tokens); off by default.",
+    )
+    reservations: dict[Name, Reservation] = Field(
+        default_factory=dict,
+        description="Maintenance windows and team bookings keyed by name, kept as Slurm reservations named "
+        "gpuforge-<name> (the controller's role adds, changes and deletes those, never others).",
+    )
+    rolling_updates_outside_windows: bool = Field(
+        default=True,
+        description="Whether gpuforge-lifecycle may drain a node group that no maintenance window covers for a "
+        "rolling image update at any time (true), or never (false: it waits for a window the spec declares). A "
+        "group a window covers is drained only inside its window either way.",
     )
     job_tmpfs: bool = Field(
         default=True,

@@ -19,6 +19,7 @@ from gpuforge.catalog.mounts import HOME_MOUNT_POINT
 from .errors import SpecIssue
 from .models import ClusterSpec
 from .paths import NODE_GROUPS
+from .reservation_checks import check_reservations
 from .resolved_scheduler import ResolvedScheduler, SlurmController, SlurmGroup
 from .resolved_site import ResolvedHost, ResolvedSite
 from .scheduler import SchedulerSpec
@@ -141,6 +142,7 @@ def check_scheduler(
     for pname, partition in sched.partitions.items():
         issues += _unknown_accounts(f"{PATH}.partitions[{pname}].allow_accounts", partition.allow_accounts, sched)
     issues += check_tenancy(sched)
+    issues += check_reservations(sched, {g for p in sched.partitions.values() for g in p.node_groups})
     issues += _directory(spec)
     controllers, ctl_issues = _controllers(spec, catalog, subnets, site)
     issues += ctl_issues

@@ -144,6 +144,22 @@ def test_a_tenancy_change_shows_what_slurmdbd_keeps() -> None:
     assert "### Slurm tenancy" in render_markdown(result)
 
 
+def test_a_reservation_change_shows_what_slurmctld_keeps() -> None:
+    """A weekly maintenance window and a booking: no resource and no node file changes, and the review shows the
+    reservations the slurm_controller role will keep in slurmctld, one a line."""
+    result = diff_plans(plan_json("dev"), fixture("dev-reservations", "dev"), "main", "windows")
+    assert result.groups == [] and result.changes == []
+    assert [(c.kind, c.name, c.status) for c in result.configs] == [("slurmctld", "reservations", "changed")]
+    body = [line for line in result.configs[0].diff.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    assert body == [
+        "+ReservationName=gpuforge-driver-updates StartTime=2026-12-06T02:00:00Z EndTime=2026-12-06T06:00:00Z "
+        "Duration=04:00:00 Flags=MAINT,IGNORE_JOBS,WEEKLY NodeGroups=train Users=root Accounts=(null)",
+        "+ReservationName=gpuforge-research-demo StartTime=2026-12-03T08:00:00Z EndTime=2026-12-03T18:00:00Z "
+        "Duration=10:00:00 Flags=IGNORE_JOBS NodeCnt=1 PartitionName=gpu Users=(null) Accounts=research",
+    ], body
+    assert "### Slurm reservations" in render_markdown(result)
+
+
 def test_instance_type_change_shows_new_node_facts_in_slurm_conf() -> None:
     """g5.12xlarge -> g5.48xlarge: the cloud group's registration line (slurmd -Z --conf) carries the new
     CPUs, memory and GPUs, in slurm.conf's comment and in the group's /etc/default/slurmd."""

@@ -532,6 +532,66 @@ def test_a_job_over_its_qos_per_user_limit_waits_with_that_reason(slurm_cluster:
         slurm_cluster.as_user(f"scancel {running} {waiting or ''}")
 
 
+def _keep_reservations(cluster: SlurmCluster, config: dict[str, Any]) -> PlaybookResult:
+    """One run of the slurm_controller role's reservations tasks on the controller, with *config*."""
+    inventory = copy.deepcopy(cluster.inventory)
+    inventory["all"]["vars"]["slurm_config"] = contract_vars(config)
+    return run_playbook(Path(__file__).with_name("reservations_tasks.yml"), inventory, limit=cluster.controller.name)
+
+
+def test_a_maintenance_window_keeps_jobs_off_its_nodes_while_a_booking_runs_its_accounts_job(
+    slurm_cluster: SlurmCluster,
+) -> None:
+    """The role makes a maintenance reservation over the cloud group and a one-node booking for the research
+    account in gpu, from real `scontrol show reservation`: a new cloud job waits (ReqNodeNotAvail), the booking's
+    job runs in it, and a second look finds nothing to change. A run with the cluster's own spec deletes both."""
+    cloud = slurm_cluster.cloud_node
+    wait_for(f"{cloud} idle", lambda: _idle(slurm_cluster, cloud), 60)
+    now = datetime.now(UTC).replace(microsecond=0)
+    window = {"start": f"{now - timedelta(minutes=1):%Y-%m-%dT%H:%M:%S}Z",
+              "end": f"{now + timedelta(minutes=30):%Y-%m-%dT%H:%M:%S}Z", "accounts": [], "node_count": 0,
+              "partition": ""}
+    config = copy.deepcopy(slurm_cluster.config)
+    config["reservations"] = [
+        {**window, "name": "gpuforge-maint", "kind": "maintenance", "flags": ["MAINT", "IGNORE_JOBS"],
+         "users": ["root"], "node_features": ["group_cloud"]},
+        {**window, "name": "gpuforge-booking", "kind": "booking", "flags": ["IGNORE_JOBS"], "users": [],
+         "accounts": [ACCOUNT], "node_features": [], "node_count": 1, "partition": "gpu"},
+    ]
+    jobs: list[str] = []
+    try:
+        made = _keep_reservations(slurm_cluster, config)
+        assert made.ok, [f"{f.host} {f.task}: {f.message}" for f in made.failures]
+        shown = slurm_cluster.scontrol("show", "reservation")
+        print(f"scontrol show reservation (slurmctld 22.05):\n{shown}")
+        assert "ReservationName=gpuforge-maint " in shown and "ReservationName=gpuforge-booking " in shown, shown
+        again = slurm_cluster.controller.run(
+            "python3 /usr/local/lib/gpuforge/reservations.py /etc/gpuforge/reservations.json --check", root=True)
+        assert json.loads(again.stdout)["commands"] == [], again.stdout
+        jobs.append(_submit(slurm_cluster, "-p cloud --gres=gpu:1", "hostname"))
+        reasons: list[str | None] = []
+
+        def held_by_the_window() -> bool:
+            reasons.append(_pending_reason(slurm_cluster, jobs[0]))
+            return (reasons[-1] or "").startswith(("ReqNodeNotAvail", "Reservation"))
+
+        try:
+            wait_for(f"job {jobs[0]} held by the maintenance window", held_by_the_window, 60)
+        except BaseException:
+            print(f"reasons job {jobs[0]} showed: {sorted(set(map(str, reasons)))}")
+            raise
+        jobs.append(_submit(slurm_cluster, f"-A {ACCOUNT} -p gpu --reservation=gpuforge-booking", "hostname"))
+        row = wait_for(f"booked job {jobs[1]} to finish", lambda: _finished(slurm_cluster, jobs[1]), 60)
+        assert row["State"] == "COMPLETED", _sacct(slurm_cluster, jobs[1])
+        assert _pending_reason(slurm_cluster, jobs[0]), _job(slurm_cluster, jobs[0])
+    finally:
+        if jobs:
+            slurm_cluster.as_user("scancel " + " ".join(jobs))
+        removed = _keep_reservations(slurm_cluster, slurm_cluster.config)
+    assert removed.ok, [f"{f.host} {f.task}: {f.message}" for f in removed.failures]
+    assert "gpuforge-" not in slurm_cluster.scontrol("show", "reservation")
+
+
 def _reconcile(cluster: SlurmCluster, config: dict[str, Any]) -> PlaybookResult:
     """One more run of the slurm_dbd role's accounting tasks on the controller, with *config*."""
     inventory = copy.deepcopy(cluster.inventory)
