@@ -23,8 +23,8 @@ from gpuforge.catalog.mounts import HOME_MOUNT_POINT
 from gpuforge.catalog.slurm_settings import slurm_settings
 from gpuforge.render.lifecycle import lifecycle_config
 from gpuforge.render.slurm_contract import NodeHardware, SlurmConfig
-from gpuforge.render.slurm_rest_api import jwt_key_ref, rest_api
 from gpuforge.render.slurm_reservations import reservations
+from gpuforge.render.slurm_rest_api import jwt_key_ref, rest_api
 from gpuforge.render.slurm_sharing import NodeShape, partition_sharing, preemption
 from gpuforge.render.slurm_tenancy import accounts, team_qos
 from gpuforge.render.templates import macro, render
