@@ -1,0 +1,1 @@
+../../../../../nodes/reservations.py
