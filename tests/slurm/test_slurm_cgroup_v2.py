@@ -107,23 +107,31 @@ def _job(cluster: VmCluster, args: str, script: str) -> str:
     return run_as_user(cluster.machine, f"cat slurm-{job}.out")
 
 
-# Opens each stand-in GPU for reading: "ok" or the error the device cgroup gives. No shell variables: the
-# batch script passes through the submitting shell's double quotes (sbatch --wrap), which would expand them.
-PROBE = "; ".join(f"(exec 3<{d} && echo {d} ok) 2>&1 || echo {d} denied" for d in ("/dev/nvidia0", "/dev/nvidia1"))
+# Opens each stand-in GPU for reading: "denied" when the device cgroup refuses it (EPERM, "Operation not
+# permitted"), else "allowed": the stand-in device files have no driver behind them, so an open the cgroup lets
+# through fails with ENXIO ("No such device or address") here, where a real GPU host's succeeds. No shell
+# variables: the batch script passes through the submitting shell's double quotes (sbatch --wrap).
+PROBE = "; ".join(
+    f"if (exec 3<{d}) 2>&1 | grep -q 'not permitted'; then echo {d} denied; else echo {d} allowed; fi"
+    for d in ("/dev/nvidia0", "/dev/nvidia1")
+)
 
 
 def test_a_job_opens_only_the_gpu_it_was_given(vm_cluster: VmCluster) -> None:
     out = _job(vm_cluster, "--gres=gpu:1", f"cat /proc/self/cgroup; {PROBE}")
     cgroup = out.splitlines()[0]
     assert cgroup.startswith("0::/") and "/job_" in cgroup, out
-    assert "/dev/nvidia0 ok" in out and "/dev/nvidia1 denied" in out, out
+    assert "/dev/nvidia0 allowed" in out and "/dev/nvidia1 denied" in out, out
 
 
 def test_an_ssh_session_is_adopted_into_the_users_job(vm_cluster: VmCluster) -> None:
     machine = vm_cluster.machine
     out = run_as_user(machine, "sbatch --parsable --mem=64M --gres=gpu:1 --wrap 'sleep 300'")
     job = out.strip().split(";")[0]
-    wait_for(f"job {job} running", lambda: "RUNNING" in run_as_user(machine, f"squeue -h -j {job} -o %T"), 120)
+    # RUNNING is the controller's word; pam_slurm_adopt looks for the job's steps on the node, which start once
+    # the prolog (the health check) is done: wait for the batch step.
+    wait_for(f"job {job}'s batch step on the node",
+             lambda: f"{job}.batch" in run_as_user(machine, f"squeue -h -s -j {job} -o %i"), 180)
     try:
         ssh = [
             "ssh", "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={machine.known_hosts}",
