@@ -29,6 +29,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.taskcoverage.plugin import LANES
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 CHECKS_LOG = REPO / ".cache" / "test-checks-lane.log"
@@ -73,7 +75,7 @@ def main(argv: list[str]) -> int:
         return 0 if argv[0] in ("-h", "--help") else 2
     CHECKS_LOG.parent.mkdir(exist_ok=True)
     TASK_LOG.write_text("")
-    env = {**os.environ, "GPUFORGE_TASK_LOG": str(TASK_LOG), "GPUFORGE_TASK_GUARD": "tests.lanes"}
+    env = {**os.environ, "GPUFORGE_TASK_LOG": str(TASK_LOG), LANES: "tests.lanes"}
     booted, checks = Lane("booted lane", BOOTED), Lane("checks lane", CHECKS, niceness=10)
     start = time.monotonic()
 
