@@ -167,6 +167,14 @@ class EfsFacts(_Frozen):
     mount_helper: EfsMountHelper
 
 
+class OpenZfsFacts(_Frozen):
+    root_export: str  # the root volume's NFS path (/fsx)
+    nfs_version: str
+    storage_gib: tuple[int, int]  # least and most storage capacity
+    throughput_mbps: dict[str, tuple[int, ...]]  # deployment type -> the throughput capacities it takes
+    source: str
+
+
 class AwsWiring(_Frozen):
     service_linked_roles: dict[str, ServiceLinkedRole]
     kms: KmsFacts
@@ -179,6 +187,7 @@ class AwsWiring(_Frozen):
     on_demand_quotas: OnDemandQuotas
     instance_store: InstanceStore
     efs: EfsFacts
+    openzfs: OpenZfsFacts
     fsx_csi_controller: FsxCsiController
 
     def service_linked_role_arn(self, key: str, account: str, partition: str = "aws") -> str:

@@ -44,8 +44,9 @@ def slurm_inventory(stack: str, outputs: Mapping[str, Any], group_name: Any) -> 
         config["accounting"]["database"]["host"] = deployed["databaseEndpoint"]
     if deployed.get("homeFileSystem"):
         config["home"]["source"] = deployed["homeFileSystem"]
-    # The EFS file systems' DNS names: what login, controller and compute hosts mount (slurm.yml's site_mounts).
-    if config["home"]["kind"] == "efs":
+    # The file systems' DNS names: what login, controller and compute hosts mount (slurm.yml's site_mounts). An
+    # NFS /home without a server is the cluster's FSx for OpenZFS (a site's NFS mount always names its server).
+    if config["home"]["kind"] == "efs" or (config["home"]["kind"] == "nfs" and not config["home"]["server"]):
         config["home"]["server"] = deployed.get("homeDnsName") or ""
     if config["state_shared"].get("kind") == "efs":
         config["state_shared"]["server"] = deployed.get("stateDnsName") or ""

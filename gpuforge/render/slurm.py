@@ -487,10 +487,15 @@ def _directory(sched: ResolvedScheduler) -> dict[str, Any] | None:
 def _home(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any]:
     """The shared /home as the site_mounts role takes a mount (slurm.yml mounts it on every Slurm host):
     on AWS the cluster's EFS (`server`, its DNS name, and `source`, its id, come from the deployed stack's
-    outputs), on a site the spec's mount at /home."""
+    outputs) or FSx for OpenZFS (`server` likewise), on a site the spec's mount at /home."""
     if sched.home == "efs":
         return {"name": "home", "kind": "efs", "mount_point": HOME_MOUNT_POINT, "server": "", "export": "/",
                 "source": "", "nfs_options": _efs_nfs_options()}
+    if sched.home == "fsx_openzfs":
+        # FSx for OpenZFS: its root volume over NFS; `server`, its DNS name, from the deployed stack's outputs.
+        openzfs = load_aws_wiring().openzfs
+        return {"name": "home", "kind": "nfs", "mount_point": HOME_MOUNT_POINT, "server": "",
+                "export": openzfs.root_export, "source": "", "version": openzfs.nfs_version}
     assert resolved.spec.site is not None
     mount = resolved.spec.site.storage.mounts[sched.home]
     source = f"{mount.server}:{mount.export}" if mount.kind == "nfs" else ""

@@ -19,6 +19,7 @@ from gpuforge.catalog.spec_limits import spec_limits
 from .base import SpecModel
 from .directory import LdapDirectory
 from .fields import Name
+from .home import Home
 from .keys import ssh_public_key_problem
 from .limits import rds_class_problem, refusing
 from .preemption import Preemption
@@ -250,6 +251,11 @@ class SchedulerSpec(SpecModel):
     kind: Literal["slurm"] = Field(description="slurm. (Kubernetes clusters use the kubernetes section.)")
     controller: SlurmController = Field(description="Where slurmctld and slurmdbd run.")
     accounting: Accounting = Field(default_factory=Accounting, description="slurmdbd and its database.")
+    home: Home | None = Field(
+        default=None,
+        description="AWS placement: where the shared /home lives, {kind: efs} (the default) or {kind: fsx_openzfs, "
+        "...}. On a site, /home is the site.storage.mounts entry at /home (NFS or another kind).",
+    )
     partitions: dict[PartitionName, Partition] = Field(
         min_length=1, description="Partitions keyed by their Slurm name (not default: slurm.conf's defaults record)."
     )

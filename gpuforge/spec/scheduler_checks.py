@@ -14,9 +14,11 @@ import ipaddress
 from collections.abc import Mapping
 
 from gpuforge.catalog import Catalog, CatalogError
+from gpuforge.catalog.aws_wiring import load_aws_wiring
 from gpuforge.catalog.mounts import HOME_MOUNT_POINT
 
 from .errors import SpecIssue
+from .home import FsxOpenZfsHome
 from .models import ClusterSpec
 from .paths import NODE_GROUPS
 from .reservation_checks import check_reservations
@@ -362,15 +364,40 @@ def _database(spec: ClusterSpec) -> tuple[str, list[SpecIssue]]:
 
 
 def _home(spec: ClusterSpec) -> tuple[str, list[SpecIssue]]:
+    """efs or fsx_openzfs (AWS: scheduler.home's kind), or the key of the site's mount at /home."""
+    home = spec.scheduler.home if spec.scheduler is not None else None
     if spec.placement.kind == "aws":
+        if isinstance(home, FsxOpenZfsHome):
+            return home.kind, _openzfs_home(home)
         return "efs", []
+    issues = []
+    if home is not None:
+        issues.append(SpecIssue(f"{PATH}.home", f"{home.kind} is a /home on AWS; this cluster's /home is the site's",
+                                "remove scheduler.home and declare the site's export at /home in "
+                                "site.storage.mounts"))
     mounts = spec.site.storage.mounts if spec.site is not None else {}
     for key, mount in mounts.items():
         if mount.mount_point == HOME_MOUNT_POINT:
-            return key, []
-    return "", [SpecIssue("cluster.site.storage.mounts", "a Slurm cluster on a site needs the shared /home",
-                          "add the site's NFS export: mounts: {home: {kind: nfs, server: ..., export: ..., "
-                          "mount_point: /home}}")]
+            return key, issues
+    return "", [*issues, SpecIssue("cluster.site.storage.mounts", "a Slurm cluster on a site needs the shared /home",
+                                   "add the site's NFS export: mounts: {home: {kind: nfs, server: ..., export: ..., "
+                                   "mount_point: /home}}")]
+
+
+def _openzfs_home(home: FsxOpenZfsHome) -> list[SpecIssue]:
+    """Storage and throughput FSx for OpenZFS takes for the deployment type (catalog aws_wiring openzfs)."""
+    facts = load_aws_wiring().openzfs
+    issues = []
+    low, high = facts.storage_gib
+    if not low <= home.storage_gib <= high:
+        issues.append(SpecIssue(f"{PATH}.home.storage_gib", f"{home.storage_gib} GiB is outside what FSx for OpenZFS "
+                                f"takes, {low}-{high} GiB ({facts.source})", f"give between {low} and {high}"))
+    offered = facts.throughput_mbps[home.deployment_type]
+    if home.throughput_mbps not in offered:
+        issues.append(SpecIssue(f"{PATH}.home.throughput_mbps", f"{home.throughput_mbps} MB/s is not a throughput "
+                                f"capacity of {home.deployment_type} ({facts.source})",
+                                f"use one of {', '.join(map(str, offered))}"))
+    return issues
 
 
 def duplicate_uids(uids: Mapping[str, object]) -> list[SpecIssue]:

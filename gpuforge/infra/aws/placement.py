@@ -25,6 +25,7 @@ from gpuforge.render.training_job import CHECKPOINT_GRACE_SECONDS
 from gpuforge.spec import ResolvedNodeGroup, ResolvedSpec
 from gpuforge.spec.models import Tier
 from gpuforge.spec.monitoring import NodeGroupServer, receiver_secret_names
+from gpuforge.spec.resolved_scheduler import ResolvedScheduler
 
 from .alert_secrets import AlertSecrets, AlertSecretsArgs
 from .bastion import Bastion, BastionArgs
@@ -39,6 +40,7 @@ from .node_group import (
     EksAttachment,
     GpuNodeGroup,
     GpuNodeGroupArgs,
+    HomeMount,
     LustreMount,
     node_group_props,
     node_taints,
@@ -255,7 +257,8 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 read_bucket_arns=bucket_arns(READ_PURPOSES),
                 write_bucket_arns=bucket_arns(WRITE_PURPOSES),
                 lustre=LustreMount(lustre.dns_name, lustre.mount_name, efa=fs.efa) if lustre and fs else None,
-                home=slurm.home_file_system_id if slurm is not None and group_name in slurm_groups else None,
+                home=_home_mount(slurm, sched) if slurm is not None and sched is not None and group_name in slurm_groups
+                else None,
                 slurm_controllers=(
                     {c.name: c.address for c in sched.controllers}
                     if sched is not None and slurm is not None and group_name in slurm_groups
@@ -625,3 +628,10 @@ def _keep_identity(opts: pulumi.ResourceOptions, previous_name: str | None) -> p
     if previous_name is None:
         return opts
     return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=[pulumi.Alias(name=previous_name)]))
+
+
+def _home_mount(slurm: SlurmControlPlane, sched: ResolvedScheduler) -> HomeMount:
+    """What a Slurm node's user data mounts at /home: the EFS by its id, FSx for OpenZFS over NFS by its name."""
+    if sched.home == "fsx_openzfs":
+        return HomeMount(slurm.home_dns_name, "nfs")
+    return HomeMount(slurm.home_file_system_id)

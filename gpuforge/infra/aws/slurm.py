@@ -8,8 +8,9 @@
 - Security group rules: one per flow of gpuforge/catalog/data/flows.yaml between the roles the stack has.
 - /home: Amazon EFS (encrypted, AWS Backup policy on), mount targets in every AZ's storage subnet,
   NFS from the compute and management tiers, TLS in transit required by the file system's policy (nodes
-  mount it with the EFS mount helper, `-o tls`). With a backup controller, a second EFS holds the
-  controllers' shared StateSaveLocation (same settings, protected in prod).
+  mount it with the EFS mount helper, `-o tls`); or, with scheduler.home kind fsx_openzfs, FSx for OpenZFS
+  (encrypted at rest, backups, one AZ's storage subnet, the same security group, NFS v4.1 without TLS). With
+  a backup controller, a second EFS holds the controllers' shared StateSaveLocation (same settings, protected in prod).
 - Secrets: the munge key and the database password are generated here (pulumi_random, secret
   outputs) and stored in AWS Secrets Manager; node roles may read them. They never reach user data,
   outputs or the plan: only the secrets' names do. With scheduler.rest_api, the JWT signing key too, which
@@ -34,6 +35,7 @@ from gpuforge.catalog.tokens import SLURM_CONTROL_PLANE, SLURM_ROLE_TAG
 from gpuforge.render.slurm_rest_api import jwt_secret_name
 from gpuforge.render.templates import render
 from gpuforge.spec import ResolvedSpec
+from gpuforge.spec.home import FsxOpenZfsHome
 from gpuforge.spec.models import UBUNTU_2404_SSM, Tier
 from gpuforge.spec.monitoring import NodeGroupServer
 from gpuforge.spec.resolved_scheduler import ResolvedScheduler
@@ -176,9 +178,15 @@ class SlurmControlPlane(pulumi.ComponentResource):
         )
         self.database_endpoint = database.address
 
-        # /home on EFS, a mount target in every AZ (nodes mount it with the EFS mount helper, over TLS).
-        home = self._file_system(f"{name}-home", f"{spec.name}-home", args, keep)
-        self.home_file_system_id, self.home_dns_name = home.id, home.dns_name
+        # /home on EFS, a mount target in every AZ (nodes mount it with the EFS mount helper, over TLS), or on
+        # FSx for OpenZFS (scheduler.home), mounted over NFS.
+        home_spec = sched.spec.home
+        if isinstance(home_spec, FsxOpenZfsHome):
+            zfs = self._openzfs_home(f"{name}-home", f"{spec.name}-home", home_spec, args, keep)
+            self.home_file_system_id, self.home_dns_name = zfs.id, zfs.dns_name
+        else:
+            home = self._file_system(f"{name}-home", f"{spec.name}-home", args, keep)
+            self.home_file_system_id, self.home_dns_name = home.id, home.dns_name
         # With a backup controller: StateSaveLocation on a file system of its own, mounted by both controllers
         # (slurm.yml; slurmctld requires the mount). Not a directory of /home: users never see slurmctld's
         # state, and its root is slurm's (no EFS access point: the role sets the root's owner once mounted).
@@ -258,6 +266,43 @@ class SlurmControlPlane(pulumi.ComponentResource):
                 security_groups=[args.security_group_ids["storage"]], opts=child,
             )
         return fs
+
+    @staticmethod
+    def _openzfs_home(
+        name: str, tag: str, home: FsxOpenZfsHome, args: SlurmControlPlaneArgs, keep: pulumi.ResourceOptions
+    ) -> aws.fsx.OpenZfsFileSystem:
+        """/home on FSx for OpenZFS: encrypted with the cluster key, in the first AZ's storage subnet (NFS from
+        the compute and management tiers through the storage group, flows.yaml), daily backups, protected in
+        prod (keep). The root volume is exported to the VPC only, without root squash: the controller creates
+        users' homes as root, as it does on EFS."""
+        first_az = sorted(args.subnet_ids["storage"])[0]
+        network = args.resolved.spec.network
+        assert network is not None  # AWS placement: the spec checks require it
+        export = aws.fsx.OpenZfsFileSystemRootVolumeConfigurationNfsExportsClientConfigurationArgs(
+            clients=network.cidr, options=["rw", "crossmnt", "no_root_squash"]
+        )
+        return aws.fsx.OpenZfsFileSystem(
+            name,
+            deployment_type=home.deployment_type,
+            storage_capacity=home.storage_gib,
+            storage_type="SSD",
+            throughput_capacity=home.throughput_mbps,
+            subnet_ids=[args.subnet_ids["storage"][first_az]],
+            security_group_ids=[args.security_group_ids["storage"]],
+            kms_key_id=args.kms_key_arn,
+            automatic_backup_retention_days=home.backup_retention_days,
+            copy_tags_to_backups=True,
+            copy_tags_to_volumes=True,
+            skip_final_backup=not args.resolved.spec.protected,
+            root_volume_configuration=aws.fsx.OpenZfsFileSystemRootVolumeConfigurationArgs(
+                data_compression_type="LZ4",
+                nfs_exports=aws.fsx.OpenZfsFileSystemRootVolumeConfigurationNfsExportsArgs(
+                    client_configurations=[export]
+                ),
+            ),
+            tags={"Name": tag},
+            opts=keep,
+        )
 
     def _secrets(
         self, name: str, cluster: str, args: SlurmControlPlaneArgs, keep: pulumi.ResourceOptions

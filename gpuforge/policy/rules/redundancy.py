@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 
-from gpuforge.catalog.tokens import DRA, NODE_GROUP, OBJECT_STORE, SLURM_ROLE_TAG
+from gpuforge.catalog.tokens import DRA, NODE_GROUP, OBJECT_STORE, OPENZFS, SLURM_ROLE_TAG
 from gpuforge.spec.node_group import RESERVED_CAPACITY
 
 from .base import (
@@ -33,7 +33,7 @@ STATEFUL = (
     "aws:kms/key:Key",
     LUSTRE,
     "aws:fsx/ontapFileSystem:OntapFileSystem",
-    "aws:fsx/openZfsFileSystem:OpenZfsFileSystem",
+    OPENZFS,
     "aws:efs/fileSystem:FileSystem",
     # Slurm: the accounting database and the munge key / database password
     "aws:rds/instance:Instance",

@@ -7,7 +7,7 @@ they make. These rules find each role's members in the plan, by what carries the
 - controller: EC2 instances tagged gpuforge:slurm-role=controller (gpuforge/infra/aws/slurm.py);
 - login, compute: node groups (gpuforge:aws:GpuNodeGroup) of role login, and of role training run by Slurm;
 - monitoring: the node group Prometheus runs on (gpuforge:aws:AlertSecrets readerNodeGroup);
-- database: RDS instances; home: EFS mount targets; lustre: FSx for Lustre file systems;
+- database: RDS instances; home: EFS mount targets or FSx for OpenZFS; lustre: FSx for Lustre file systems;
 
 and the security groups each member carries (a launch template's interfaces, an instance's or a database's
 vpcSecurityGroupIds, a mount target's securityGroups). A flow from A to B needs, for every member of B and
@@ -27,7 +27,15 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from gpuforge.catalog.flows import Flow, FlowModel, load_flows
-from gpuforge.catalog.tokens import ALERT_SECRETS, NODE_GROUP, RDS_INSTANCE, SLURM_CONTROL_PLANE, SLURM_ROLE_TAG, VPC
+from gpuforge.catalog.tokens import (
+    ALERT_SECRETS,
+    NODE_GROUP,
+    OPENZFS,
+    RDS_INSTANCE,
+    SLURM_CONTROL_PLANE,
+    SLURM_ROLE_TAG,
+    VPC,
+)
 
 from .base import Resource, RuleContext, Stack, Violation, as_list, is_unknown, stack_rule
 from .security import INSTANCE, LAUNCH_TEMPLATE, LUSTRE, SECURITY_GROUP
@@ -95,7 +103,9 @@ def role_members(stack: Stack) -> dict[str, list[Member]]:
     members["database"] = [
         Member(db, _groups_of(stack, db, "vpcSecurityGroupIds")) for db in stack.of_type(RDS_INSTANCE)
     ]
-    members["home"] = [Member(mt, _groups_of(stack, mt, "securityGroups")) for mt in stack.of_type(MOUNT_TARGET)]
+    members["home"] = [Member(mt, _groups_of(stack, mt, "securityGroups")) for mt in stack.of_type(MOUNT_TARGET)] + [
+        Member(fs, _groups_of(stack, fs, "securityGroupIds")) for fs in stack.of_type(OPENZFS)
+    ]
     members["lustre"] = [Member(fs, _groups_of(stack, fs, "securityGroupIds")) for fs in stack.of_type(LUSTRE)]
     return members
 
