@@ -65,6 +65,11 @@ class _Mocks(mocks.Mocks):
             file_system_id = "fs-" + hashlib.sha256(args.name.encode()).hexdigest()[:17]
             state.update(dnsName=f"{file_system_id}.efs.mock.amazonaws.com")
             return file_system_id, state
+        elif args.typ == "aws:fsx/openZfsFileSystem:OpenZfsFileSystem":
+            # FSx's documented name, <file-system-id>.fsx.<region>.amazonaws.com: what a node's /home entry mounts.
+            file_system_id = "fs-" + hashlib.sha256(args.name.encode()).hexdigest()[:17]
+            state.update(dnsName=f"{file_system_id}.fsx.mock.amazonaws.com")
+            return file_system_id, state
         elif args.typ in MOCK_SECRETS:
             # Generated secrets get a recognisable value, so a test can prove none reaches any output.
             field, value = MOCK_SECRETS[args.typ]

@@ -1,0 +1,183 @@
+"""/home choices on AWS (scheduler.home, issue 28 item 1): FSx for OpenZFS instead of EFS. The plan of
+tests/fixtures/stacks/Pulumi.prod-openzfs.yaml (prod with its /home on OpenZFS) declares the file system as the
+control plane's /home (encrypted with the cluster key, in the storage tier's security group, exported to the VPC
+only, backed up, protected in prod); every Slurm node mounts it over NFS the same way from its user data and from
+slurm.yml's site_mounts; the flow rules count it as /home; bad values are refused with the field and the catalog's
+values. EFS stays the default (every existing stack plans as before)."""
+
+from __future__ import annotations
+
+import base64
+import copy
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+
+from gpuforge.catalog.aws_wiring import load_aws_wiring
+from gpuforge.catalog.tokens import EFS, OPENZFS
+from gpuforge.infra.aws import GpuNodeGroup, GpuNodeGroupArgs
+from gpuforge.infra.aws.node_group import NFS_HOME_OPTIONS, HomeMount
+from gpuforge.nodes.bake import PLAYBOOKS_DIR
+from gpuforge.nodes.inventory import build_inventory
+from gpuforge.plan.model import Plan
+from gpuforge.plan.policy_check import to_rule_resources
+from gpuforge.policy.rules import REGISTRY, RuleContext
+from gpuforge.spec import SpecError, resolve
+from tests.support import REPO, planned
+
+OPENZFS_STACK = str(REPO / "tests" / "fixtures" / "stacks" / "Pulumi.prod-openzfs.yaml")
+SLURM = "gpuforge:aws:SlurmControlPlane"
+ZFS_DNS = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
+SITE_MOUNTS = PLAYBOOKS_DIR / "roles" / "site_mounts"
+
+
+def _plan() -> Plan:
+    return planned(OPENZFS_STACK)
+
+
+def _home(plan: Plan) -> Any:
+    (fs,) = [r for r in plan.resources if r.type == OPENZFS]
+    return fs
+
+
+def test_the_control_plane_declares_home_on_openzfs_secured() -> None:
+    plan = _plan()
+    fs = _home(plan)
+    assert SLURM in fs.urn and fs.name == "forge-prod-zfs-slurm-home"
+    inputs = fs.inputs
+    assert (inputs["deploymentType"], inputs["storageCapacity"], inputs["throughputCapacity"]) == (
+        "SINGLE_AZ_HA_2", 2048, 320)
+    # The cluster key and the storage tier's group, as the state EFS and its mount targets have them.
+    (state,) = [r for r in plan.resources if r.type == EFS]
+    targets = [r for r in plan.resources if r.type == "aws:efs/mountTarget:MountTarget"]
+    assert inputs["kmsKeyId"] == state.inputs["kmsKeyId"]
+    assert inputs["securityGroupIds"] == targets[0].inputs["securityGroups"]
+    assert inputs["subnetIds"] == [targets[0].inputs["subnetId"]]  # one AZ's storage subnet
+    assert inputs["automaticBackupRetentionDays"] == 7 and inputs["skipFinalBackup"] is False
+    assert fs.protect, "prod's /home is protected like its EFS was"
+    (export,) = inputs["rootVolumeConfiguration"]["nfsExports"]["clientConfigurations"]
+    spec_cidr = resolve(yaml.safe_load(Path(OPENZFS_STACK).read_text())["config"]["gpuforge:cluster"]).spec.network
+    assert spec_cidr is not None and export["clients"] == spec_cidr.cidr  # the VPC only, never "*"
+    assert "no_root_squash" in export["options"]  # the controller creates users' homes as root
+    # No EFS for /home; prod's backup controller keeps its state on EFS.
+    efs = {r.name for r in plan.resources if r.type == EFS}
+    assert efs == {"forge-prod-zfs-slurm-state"}
+    assert plan.outputs["slurm"]["homeFileSystem"] != plan.outputs["slurm"]["stateFileSystem"]
+
+
+def _user_data(plan: Plan, name: str) -> dict[str, Any]:
+    (lt,) = [r for r in plan.resources if r.name == name]
+    return yaml.safe_load(base64.b64decode(lt.inputs["userData"]).decode())
+
+
+def test_a_cloud_node_mounts_openzfs_home_over_nfs_as_site_mounts_does() -> None:
+    plan = _plan()
+    facts = load_aws_wiring().openzfs
+    defaults = yaml.safe_load((SITE_MOUNTS / "defaults/main.yml").read_text())
+    assert NFS_HOME_OPTIONS == f"vers={facts.nfs_version},{defaults['site_mounts_options']['nfs']}"
+    dns = plan.outputs["slurm"]["homeDnsName"]
+    for group in ("train", "login"):
+        document = _user_data(plan, f"forge-prod-zfs-{group}-lt")
+        (fstab,) = [f for f in document["write_files"] if f["path"] == "/etc/fstab"]
+        lines = fstab["content"].splitlines()
+        assert f"{dns}:{facts.root_export} /home nfs {NFS_HOME_OPTIONS} 0 0" in lines, group
+        assert not [line for line in lines if " efs " in line], group
+        assert ["/usr/local/sbin/gpuforge-mount-keeping", "/home", "home.automount"] in document["runcmd"], group
+
+
+def test_slurm_yml_mounts_the_deployed_openzfs_as_an_nfs_home() -> None:
+    outputs = copy.deepcopy(dict(_plan().outputs))
+    outputs["slurm"].update(homeFileSystem="fs-0123456789abcdef0", homeDnsName=ZFS_DNS, databaseEndpoint="db.x",
+                            stateFileSystem="fs-0fedcba9876543210", stateDnsName="fs-0fedcba9876543210.efs.x")
+    home = build_inventory(OPENZFS_STACK, outputs=outputs)["all"]["vars"]["slurm_config"]["home"]
+    facts = load_aws_wiring().openzfs
+    assert {k: home[k] for k in ("kind", "server", "export", "version", "mount_point")} == {
+        "kind": "nfs", "server": ZFS_DNS, "export": facts.root_export, "version": facts.nfs_version,
+        "mount_point": "/home"}
+
+
+def _flow_violations(resources: list[Any]) -> list[Any]:
+    rule = REGISTRY["wiring-flows-security-groups"]
+    ctx = RuleContext("prod", {k: p.default for k, p in rule.params.items()})
+    return list(rule.run(to_rule_resources(resources), ctx))
+
+
+def test_the_flow_rules_count_openzfs_as_home() -> None:
+    """Negative control: without the compute nodes' NFS rule on the storage group, the rule names the
+    OpenZFS file system (it plays /home in the flow model, as EFS's mount targets do)."""
+    plan = _plan()
+    assert _flow_violations(list(plan.resources)) == []
+    fs = _home(plan)
+    without = [r for r in plan.resources if not r.name.endswith("-storage-in-nfs-compute")]
+    assert len(without) == len(plan.resources) - 1
+    found = _flow_violations(without)
+    assert found and any(fs.name in v.message or v.urn == fs.urn for v in found), found
+
+
+def _spec(home: dict[str, Any], placement: str = "aws") -> dict[str, Any]:
+    stack = "prod" if placement == "aws" else "onprem-lab"
+    spec = yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]["gpuforge:cluster"]
+    spec["scheduler"]["home"] = home
+    return spec
+
+
+def test_bad_openzfs_values_are_refused_all_at_once_with_the_catalogs_values() -> None:
+    with pytest.raises(SpecError) as err:
+        resolve(_spec({"kind": "fsx_openzfs", "deployment_type": "SINGLE_AZ_2", "storage_gib": 10,
+                       "throughput_mbps": 128}))
+    text = str(err.value)
+    assert "cluster.scheduler.home.storage_gib" in text and "64-524288" in text
+    assert "cluster.scheduler.home.throughput_mbps" in text and "160, 320, 640" in text
+
+
+def test_an_aws_home_on_a_site_is_refused() -> None:
+    with pytest.raises(SpecError) as err:
+        resolve(_spec({"kind": "efs"}, placement="onprem"))
+    assert "cluster.scheduler.home" in str(err.value) and "site.storage.mounts" in str(err.value)
+
+
+def test_an_unknown_kind_is_refused() -> None:
+    with pytest.raises(SpecError) as err:
+        resolve(_spec({"kind": "fsx_ontap"}))
+    assert "cluster.scheduler.home" in str(err.value)
+
+
+# --- the component under Pulumi's mocks, as a library user composes it --------------------------------
+
+
+class Mocks(pulumi.runtime.Mocks):
+    def __init__(self) -> None:
+        self.created: dict[str, dict[str, Any]] = {}
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        self.created[args.name] = args.inputs
+        return f"{args.name}-id", {**args.inputs, "arn": f"arn:mock:{args.name}", "name": args.name}
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], None]:
+        return {}, None
+
+
+@pytest.fixture
+def mocks() -> Mocks:
+    m = Mocks()
+    pulumi.runtime.set_mocks(m, project="gpuforge", stack="unit", preview=False)
+    return m
+
+
+@pulumi.runtime.test
+def test_a_node_group_given_an_nfs_home_writes_its_fstab_entry(mocks: Mocks) -> Any:
+    spec = yaml.safe_load((REPO / "stacks" / "Pulumi.dev.yaml").read_text())["config"]["gpuforge:cluster"]
+    group = GpuNodeGroup("unit-train", GpuNodeGroupArgs(
+        group=resolve(spec).node_groups["train"], cluster="unit", subnet_ids=["subnet-a"],
+        security_group_ids=["sg-compute"], kms_key_arn="arn:aws:kms:us-east-1:123456789012:key/unit",
+        home=HomeMount(pulumi.Output.from_input(ZFS_DNS), "nfs")))
+
+    def check(_: Any) -> None:
+        text = base64.b64decode(mocks.created["unit-train-lt"]["userData"]).decode()
+        (fstab,) = [f for f in yaml.safe_load(text)["write_files"] if f["path"] == "/etc/fstab"]
+        assert f"{ZFS_DNS}:/fsx /home nfs {NFS_HOME_OPTIONS} 0 0" in fstab["content"].splitlines()
+
+    return group.launch_template_id.apply(check)
