@@ -77,7 +77,7 @@ def test_a_cloud_node_mounts_openzfs_home_over_nfs_as_site_mounts_does() -> None
     plan = _plan()
     facts = load_aws_wiring().openzfs
     defaults = yaml.safe_load((SITE_MOUNTS / "defaults/main.yml").read_text())
-    assert NFS_HOME_OPTIONS == f"vers={facts.nfs_version},{defaults['site_mounts_options']['nfs']}"
+    assert f"vers={facts.nfs_version},{defaults['site_mounts_options']['nfs']}" == NFS_HOME_OPTIONS
     dns = plan.outputs["slurm"]["homeDnsName"]
     for group in ("train", "login"):
         document = _user_data(plan, f"forge-prod-zfs-{group}-lt")
