@@ -110,6 +110,7 @@ def validate(
     if json_out:
         document = _validation_json(str(stack_file.path), None, report)
         document["secrets_unset"] = [secret.to_json(stack_file.name) for secret in unset]
+        document["warnings"] = [asdict(issue) for issue in checked.resolved.warnings]
         sys.stdout.write(json.dumps(document) + "\n")
         raise typer.Exit(1 if blocked else 0)
     resolved = checked.resolved
@@ -121,6 +122,9 @@ def validate(
     out.print(
         f"[green]spec valid[/]: {escape(str(stack_file.path))} — {escape(', '.join(p for p in (groups, hosts) if p))}"
     )
+    for warning in resolved.warnings:  # checks of level warning: a trade-off said, the spec still valid
+        out.print(f"[yellow]warning[/] ({escape(warning.check)}): {escape(str(warning))}", highlight=False,
+                  soft_wrap=True)
     for secret in unset:  # `pulumi up` fails without them; the offline checks read a placeholder
         out.print(
             f"[yellow]before up[/]: {escape(secret.config_key)} is {secret.state} in the stack file "

@@ -272,6 +272,9 @@ def console_plan(plan: Plan, tree: bool = True) -> Group:
         parts.append(site_table(plan))
     if plan.secrets:
         parts.append(secrets_lines(plan))
+    if plan.resolved.warnings:
+        parts.append(Text("spec warnings (valid, with a trade-off):\n" + "\n".join(
+            f"  - {w.check}: {w}" for w in plan.resolved.warnings), style="yellow"))
     if tree:
         parts.insert(0, resource_tree(plan))
     if cost_caveats(plan):
@@ -286,6 +289,9 @@ def markdown_plan(plan: Plan) -> str:
     lines += [f"| {k} | {v} |" for k, v in summary_rows(plan)]
     if cost_caveats(plan):
         lines += ["", "Cost caveats:", "", *[f"- {c}" for c in cost_caveats(plan)]]
+    if plan.resolved.warnings:
+        lines += ["", "Spec warnings (valid, with a trade-off):", "",
+                  *[f"- `{w.check}` {w}" for w in plan.resolved.warnings]]
     lines += [
         "",
         "### Node groups",

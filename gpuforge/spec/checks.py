@@ -27,7 +27,7 @@ from .monitoring import check_monitoring
 from .paths import CLUSTER, NODE_GROUPS
 from .resolved import ResolvedNodeGroup, ResolvedSpec
 from .resolved_site import ResolvedSite
-from .scheduler_checks import check_scheduler, raw_duplicate_uids
+from .scheduler_checks import check_scheduler, login_on_controller, raw_duplicate_uids
 from .site_checks import check_hybrid, check_site
 from .sizing import size_lustre
 from .slurm_os_checks import check_slurm_os
@@ -226,9 +226,11 @@ def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
     issues += registry.SLURM_SETTINGS.tag(check_slurm_settings(spec, catalog))
     issues += registry.RESERVATIONS.tag(check_shared_reservations(spec))
     issues += registry.IMAGE_OS.tag(check_image_os(spec))
+    issues += registry.LOGIN_ON_CONTROLLER.tag(login_on_controller(spec))
 
-    if issues:
-        raise SpecError(issues, source)
+    errors = [issue for issue in issues if not registry.is_warning(issue)]
+    if errors:
+        raise SpecError(errors, source)
     pue, pue_source = catalog.pue_default, catalog.data.host_power.pue_source
     if spec.power.pue is not None:
         pue, pue_source = spec.power.pue, "the stack's power.pue"
@@ -246,6 +248,7 @@ def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
         image_build_az=image_build_az,
         scheduler=scheduler,
         pue_source=pue_source,
+        warnings=tuple(issue for issue in issues if registry.is_warning(issue)),
     )
 
 

@@ -5,8 +5,10 @@ validators: a name, a failure level, the fields). `resolve` tags every problem w
 that found it (`SpecIssue.check`), so a report, a test or the docs can say which rule a problem breaks;
 REGISTRY lists every check, and docs/spec.md's "Checks" table lists the same ids (a test compares them).
 
-Every check is an error today: the spec is refused until it is fixed. "warning" is the level a check
-would carry whose problems are reported without refusing the spec; none does yet.
+A check of level "error" refuses the spec until it is fixed. A check of level "warning" reports a choice that
+works but gives something up (a site's login host on its controller host): `resolve` keeps its problems on the
+resolved spec (`ResolvedSpec.warnings`), `gpuforge validate` and `gpuforge plan` show them, and they never refuse
+the spec (while errors refuse it, only the errors are reported).
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ SLURM_SETTINGS = _check("spec-slurm-settings", "scheduler", "Settings passed thr
                         "does not render, with values in slurm.conf(5)'s form for the stack's Slurm release.")
 RESERVATIONS = _check("spec-node-group-reservations", "node_groups", "Groups sharing a reservation or Capacity "
                       "Block agree on its type and AZ and fit its size.")
+LOGIN_ON_CONTROLLER = _check("spec-scheduler-login-on-controller", "scheduler", "A site login host that is also "
+                             "a controller host (a small cluster's head node): allowed, but users' work shares the "
+                             "machine with slurmctld and slurmdbd.", level="warning")
 IMAGE_OS = _check("spec-node-group-image-os", "node_groups", "Groups the playbooks bake, and the image "
                   "pipeline's parent, boot a distribution the roles have values for.")
 
@@ -87,3 +92,9 @@ def checks_table() -> str:
     rows = ["| check | level | section | what it checks |", "| --- | --- | --- | --- |"]
     rows += [f"| `{c.id}` | {c.level} | `{c.section}` | {c.summary} |" for c in REGISTRY.values()]
     return "\n".join(rows) + "\n"
+
+
+def is_warning(issue: SpecIssue) -> bool:
+    """Whether a problem comes from a check of level warning (reported, never refusing the spec)."""
+    check = REGISTRY.get(issue.check)
+    return check is not None and check.level == "warning"

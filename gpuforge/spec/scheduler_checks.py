@@ -148,7 +148,7 @@ def check_scheduler(
     issues += _directory(spec)
     controllers, ctl_issues = _controllers(spec, catalog, subnets, site)
     issues += ctl_issues
-    issues += _login_hosts(spec, site, {c.name for c in controllers})
+    issues += _login_hosts(spec, site)
     database, db_issues = _database(spec)
     issues += db_issues
     home, home_issues = _home(spec)
@@ -277,7 +277,7 @@ def _service_hosts(
     return issues
 
 
-def _login_hosts(spec: ClusterSpec, site: ResolvedSite | None, controllers: set[str]) -> list[SpecIssue]:
+def _login_hosts(spec: ClusterSpec, site: ResolvedSite | None) -> list[SpecIssue]:
     assert spec.scheduler is not None
     hosts = spec.scheduler.login.hosts
     path = f"{PATH}.login.hosts"
@@ -287,10 +287,26 @@ def _login_hosts(spec: ClusterSpec, site: ResolvedSite | None, controllers: set[
         return [SpecIssue(path, "login hosts are site service hosts; this is an AWS cluster",
                           "declare a node group with role: login and list it in login.node_groups")]
     issues = _service_hosts(path, hosts, spec, site, "the login service")
-    for host in sorted(set(hosts) & controllers):
-        issues.append(SpecIssue(f"{path}[{host}]", f"{host} is also the controller",
-                                "log users in on their own host: a user's load must not starve slurmctld"))
+    controllers = spec.scheduler.controller.hosts
+    for host in sorted(set(hosts) & set(controllers)):
+        if hosts[host] != controllers[host]:
+            issues.append(SpecIssue(f"{path}[{host}]", f"{hosts[host]} is not {host}'s address as a controller "
+                                    f"({controllers[host]}): one host has one management address",
+                                    f"give {host} the same address in controller.hosts and login.hosts"))
     return issues
+
+
+def login_on_controller(spec: ClusterSpec) -> list[SpecIssue]:
+    """A site login host that is a controller host too (DeepOps' login01, a small cluster's head node): allowed
+    (registry level warning), said once per host. Its address is the controller's (the address check holds one
+    name to one address)."""
+    if spec.scheduler is None or spec.placement.kind == "aws":
+        return []
+    shared = sorted(set(spec.scheduler.login.hosts) & set(spec.scheduler.controller.hosts))
+    return [SpecIssue(f"{PATH}.login.hosts[{host}]", f"{host} is also a controller host: users' work (builds, "
+                      "data copies, a runaway process) shares its CPU, memory and disk with slurmctld and slurmdbd, "
+                      "and a user who fills the machine slows scheduling for everyone",
+                      "fine for a small cluster; give users a login host of their own as it grows") for host in shared]
 
 
 def _bastion(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]:
