@@ -274,8 +274,9 @@ def slurm_backup_controller(r: Resource, ctx: RuleContext) -> Iterator[Violation
         )
 
 
-# A head node is a choice, not a mistake: said in every environment, never blocking.
-HEAD_NODE_LEVELS: Mapping[str, Level] = {"prod": "advisory", "staging": "advisory", "dev": "advisory"}
+# A head node is a choice for a small cluster: said, never blocking, outside prod; in prod (every rule is mandatory
+# there) a waiver records who accepted the trade-off.
+HEAD_NODE_LEVELS: Mapping[str, Level] = {"prod": "mandatory", "staging": "advisory", "dev": "advisory"}
 HEAD_NODE_WHY = (
     "A head node (users' login on a controller host, as ParallelCluster's head node or DeepOps' login01) saves a "
     "machine but gives up isolation: users' builds, copies and runaway processes share CPU, memory and disk with "
@@ -301,7 +302,7 @@ def slurm_head_node(r: Resource, ctx: RuleContext) -> Iterator[Violation]:
             "redundancy-slurm-head-node",
             r.urn,
             f"{r.name}: {host} is both a Slurm controller and a login host: users' work shares it with slurmctld "
-            "and slurmdbd",
+            "and slurmdbd; give users a login host of their own as the cluster grows, or waive the rule",
         )
 
 
