@@ -48,6 +48,12 @@ def slurm_inventory(stack: str, outputs: Mapping[str, Any], group_name: Any) -> 
     # NFS /home without a server is the cluster's FSx for OpenZFS (a site's NFS mount always names its server).
     if config["home"]["kind"] == "efs" or (config["home"]["kind"] == "nfs" and not config["home"]["server"]):
         config["home"]["server"] = deployed.get("homeDnsName") or ""
+    # The shared directories' EFS file systems (scheduler.shared_directories): ids and names from the outputs.
+    deployed_shared = deployed.get("sharedFileSystems") or {}
+    for mount in config["shared_mounts"]:
+        if mount["kind"] == "efs":
+            mount["source"] = (deployed_shared.get(mount["name"]) or {}).get("fileSystem") or ""
+            mount["server"] = (deployed_shared.get(mount["name"]) or {}).get("dnsName") or ""
     if config["state_shared"].get("kind") == "efs":
         config["state_shared"]["server"] = deployed.get("stateDnsName") or ""
         config["state_shared"]["source"] = deployed.get("stateFileSystem") or ""

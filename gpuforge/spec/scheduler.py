@@ -25,6 +25,7 @@ from .limits import rds_class_problem, refusing
 from .preemption import Preemption
 from .reservations import Reservation
 from .rest_api import RestApi
+from .shared_directories import SharedDirectory
 from .slurm_settings import SlurmValue
 from .slurm_time import SLURM_TIME
 from .tenancy import Qos
@@ -260,6 +261,11 @@ class SchedulerSpec(SpecModel):
         min_length=1, description="Partitions keyed by their Slurm name (not default: slurm.conf's defaults record)."
     )
     login: SlurmLogin = Field(default_factory=SlurmLogin, description="Login nodes and how users reach them.")
+    shared_directories: dict[Name, SharedDirectory] = Field(
+        default_factory=dict,
+        description="Directories every Slurm host mounts beside /home, keyed by name, e.g. {apps: {kind: efs, "
+        "mount_point: /apps}} on AWS or {apps: {kind: site, mount: apps}} on a site.",
+    )
     accounts: dict[Name, Account] = Field(
         default_factory=dict,
         description="Slurm accounts keyed by name; slurmdbd keeps exactly these (one removed from here is removed "

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from gpuforge.catalog import Catalog, CatalogError
 from gpuforge.catalog.aws_wiring import load_aws_wiring
-from gpuforge.catalog.mounts import HOME_MOUNT_POINT
+from gpuforge.catalog.mounts import HOME_MOUNT_POINT, LUSTRE_MOUNT_POINT
 
 from .errors import SpecIssue
 from .home import FsxOpenZfsHome
@@ -25,6 +25,7 @@ from .reservation_checks import check_reservations
 from .resolved_scheduler import ResolvedScheduler, SlurmController, SlurmGroup
 from .resolved_site import ResolvedHost, ResolvedSite
 from .scheduler import SchedulerSpec
+from .shared_directories import EfsSharedDirectory, SiteSharedDirectory
 from .slurm_time import slurm_time_minutes
 from .subnets import Subnets
 from .tenancy_checks import check_tenancy
@@ -153,6 +154,7 @@ def check_scheduler(
     issues += db_issues
     home, home_issues = _home(spec)
     issues += home_issues
+    issues += _shared_directories(spec, home)
     if issues:
         return None, issues
     return (
@@ -398,6 +400,50 @@ def _home(spec: ClusterSpec) -> tuple[str, list[SpecIssue]]:
     return "", [*issues, SpecIssue("cluster.site.storage.mounts", "a Slurm cluster on a site needs the shared /home",
                                    "add the site's NFS export: mounts: {home: {kind: nfs, server: ..., export: ..., "
                                    "mount_point: /home}}")]
+
+
+# Where a shared directory may not go: the users' homes, slurmctld's state, the Lustre mount, the system's own.
+_RESERVED_MOUNT_POINTS = (HOME_MOUNT_POINT, "/var/spool/slurmctld", LUSTRE_MOUNT_POINT)
+_SYSTEM_DIRECTORIES = ("/", "/bin", "/boot", "/dev", "/etc", "/lib", "/proc", "/root", "/run", "/sbin", "/sys",
+                       "/tmp", "/usr", "/var")
+
+
+def _shared_directories(spec: ClusterSpec, home: str) -> list[SpecIssue]:
+    """Shared directories: efs on AWS, site mounts on a site; each at its own mount point, none over /home,
+    slurmctld's state, Lustre or a system directory."""
+    assert spec.scheduler is not None
+    aws = spec.placement.kind == "aws"
+    mounts = spec.site.storage.mounts if spec.site is not None else {}
+    issues: list[SpecIssue] = []
+    seen: dict[str, str] = {}  # mount point -> the shared directory at it
+    for key, shared in spec.scheduler.shared_directories.items():
+        path = f"{PATH}.shared_directories[{key}]"
+        if isinstance(shared, EfsSharedDirectory) != aws:
+            issues.append(SpecIssue(f"{path}.kind", f"{shared.kind} is not a shared directory of a "
+                                    f"{spec.placement.kind} cluster", "use kind: efs on AWS, kind: site (a mount of "
+                                    "site.storage.mounts) on a site"))
+            continue
+        if isinstance(shared, SiteSharedDirectory):
+            if shared.mount not in mounts:
+                issues.append(SpecIssue(f"{path}.mount", f"{shared.mount} is not a mount of site.storage.mounts",
+                                        f"use one of {', '.join(sorted(mounts)) or '(none)'}"))
+                continue
+            if shared.mount == home:
+                issues.append(SpecIssue(f"{path}.mount", f"{shared.mount} is /home, which every host mounts already",
+                                        "remove it from shared_directories"))
+                continue
+            mount_point = mounts[shared.mount].mount_point
+        else:
+            mount_point = shared.mount_point
+        where = mount_point.rstrip("/") or "/"
+        if where in _RESERVED_MOUNT_POINTS or where in _SYSTEM_DIRECTORIES:
+            issues.append(SpecIssue(path, f"{where} is the users' /home, slurmctld's state, the Lustre mount or a "
+                                    "system directory", "mount it elsewhere, e.g. /apps"))
+        elif where in seen:
+            issues.append(SpecIssue(path, f"{where} is already {seen[where]}'s mount point",
+                                    "give each shared directory its own mount point"))
+        seen.setdefault(where, key)
+    return issues
 
 
 def _openzfs_home(home: FsxOpenZfsHome) -> list[SpecIssue]:

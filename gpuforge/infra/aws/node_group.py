@@ -43,7 +43,7 @@ from gpuforge.spec.capacity import (
 from .cluster_autoscaler import autoscaler_tags, tag_slug
 from .efa import efa_layout
 from .iam import assume_role_policy, bucket_access_policy
-from .lustre_mount import fsx_mount_entry
+from .lustre_mount import fsx_mount_entry, systemd_path_unit
 
 # The shared /home (EFS) in a Slurm node's fstab, mounted by the EFS mount helper (catalog efs.mount_helper, in
 # the image): AWS's NFS options (catalog), then the site_mounts role's own for the efs kind (TLS, after the
@@ -109,6 +109,20 @@ class HomeMount:
 
 
 @dataclass(frozen=True)
+class SharedMount:
+    """A shared directory of a Slurm group (scheduler.shared_directories, e.g. /apps): an EFS file system by its id,
+    mounted like /home's EFS."""
+
+    mount_point: str
+    file_system: pulumi.Input[str]
+
+    def fstab(self, file_system: str) -> dict[str, str]:
+        return {"src": f"{file_system}:/", "mount_point": self.mount_point,
+                "fstype": load_aws_wiring().efs.mount_helper.fstype, "options": EFS_MOUNT_OPTIONS,
+                "automount_unit": systemd_path_unit(self.mount_point, "automount")}
+
+
+@dataclass(frozen=True)
 class GpuNodeGroupArgs:
     group: ResolvedNodeGroup
     cluster: str
@@ -119,6 +133,7 @@ class GpuNodeGroupArgs:
     write_bucket_arns: list[pulumi.Input[str]] = field(default_factory=list)
     lustre: LustreMount | None = None
     home: HomeMount | None = None  # a Slurm group's shared /home
+    shared: tuple[SharedMount, ...] = ()  # a Slurm group's shared directories beside /home
     tags: dict[str, str] = field(default_factory=dict)
     eks: EksAttachment | None = None  # set for orchestrator eks: an EKS managed node group instead of an ASG
     # A Slurm group's controllers, name -> address: the names slurm.conf gives them, written to /etc/hosts.
@@ -462,6 +477,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 }
                 if args.home is not None
                 else None,
+                "shared": [m.fstab(v) for m, v in zip(args.shared, values[3:], strict=True)],
             }
             text = render("cloud-init/node.yaml.j2", node=node, controllers=args.slurm_controllers, **mounts)
             return base64.b64encode(wrap(text).encode()).decode()
@@ -470,6 +486,7 @@ class GpuNodeGroup(pulumi.ComponentResource):
             lustre.dns_name if lustre else "",
             lustre.mount_name if lustre else "",
             args.home.server if args.home else "",
+            *(m.file_system for m in args.shared),
         ).apply(text)
 
     def _eks_node_group(

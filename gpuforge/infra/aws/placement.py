@@ -26,6 +26,7 @@ from gpuforge.spec import ResolvedNodeGroup, ResolvedSpec
 from gpuforge.spec.models import Tier
 from gpuforge.spec.monitoring import NodeGroupServer, receiver_secret_names
 from gpuforge.spec.resolved_scheduler import ResolvedScheduler
+from gpuforge.spec.shared_directories import EfsSharedDirectory
 
 from .alert_secrets import AlertSecrets, AlertSecretsArgs
 from .bastion import Bastion, BastionArgs
@@ -42,6 +43,7 @@ from .node_group import (
     GpuNodeGroupArgs,
     HomeMount,
     LustreMount,
+    SharedMount,
     node_group_props,
     node_taints,
 )
@@ -259,6 +261,11 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 lustre=LustreMount(lustre.dns_name, lustre.mount_name, efa=fs.efa) if lustre and fs else None,
                 home=_home_mount(slurm, sched) if slurm is not None and sched is not None and group_name in slurm_groups
                 else None,
+                shared=(
+                    _shared_mounts(slurm, sched)
+                    if slurm is not None and sched is not None and group_name in slurm_groups
+                    else ()
+                ),
                 slurm_controllers=(
                     {c.name: c.address for c in sched.controllers}
                     if sched is not None and slurm is not None and group_name in slurm_groups
@@ -635,3 +642,10 @@ def _home_mount(slurm: SlurmControlPlane, sched: ResolvedScheduler) -> HomeMount
     if sched.home == "fsx_openzfs":
         return HomeMount(slurm.home_dns_name, "nfs")
     return HomeMount(slurm.home_file_system_id)
+
+
+def _shared_mounts(slurm: SlurmControlPlane, sched: ResolvedScheduler) -> tuple[SharedMount, ...]:
+    """What a Slurm node's user data mounts beside /home: each shared directory's EFS, by its id."""
+    directories = sched.spec.shared_directories
+    return tuple(SharedMount(d.mount_point, slurm.shared_file_systems[key][0])
+                 for key, d in directories.items() if isinstance(d, EfsSharedDirectory))

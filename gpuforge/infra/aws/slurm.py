@@ -196,6 +196,12 @@ class SlurmControlPlane(pulumi.ComponentResource):
             state = self._file_system(f"{name}-state", f"{spec.name}-slurmctld-state", args, keep)
             self.state_file_system_id, self.state_dns_name = state.id, state.dns_name
 
+        # Shared directories (scheduler.shared_directories, e.g. /apps): an EFS of their own each, set up as /home's.
+        self.shared_file_systems: dict[str, tuple[pulumi.Output[str], pulumi.Output[str]]] = {}
+        for key in sched.spec.shared_directories:
+            shared = self._file_system(f"{name}-shared-{key}", f"{spec.name}-{key}", args, keep)
+            self.shared_file_systems[key] = (shared.id, shared.dns_name)
+
         profile = aws.iam.InstanceProfile(f"{name}-ctl-profile", role=controller_role.name, opts=child)
         for controller in sched.controllers:
             assert controller.availability_zone is not None
@@ -227,11 +233,13 @@ class SlurmControlPlane(pulumi.ComponentResource):
     def outputs(self) -> dict[str, Any]:
         """The stack outputs of the control plane (the inventory reads them after `pulumi up`)."""
         state = {"stateFileSystem": self.state_file_system_id, "stateDnsName": self.state_dns_name}
+        shared = {key: {"fileSystem": fs_id, "dnsName": dns} for key, (fs_id, dns) in self.shared_file_systems.items()}
         return {
             "databaseEndpoint": self.database_endpoint,
             "homeFileSystem": self.home_file_system_id,
             "homeDnsName": self.home_dns_name,
             **(state if self.state_dns_name is not None else {}),
+            **({"sharedFileSystems": shared} if shared else {}),
             "secretArns": self.secret_arns,
         }
 
