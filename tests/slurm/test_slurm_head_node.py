@@ -70,7 +70,8 @@ def test_validate_prints_the_warning_and_lists_it_in_json() -> None:
     assert f"warning ({CHECK})" in result.output and "slurm-01 is also a controller host" in result.output
     result = runner.invoke(app, ["validate", HEAD, "--json"])
     document = json.loads(result.stdout)
-    assert [(w["check"], w["path"]) for w in document["warnings"]] == [(CHECK, "cluster.scheduler.login.hosts[slurm-01]")]
+    warnings = [(w["check"], w["path"]) for w in document["warnings"]]
+    assert warnings == [(CHECK, "cluster.scheduler.login.hosts[slurm-01]")]
     assert document["valid"] is True
 
 

@@ -118,7 +118,9 @@ def test_the_mount_is_passed_as_slurm_config_home_in_every_play() -> None:
     plays = yaml.safe_load((PLAYBOOKS_DIR / "slurm.yml").read_text())
     for play in plays:
         mounts = [r for r in play["roles"] if r["role"] == "site_mounts"]
-        assert [m["vars"]["site_mounts_mounts"] for m in mounts] == [["{{ slurm_config.home }}"]], play["name"]
+        # /home, then the shared directories (tests/slurm/test_slurm_shared_directories.py).
+        assert [m["vars"]["site_mounts_mounts"] for m in mounts] == [
+            "{{ [slurm_config.home] + slurm_config.shared_mounts }}"], play["name"]
 
 
 def test_homes_are_made_once_by_the_primary_controller() -> None:
