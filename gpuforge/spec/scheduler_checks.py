@@ -413,6 +413,11 @@ def _shared_directories(spec: ClusterSpec, home: str) -> list[SpecIssue]:
     slurmctld's state, Lustre or a system directory."""
     assert spec.scheduler is not None
     aws = spec.placement.kind == "aws"
+    if spec.placement.kind == "hybrid" and spec.scheduler.shared_directories:
+        # Cloud nodes boot from an image whose fstab holds the site's /home only (bake-image-slurm.yml).
+        return [SpecIssue(f"{PATH}.shared_directories", "shared directories are not offered on a hybrid placement "
+                          "yet: its cloud nodes would not mount them", "remove shared_directories; GPU hosts on the "
+                          "site mount every site mount already")]
     mounts = spec.site.storage.mounts if spec.site is not None else {}
     issues: list[SpecIssue] = []
     seen: dict[str, str] = {}  # mount point -> the shared directory at it
