@@ -168,11 +168,16 @@ class EfsFacts(_Frozen):
 
 
 class OpenZfsFacts(_Frozen):
-    root_export: str  # the root volume's NFS path (/fsx)
+    root_volume: str  # the root volume's name; its NFS export is /<root_volume>
     nfs_version: str
     storage_gib: tuple[int, int]  # least and most storage capacity
     throughput_mbps: dict[str, tuple[int, ...]]  # deployment type -> the throughput capacities it takes
     source: str
+
+    @property
+    def root_export(self) -> str:
+        """The root volume's NFS export, what a node mounts."""
+        return f"/{self.root_volume}"
 
 
 class AwsWiring(_Frozen):

@@ -51,7 +51,7 @@ def test_the_control_plane_declares_home_on_openzfs_secured() -> None:
     assert (inputs["deploymentType"], inputs["storageCapacity"], inputs["throughputCapacity"]) == (
         "SINGLE_AZ_HA_2", 2048, 320)
     # The cluster key and the storage tier's group, as the state EFS and its mount targets have them.
-    (state,) = [r for r in plan.resources if r.type == EFS]
+    (state,) = [r for r in plan.resources if r.type == EFS and r.name == "forge-prod-zfs-slurm-state"]
     targets = [r for r in plan.resources if r.type == "aws:efs/mountTarget:MountTarget"]
     assert inputs["kmsKeyId"] == state.inputs["kmsKeyId"]
     assert inputs["securityGroupIds"] == targets[0].inputs["securityGroups"]
@@ -62,9 +62,9 @@ def test_the_control_plane_declares_home_on_openzfs_secured() -> None:
     spec_cidr = resolve(yaml.safe_load(Path(OPENZFS_STACK).read_text())["config"]["gpuforge:cluster"]).spec.network
     assert spec_cidr is not None and export["clients"] == spec_cidr.cidr  # the VPC only, never "*"
     assert "no_root_squash" in export["options"]  # the controller creates users' homes as root
-    # No EFS for /home; prod's backup controller keeps its state on EFS.
+    # No EFS for /home; prod's backup controller keeps its state on EFS (and /apps has its own).
     efs = {r.name for r in plan.resources if r.type == EFS}
-    assert efs == {"forge-prod-zfs-slurm-state"}
+    assert efs == {"forge-prod-zfs-slurm-state", "forge-prod-zfs-slurm-shared-apps"}
     assert plan.outputs["slurm"]["homeFileSystem"] != plan.outputs["slurm"]["stateFileSystem"]
 
 
@@ -84,7 +84,7 @@ def test_a_cloud_node_mounts_openzfs_home_over_nfs_as_site_mounts_does() -> None
         (fstab,) = [f for f in document["write_files"] if f["path"] == "/etc/fstab"]
         lines = fstab["content"].splitlines()
         assert f"{dns}:{facts.root_export} /home nfs {NFS_HOME_OPTIONS} 0 0" in lines, group
-        assert not [line for line in lines if " efs " in line], group
+        assert not [line for line in lines if " /home efs " in line], group
         assert ["/usr/local/sbin/gpuforge-mount-keeping", "/home", "home.automount"] in document["runcmd"], group
 
 
@@ -178,6 +178,7 @@ def test_a_node_group_given_an_nfs_home_writes_its_fstab_entry(mocks: Mocks) -> 
     def check(_: Any) -> None:
         text = base64.b64decode(mocks.created["unit-train-lt"]["userData"]).decode()
         (fstab,) = [f for f in yaml.safe_load(text)["write_files"] if f["path"] == "/etc/fstab"]
-        assert f"{ZFS_DNS}:/fsx /home nfs {NFS_HOME_OPTIONS} 0 0" in fstab["content"].splitlines()
+        root = load_aws_wiring().openzfs.root_export
+        assert f"{ZFS_DNS}:{root} /home nfs {NFS_HOME_OPTIONS} 0 0" in fstab["content"].splitlines()
 
     return group.launch_template_id.apply(check)
