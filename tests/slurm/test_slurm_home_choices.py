@@ -12,14 +12,12 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import pulumi
 import pytest
 import yaml
 
 from gpuforge.catalog.aws_wiring import load_aws_wiring
 from gpuforge.catalog.tokens import EFS, OPENZFS
-from gpuforge.infra.aws import GpuNodeGroup, GpuNodeGroupArgs
-from gpuforge.infra.aws.node_group import NFS_HOME_OPTIONS, HomeMount
+from gpuforge.infra.aws.node_group import NFS_HOME_OPTIONS
 from gpuforge.nodes.bake import PLAYBOOKS_DIR
 from gpuforge.nodes.inventory import build_inventory
 from gpuforge.plan.model import Plan
@@ -143,42 +141,3 @@ def test_an_unknown_kind_is_refused() -> None:
     with pytest.raises(SpecError) as err:
         resolve(_spec({"kind": "fsx_ontap"}))
     assert "cluster.scheduler.home" in str(err.value)
-
-
-# --- the component under Pulumi's mocks, as a library user composes it --------------------------------
-
-
-class Mocks(pulumi.runtime.Mocks):
-    def __init__(self) -> None:
-        self.created: dict[str, dict[str, Any]] = {}
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        self.created[args.name] = args.inputs
-        return f"{args.name}-id", {**args.inputs, "arn": f"arn:mock:{args.name}", "name": args.name}
-
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], None]:
-        return {}, None
-
-
-@pytest.fixture
-def mocks() -> Mocks:
-    m = Mocks()
-    pulumi.runtime.set_mocks(m, project="gpuforge", stack="unit", preview=False)
-    return m
-
-
-@pulumi.runtime.test
-def test_a_node_group_given_an_nfs_home_writes_its_fstab_entry(mocks: Mocks) -> Any:
-    spec = yaml.safe_load((REPO / "stacks" / "Pulumi.dev.yaml").read_text())["config"]["gpuforge:cluster"]
-    group = GpuNodeGroup("unit-train", GpuNodeGroupArgs(
-        group=resolve(spec).node_groups["train"], cluster="unit", subnet_ids=["subnet-a"],
-        security_group_ids=["sg-compute"], kms_key_arn="arn:aws:kms:us-east-1:123456789012:key/unit",
-        home=HomeMount(pulumi.Output.from_input(ZFS_DNS), "nfs")))
-
-    def check(_: Any) -> None:
-        text = base64.b64decode(mocks.created["unit-train-lt"]["userData"]).decode()
-        (fstab,) = [f for f in yaml.safe_load(text)["write_files"] if f["path"] == "/etc/fstab"]
-        root = load_aws_wiring().openzfs.root_export
-        assert f"{ZFS_DNS}:{root} /home nfs {NFS_HOME_OPTIONS} 0 0" in fstab["content"].splitlines()
-
-    return group.launch_template_id.apply(check)
