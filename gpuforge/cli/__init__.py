@@ -64,7 +64,8 @@ def validate(
         bool,
         typer.Option(
             "--json",
-            help="Print {valid, deploys, stack, problems: [{path, message, fix, line}], policies: [...]} on stdout.",
+            help="Print {valid, deploys, stack, problems: [{path, message, fix, line, check}], policies: [...], "
+            "warnings: [...] (a valid spec's checks of level warning), secrets_unset} on stdout.",
         ),
     ] = False,
     spec_only: Annotated[
