@@ -44,9 +44,9 @@ def slurm_inventory(stack: str, outputs: Mapping[str, Any], group_name: Any) -> 
         config["accounting"]["database"]["host"] = deployed["databaseEndpoint"]
     if deployed.get("homeFileSystem"):
         config["home"]["source"] = deployed["homeFileSystem"]
-    # The file systems' DNS names: what login, controller and compute hosts mount (slurm.yml's site_mounts). An
-    # NFS /home without a server is the cluster's FSx for OpenZFS (a site's NFS mount always names its server).
-    if config["home"]["kind"] == "efs" or (config["home"]["kind"] == "nfs" and not config["home"]["server"]):
+    # The file systems' DNS names: what login, controller and compute hosts mount (slurm.yml's site_mounts): the
+    # cluster's EFS or FSx for OpenZFS, made with the stack (a site's mount names its server in the spec).
+    if config["home"].get("from_stack"):
         config["home"]["server"] = deployed.get("homeDnsName") or ""
     # The shared directories' EFS file systems (scheduler.shared_directories): ids and names from the outputs.
     deployed_shared = deployed.get("sharedFileSystems") or {}

@@ -486,18 +486,23 @@ def _directory(sched: ResolvedScheduler) -> dict[str, Any] | None:
     }
 
 
+# A file system the stack creates (AWS /home, shared directories): its server comes from the deployed stack's outputs,
+# and a cloud node's user data writes its fstab entry, so an image carries only its client (bake-image-slurm.yml).
+FROM_STACK = {"from_stack": True}
+
+
 def _home(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any]:
     """The shared /home as the site_mounts role takes a mount (slurm.yml mounts it on every Slurm host):
     on AWS the cluster's EFS (`server`, its DNS name, and `source`, its id, come from the deployed stack's
     outputs) or FSx for OpenZFS (`server` likewise), on a site the spec's mount at /home."""
     if sched.home == "efs":
         return {"name": "home", "kind": "efs", "mount_point": HOME_MOUNT_POINT, "server": "", "export": "/",
-                "source": "", "nfs_options": _efs_nfs_options()}
+                "source": "", "nfs_options": _efs_nfs_options(), **FROM_STACK}
     if sched.home == "fsx_openzfs":
         # FSx for OpenZFS: its root volume over NFS; `server`, its DNS name, from the deployed stack's outputs.
         openzfs = load_aws_wiring().openzfs
         return {"name": "home", "kind": "nfs", "mount_point": HOME_MOUNT_POINT, "server": "",
-                "export": openzfs.root_export, "source": "", "version": openzfs.nfs_version}
+                "export": openzfs.root_export, "source": "", "version": openzfs.nfs_version, **FROM_STACK}
     return _site_mount(resolved, sched.home)
 
 
@@ -517,7 +522,7 @@ def _shared_mounts(resolved: ResolvedSpec, sched: ResolvedScheduler) -> list[dic
     for key, shared in sched.spec.shared_directories.items():
         if isinstance(shared, EfsSharedDirectory):
             found.append({"name": key, "kind": "efs", "mount_point": shared.mount_point, "server": "", "export": "/",
-                          "source": "", "nfs_options": _efs_nfs_options()})
+                          "source": "", "nfs_options": _efs_nfs_options(), **FROM_STACK})
         else:
             found.append(_site_mount(resolved, shared.mount))
     return found

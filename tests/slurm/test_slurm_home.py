@@ -175,9 +175,11 @@ def test_the_efs_kind_mounts_through_the_mount_helper_with_tls() -> None:
     assert fstab["vars"]["__site_mounts_src"]["efs"].startswith("{{ item.source")
     # An AWS Slurm image carries the helper (its user data writes the entry): bake-image-slurm.yml installs it.
     (bake,) = yaml.safe_load((PLAYBOOKS_DIR / "bake-image-slurm.yml").read_text())
-    (install,) = [t for t in bake["tasks"] if t["name"].startswith("Install the EFS mount helper")]
+    name = "Install the clients of the file systems the user data mounts"
+    (install,) = [t for t in bake["tasks"] if t["name"] == name]
     assert install["ansible.builtin.include_role"] == {"name": "site_mounts", "tasks_from": "clients.yml"}
-    assert "slurm_config.home.kind == 'efs'" in install["when"]
+    assert install["vars"]["site_mounts_mounts"] == "{{ __bake_slurm_from_stack }}"
+    assert "selectattr('from_stack', 'defined')" in bake["vars"]["__bake_slurm_from_stack"]
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])

@@ -18,7 +18,7 @@ import yaml
 from gpuforge.catalog.aws_wiring import load_aws_wiring
 from gpuforge.catalog.tokens import EFS, OPENZFS
 from gpuforge.infra.aws.node_group import NFS_HOME_OPTIONS
-from gpuforge.nodes.bake import PLAYBOOKS_DIR
+from gpuforge.nodes.bake import PLAYBOOKS_DIR, image_slurm_vars
 from gpuforge.nodes.inventory import build_inventory
 from gpuforge.plan.model import Plan
 from gpuforge.plan.policy_check import to_rule_resources
@@ -141,3 +141,16 @@ def test_an_unknown_kind_is_refused() -> None:
     with pytest.raises(SpecError) as err:
         resolve(_spec({"kind": "fsx_ontap"}))
     assert "cluster.scheduler.home" in str(err.value)
+
+
+def test_an_image_carries_the_nfs_client_not_the_entry() -> None:
+    """An image is baked apart from `pulumi up`: the /home and /apps made with the stack are marked from_stack, with
+    no server, so bake-image-slurm.yml installs their clients and leaves the fstab entries to user data."""
+    inventory = build_inventory(OPENZFS_STACK)
+    image = image_slurm_vars(inventory, "train")["slurm_config"]
+    assert image["home"]["from_stack"] is True and image["home"]["server"] == ""
+    (apps,) = image["shared_mounts"]
+    assert apps["from_stack"] is True and (apps["server"], apps["source"]) == ("", "")
+    bake = yaml.safe_load((PLAYBOOKS_DIR / "bake-image-slurm.yml").read_text())[0]
+    (fstab,) = [r for r in bake["roles"] if r["role"] == "site_mounts"]
+    assert "not (slurm_config.home.from_stack | default(false))" in fstab["when"]
