@@ -36,6 +36,7 @@ def _closed_port() -> int:
         (["--since", "yesterday"], "'yesterday': expected an ISO 8601 date or time"),
         (["--since", "2026-11-27", "--until", "2026-11-20"], "is not before --until"),
         (["--inventory", "/nonexistent/inventory.yml"], "/nonexistent/inventory.yml: no such file"),
+        (["--prometheus", "localhost:9090"], "--prometheus: 'localhost:9090': expected an http(s):// URL"),
     ],
 )
 def test_a_bad_option_is_exit_2_naming_it(args: list[str], said: str) -> None:
@@ -79,3 +80,10 @@ def test_the_table_shows_kwh_only_where_energy_is_recorded() -> None:
     text = " ".join(shown.get().split())
     assert "kWh" not in text.split("no energy recorded")[0] and "16.00" in text, text
     assert "no energy recorded: the controller's AcctGatherEnergyType is acct_gather_energy/none" in text
+
+
+def test_prometheus_energy_needs_a_stack_whose_monitoring_records_it() -> None:
+    result = CliRunner().invoke(app, ["usage", "hybrid", "--prometheus", "http://127.0.0.1:9090"])
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.replace("│", " ").split())  # the error box's borders
+    assert "hybrid has no monitoring section, so no Prometheus records its energy rules" in said
