@@ -46,12 +46,14 @@ def stand_in_scontrol(tmp_path: Path, exit_code: int = 0) -> tuple[Path, Path]:
     return script, calls
 
 
-def run_prolog(tmp_path: Path, node: str, nodelist: str, scontrol: Path) -> subprocess.CompletedProcess[str]:
+def run_prolog(
+    tmp_path: Path, node: str, nodelist: str, scontrol: Path, nodelist_name: str = "SLURM_JOB_NODELIST"
+) -> subprocess.CompletedProcess[str]:
     root = software_root(tmp_path / "root", module="580.82.07", efa=True)
     env = {
         "PATH": "",  # slurmd gives a prolog no search path
         "SLURM_JOB_ID": "4242",
-        "SLURM_JOB_NODELIST": nodelist,
+        nodelist_name: nodelist,
         "SLURMD_NODENAME": node,
         "SLURM_SCRIPT_CONTEXT": "prolog_slurmd",
         "GPUFORGE_SOFTWARE_ROOT": str(root),
@@ -60,11 +62,13 @@ def run_prolog(tmp_path: Path, node: str, nodelist: str, scontrol: Path) -> subp
     return subprocess.run([sys.executable, str(PROLOG)], env=env, capture_output=True, text=True, timeout=60)
 
 
-def test_the_first_node_writes_its_software_into_the_jobs_admin_comment(tmp_path: Path) -> None:
+# slurmd 22.05 (Debian 12, the bench) names the allocation SLURM_NODELIST only; later releases SLURM_JOB_NODELIST too.
+@pytest.mark.parametrize("nodelist_name", ["SLURM_JOB_NODELIST", "SLURM_NODELIST"])
+def test_the_first_node_writes_its_software_into_the_jobs_admin_comment(tmp_path: Path, nodelist_name: str) -> None:
     from tests.standins.packages import EFA_INSTALLER_VERSION, NCCL_PINNED
 
     scontrol, calls = stand_in_scontrol(tmp_path)
-    done = run_prolog(tmp_path, "gpu-03", "gpu-[03-05,09],cpu-1", scontrol)
+    done = run_prolog(tmp_path, "gpu-03", "gpu-[03-05,09],cpu-1", scontrol, nodelist_name)
     assert done.returncode == 0 and done.stderr == ""
     (call,) = [json.loads(line) for line in calls.read_text().splitlines()]
     assert call[:2] == ["update", "JobId=4242"]
