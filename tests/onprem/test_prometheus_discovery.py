@@ -56,7 +56,7 @@ ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 PROFILE = "aws:rolesanywhere/profile:Profile"
 CREDENTIALS = "wiring-slurm-burst-credentials"
-MON_HOST, MON_ADDRESS = "mon-01", "10.72.1.5"
+MON_HOST, MON_ADDRESS = "mon-01", "10.72.1.5"  # conftest.py hybrid_monitored's site Prometheus
 DEPLOYED = {
     "trustAnchorArn": "arn:aws:rolesanywhere:us-east-1:111122223333:trust-anchor/5f0e6a1c-8b2d-4c3e-9f10-2a3b4c5d",
     "profileArn": "arn:aws:rolesanywhere:us-east-1:111122223333:profile/0c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f",
@@ -64,22 +64,18 @@ DEPLOYED = {
 }
 
 
-def monitored_stack(tmp: Path) -> Path:
-    """stacks/Pulumi.hybrid.yaml with the lab's monitoring on a site host (mon-01)."""
-    stack = yaml.safe_load((ROOT / "stacks" / "Pulumi.hybrid.yaml").read_text())
-    lab = yaml.safe_load((ROOT / "stacks" / "Pulumi.onprem-lab.yaml").read_text())
-    monitoring = lab["config"]["gpuforge:cluster"]["monitoring"]
-    monitoring["server"] = {"kind": "site_host", "host": MON_HOST, "address": MON_ADDRESS}
-    stack["config"]["gpuforge:cluster"]["monitoring"] = monitoring
-    stack["config"].update({k: v for k, v in lab["config"].items() if k.endswith("alertSmtpPassword")})
-    path = tmp / "Pulumi.hybrid-monitored.yaml"
-    path.write_text(yaml.safe_dump(stack, sort_keys=False))
-    return path
-
-
 @pytest.fixture(scope="module")
-def plan(tmp_path_factory: pytest.TempPathFactory) -> Plan:
-    return plan_stack(monitored_stack(tmp_path_factory.mktemp("stack")))
+def plan(hybrid_monitored: Plan) -> Plan:
+    return hybrid_monitored
+
+
+def _render_under(plan: Plan, root: Path) -> None:
+    """What `gpuforge render monitoring` writes for a Prometheus whose configuration directory is *root*: the
+    files under it, at the paths the configuration names."""
+    for name, text in render_monitoring(plan.resolved, paths=Paths(root=str(root))).files.items():
+        if name.startswith(str(root)):
+            Path(name).parent.mkdir(parents=True, exist_ok=True)
+            Path(name).write_text(text)
 
 
 def _discovery(plan: Plan) -> tuple[Any, Any, Any, Any]:
@@ -119,11 +115,7 @@ def test_no_site_prometheus_no_discovery_role() -> None:
 
 def test_the_rendered_ec2_sd_jobs_name_the_profile_and_pass_promtool(plan: Plan, tmp_path: Path) -> None:
     root = tmp_path / "etc-prometheus"
-    bundle = render_monitoring(plan.resolved, paths=Paths(root=str(root)))
-    for name, text in bundle.files.items():
-        if name.startswith(str(root)):
-            Path(name).parent.mkdir(parents=True, exist_ok=True)
-            Path(name).write_text(text)
+    _render_under(plan, root)
     config = yaml.safe_load((root / "prometheus.yml").read_text())
     sd = {job["job_name"]: job["ec2_sd_configs"] for job in config["scrape_configs"] if "ec2_sd_configs" in job}
     assert set(sd) == {"node", "dcgm"}
@@ -269,11 +261,7 @@ def test_prometheus_discovers_the_cloud_nodes_with_the_roles_anywhere_profile(
     key.chmod(0o644)
     (host / "bin").mkdir()
     root = host / "etc-prometheus"
-    bundle = render_monitoring(plan.resolved, paths=Paths(root=str(root)))
-    for name, text in bundle.files.items():
-        if name.startswith(str(root)):
-            Path(name).parent.mkdir(parents=True, exist_ok=True)
-            Path(name).write_text(text)
+    _render_under(plan, root)
     with served_signing_helper(tmp_path / "served", sys.executable, str(log)) as served:
         extravars = {
             **role_vars(plan.resolved, tmp_path, Paths(root=str(root)), outputs=_deployed(plan.outputs)),

@@ -376,12 +376,15 @@ def _munge_secrets(stack: Stack, burst: Resource) -> list[Resource]:
     why="Cloud slurmd authenticates to the site's controller with the munge key, which lets whoever holds it run "
     "jobs as any user: it must be encrypted with the cluster key and readable by the cloud Slurm nodes' roles "
     "only; the site's scaler gets AWS credentials through IAM Roles Anywhere, so the role must trust only the "
-    "site CA's trust anchor and only the controllers' certificates (munge(7); Secrets Manager User Guide, "
-    "'Secret encryption and decryption in AWS Secrets Manager'; IAM Roles Anywhere User Guide, 'Trust model').",
+    "site CA's trust anchor and only the controllers' certificates, and the site Prometheus's discovery role only "
+    "the Prometheus hosts' certificates, with only what ec2_sd reads (munge(7); Secrets Manager User Guide, "
+    "'Secret encryption and decryption in AWS Secrets Manager'; IAM Roles Anywhere User Guide, 'Trust model'; "
+    "Prometheus configuration docs, '<ec2_sd_config>').",
     fix="encrypt the munge secret with the cluster key, grant secretsmanager:GetSecretValue on it (and "
     "kms:Decrypt on the key) to each cloud Slurm node role and no other principal, and condition the Roles "
     "Anywhere trust on aws:SourceArn of the burst's trust anchor and aws:PrincipalTag/x509Subject/CN of the "
-    "controller hosts (gpuforge/infra/hybrid/slurm_burst.py)",
+    "controller hosts (the Prometheus hosts for the discovery role, granted ec2:DescribeInstances and "
+    "ec2:DescribeAvailabilityZones only) (gpuforge/infra/hybrid/slurm_burst.py, roles_anywhere.py)",
 )
 def slurm_burst_credentials(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
     """Partitions are not visible on resources: a cloud node learns its partition from the slurm.conf the site's
