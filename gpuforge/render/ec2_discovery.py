@@ -19,6 +19,8 @@ from gpuforge.spec.monitoring import SiteHostServer
 from gpuforge.spec.slurm_burst import SlurmBurstSpec
 
 DISCOVERY_PROFILE = "gpuforge-discovery"
+# Beside prometheus.yml in what `gpuforge render monitoring --output` writes; the prometheus role reads it.
+DISCOVERY_FILE = "aws-discovery.json"
 # Stack output hybrid.burst.discovery (gpuforge/infra/hybrid/placement.py) -> the prometheus role's variables.
 DISCOVERY_ARNS = {
     "trustAnchorArn": "prometheus_discovery_trust_anchor_arn",
@@ -43,19 +45,24 @@ def discovers_through_roles_anywhere(resolved: ResolvedSpec) -> bool:
     )
 
 
+def discovery_settings(resolved: ResolvedSpec) -> dict[str, Any] | None:
+    """What `gpuforge render monitoring` writes beside prometheus.yml (DISCOVERY_FILE) for the prometheus role: the
+    profile the ec2_sd jobs name, the region, and the catalog's signing helper release. None where Prometheus
+    needs no AWS credentials of its own."""
+    if not discovers_through_roles_anywhere(resolved):
+        return None
+    helper = resolved.catalog.slurm.signing_helper
+    return {
+        "profile": DISCOVERY_PROFILE,
+        "region": resolved.spec.region,
+        "signing_helper": {"version": helper.version, "url": dict(helper.url), "sha256": dict(helper.sha256)},
+    }
+
+
 def discovery_role_vars(resolved: ResolvedSpec, outputs: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The prometheus role's Roles Anywhere variables ({} where the stack needs none): the profile the rendered
-    ec2_sd jobs name, the region, the catalog's signing helper release, and the ARNs from the deployed stack's
-    output hybrid.burst.discovery (absent before `pulumi up`: the role then refuses, naming that output)."""
+    """The ARNs the prometheus role's profile names, from the deployed stack's output hybrid.burst.discovery ({}
+    before `pulumi up` or where the stack needs none: the role then refuses, naming that output)."""
     if not discovers_through_roles_anywhere(resolved):
         return {}
-    helper = resolved.catalog.slurm.signing_helper
     deployed = (((outputs or {}).get("hybrid") or {}).get("burst") or {}).get("discovery") or {}
-    return {
-        "prometheus_aws_profile": DISCOVERY_PROFILE,
-        "prometheus_aws_region": resolved.spec.region,
-        "prometheus_signing_helper": {
-            "version": helper.version, "url": dict(helper.url), "sha256": dict(helper.sha256)
-        },
-        **{var: str(deployed[key]) for key, var in DISCOVERY_ARNS.items() if deployed.get(key)},
-    }
+    return {var: str(deployed[key]) for key, var in DISCOVERY_ARNS.items() if deployed.get(key)}

@@ -30,7 +30,13 @@ from gpuforge.catalog.flows import load_flows
 from gpuforge.catalog.models import DATA_DIR, AlertmanagerFacts
 from gpuforge.catalog.mounts import LUSTRE_MOUNT_POINT
 from gpuforge.render.dashboards import PROVISIONED_DATASOURCE_UID, DashboardView, dashboards, provisioning
-from gpuforge.render.ec2_discovery import DISCOVERY_PROFILE, discovers_through_roles_anywhere, discovery_role_vars
+from gpuforge.render.ec2_discovery import (
+    DISCOVERY_FILE,
+    DISCOVERY_PROFILE,
+    discovers_through_roles_anywhere,
+    discovery_role_vars,
+    discovery_settings,
+)
 from gpuforge.render.exporters import SOURCES, Sources, stack_sources
 from gpuforge.render.labels import NODE_LABEL_GROUP
 from gpuforge.spec import ResolvedSpec
@@ -979,6 +985,9 @@ def render_monitoring(
         return bundle
     bundle.files[paths.config] = dump(prometheus_config(resolved, paths))
     bundle.files[paths.rules] = dump(rule_file(rule_params(resolved)))
+    discovery = discovery_settings(resolved)
+    if discovery is not None:  # a hybrid Slurm burst's site Prometheus: its ec2_sd credentials (ec2_discovery.py)
+        bundle.files[f"{paths.root}/{DISCOVERY_FILE}"] = json.dumps(discovery, indent=2) + "\n"
     for job, groups in file_sd_targets(resolved).items():
         if groups:
             bundle.files[paths.file_sd(job)] = json.dumps(groups, indent=2) + "\n"

@@ -43,7 +43,7 @@ from gpuforge.plan.policy_check import to_rule_resources
 from gpuforge.plan.stacks import load_stack
 from gpuforge.plan.validation import check_stack
 from gpuforge.policy.rules import REGISTRY, Resource, RuleContext, wiring_slurm
-from gpuforge.render.ec2_discovery import DISCOVERY_PROFILE
+from gpuforge.render.ec2_discovery import DISCOVERY_FILE, DISCOVERY_PROFILE
 from gpuforge.render.monitoring import Paths, render_monitoring, role_vars
 from tests.standins.moto_server import boto3_args, moto_server
 from tests.standins.signing_helper import served_signing_helper
@@ -123,10 +123,13 @@ def test_the_rendered_ec2_sd_jobs_name_the_profile_and_pass_promtool(plan: Plan,
     checked = subprocess.run(["promtool", "check", "config", str(root / "prometheus.yml")],
                              capture_output=True, text=True, check=False)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    # The role's variables: the profile, the region, the catalog's helper, and the ARNs once deployed.
-    before = role_vars(plan.resolved, tmp_path, outputs=plan.outputs)
-    assert before["prometheus_aws_profile"] == DISCOVERY_PROFILE and before["prometheus_aws_region"] == "us-east-1"
-    assert before["prometheus_signing_helper"]["version"] == "1.8.2"
+    # Beside it, what the prometheus role reads: the profile, the region and the catalog's helper.
+    settings = json.loads((root / DISCOVERY_FILE).read_text())
+    assert settings["profile"] == DISCOVERY_PROFILE and settings["region"] == "us-east-1"
+    helper = settings["signing_helper"]
+    assert helper["version"] == "1.8.2" and len(helper["sha256"]["x86_64"]) == 64
+    # The ARNs once deployed (without the stack's outputs there are none: the role refuses, see below).
+    assert not any(k.startswith("prometheus_discovery_") for k in role_vars(plan.resolved, tmp_path))
     after = role_vars(plan.resolved, tmp_path, outputs=_deployed(plan.outputs))
     assert after["prometheus_discovery_role_arn"] == DEPLOYED["roleArn"]
 
@@ -137,7 +140,8 @@ def test_a_prometheus_on_aws_names_no_profile() -> None:
     config = yaml.safe_load(next(t for n, t in render_monitoring(prod).files.items() if n.endswith("prometheus.yml")))
     assert any("ec2_sd_configs" in job for job in config["scrape_configs"])
     assert all("profile" not in c for job in config["scrape_configs"] for c in job.get("ec2_sd_configs", []))
-    assert "prometheus_aws_profile" not in role_vars(prod, "/tmp/files")
+    assert not any(n.endswith(DISCOVERY_FILE) for n in render_monitoring(prod).files)
+    assert not any(k.startswith("prometheus_discovery_") for k in role_vars(prod, "/tmp/files"))
 
 
 # --- the wiring rule ------------------------------------------------------------------------------------------
@@ -263,10 +267,11 @@ def test_prometheus_discovers_the_cloud_nodes_with_the_roles_anywhere_profile(
     root = host / "etc-prometheus"
     _render_under(plan, root)
     with served_signing_helper(tmp_path / "served", sys.executable, str(log)) as served:
-        extravars = {
-            **role_vars(plan.resolved, tmp_path, Paths(root=str(root)), outputs=_deployed(plan.outputs)),
-            "prometheus_signing_helper": served.signing_helper(),  # the stand-in and its digest
-        }
+        # The rendered files are where the configuration names them: prometheus_files_dir "" + the root.
+        offline = role_vars(plan.resolved, "", Paths(root=str(root)))  # no deployed outputs yet
+        deployed = role_vars(plan.resolved, "", Paths(root=str(root)), outputs=_deployed(plan.outputs))
+        rendered = json.loads((root / DISCOVERY_FILE).read_text())
+        stand_in = {**rendered, "signing_helper": served.signing_helper()}  # the stand-in and its digest
         inventory = {"all": {"hosts": {MON_HOST: {
             "ansible_connection": "local",
             "ansible_python_interpreter": sys.executable,
@@ -279,7 +284,12 @@ def test_prometheus_discovers_the_cloud_nodes_with_the_roles_anywhere_profile(
             "prometheus_storage_path": str(host / "tsdb"),
             "test_defaults_file": str(host / "default-prometheus"),
         }}}}
-        result = run_playbook(PLAYBOOK, inventory, extravars=extravars)
+        # Before `pulumi up`: the role reads the rendered settings and refuses, naming the output to deploy.
+        refused = run_playbook(PLAYBOOK, inventory, extravars=offline)
+        (failure,) = refused.failures
+        assert "discovers the cloud nodes with the AWS profile gpuforge-discovery" in failure.message
+        assert "hybrid.burst.discovery" in failure.message and "prometheus_discovery_role_arn" in failure.message
+        result = run_playbook(PLAYBOOK, inventory, extravars={**deployed, "prometheus_aws_discovery": stand_in})
         assert result.ok, [f"{f.task}: {f.message}" for f in result.failures]
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
     profile = (host / "aws/config").read_text()
