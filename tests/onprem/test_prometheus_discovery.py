@@ -46,6 +46,7 @@ from gpuforge.policy.rules import REGISTRY, Resource, RuleContext, wiring_slurm
 from gpuforge.render.ec2_discovery import DISCOVERY_FILE, DISCOVERY_PROFILE
 from gpuforge.render.monitoring import Paths, render_monitoring, role_vars
 from tests.standins.moto_server import boto3_args, moto_server
+from tests.standins.pulumi_mocks import ArnMocks
 from tests.standins.signing_helper import served_signing_helper
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -179,17 +180,9 @@ def test_the_wiring_rule_holds_the_discovery_role_to_its_hosts_and_reads(plan: P
 # --- the component on its own, under Pulumi's mocks -------------------------------------------------------------
 
 
-class _Mocks(pulumi.runtime.Mocks):
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        return f"{args.name}-id", {**args.inputs, "arn": f"arn:aws:iam::111122223333:role/{args.name}"}
-
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
-        return {}, None
-
-
 @pytest.fixture
 def discovery() -> PrometheusDiscovery:
-    pulumi.runtime.set_mocks(_Mocks(), preview=False)
+    pulumi.runtime.set_mocks(ArnMocks(), preview=False)
     return PrometheusDiscovery(
         "disc",
         PrometheusDiscoveryArgs(cluster="c1", trust_anchor_arn=DEPLOYED["trustAnchorArn"],
