@@ -18,6 +18,7 @@ from gpuforge.review.pins import pin_warnings
 from gpuforge.review.windows import block_windows
 from gpuforge.spec.models import NodeGroup as NodeGroupSpec
 from gpuforge.spec.site_halls import hall_power
+from gpuforge.spec.slurm_burst import SlurmBurstSpec
 
 
 def children_by_parent(resources: Iterable[PlanResource]) -> dict[str | None, list[PlanResource]]:
@@ -197,6 +198,11 @@ def placement_rows(plan: Plan) -> list[tuple[str, str]]:
     sync = (plan.outputs.get("hybrid") or {}).get("objectSync")
     if sync:
         rows.append(("object sync", str(sync.get("description"))))
+    burst = plan.resolved.spec.hybrid.burst if plan.resolved.spec.hybrid is not None else None
+    if isinstance(burst, SlurmBurstSpec) and burst.home_over_link is not None:
+        # The choice the spec made explicitly (slurm_burst_checks): shown in every plan, so reviewers see it.
+        rows.append(("cloud /home", "the site's NFS over the VPN, hard: a tunnel loss hangs every process on the "
+                     "cloud nodes that touches /home until the link returns (hybrid.burst.home_over_link)"))
     return rows
 
 

@@ -5,7 +5,11 @@
 #   2. gpuforge/assets/playbooks/healthcheck.yml (gpu_healthcheck, what `gpuforge check` runs) checks the node: nvidia-smi,
 #      DCGM, XID, nccl-tests all_reduce_perf; then again expecting 8 GPUs, as on a p5en node: it must fail;
 #   3. the Slurm prolog (slurm_compute's gpuforge-healthcheck) judges the node, healthy and not;
-#   4. gpuforge's parsers (gpuforge/nodes/health.py) read what the playbook fetched.
+#   4. gpuforge's parsers (gpuforge/nodes/health.py) read what the playbook fetched;
+#   5. the software-versions textfile collector reads the node (its driver must be nvidia-smi's);
+#   6. NVML's total energy counter, which dcgm-exporter serves as DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION and the
+#      energy recording rules read as millijoules: over a few seconds of load its rate must match the power
+#      NVML reports in milliwatts.
 # What the machine lacks is said, not faked: the image has no DCGM and (one VM, one GPU) no fabric.
 #
 # Prepared here:  .device/nccl-tests.git (git clone --bare of NVIDIA/nccl-tests) and .whl/ (ansible-core
@@ -32,7 +36,7 @@ nvidia-smi nvlink --status >"$work/extra/nvidia-smi-nvlink.txt" 2>&1
 
 step "ansible-core from the carried wheels"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH ANSIBLE_ROLES_PATH=$repo/playbooks/roles
+export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH ANSIBLE_ROLES_PATH=$repo/gpuforge/assets/playbooks/roles
 export ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0
 ansible-playbook --version | head -1
 
@@ -62,7 +66,7 @@ echo "nccl_tests role: rc $?"; ls /opt/nccl-tests/build/*_perf 2>&1 | head -12
 # The machine runs everything as root and has no sudo: the play's become is switched off, nothing else.
 healthcheck() {  # $1: label, $2: extra vars (JSON)
   step "$1"
-  ansible-playbook -i "$work/inventory" "$repo/playbooks/healthcheck.yml" -e ansible_become=false -e "$2"
+  ansible-playbook -i "$work/inventory" "$repo/gpuforge/assets/playbooks/healthcheck.yml" -e ansible_become=false -e "$2"
   echo "$1: rc $?"
 }
 # A node without journald fails the XID task outright (as it should in production): ask only where it is.
@@ -77,7 +81,7 @@ healthcheck "2b. healthcheck.yml, eight GPUs and DCGM expected (a p5en node): mu
   \"gpu_healthcheck_dcgm_level\": 1, \"gpu_healthcheck_textfile_dir\": \"$work/textfile\"}"
 
 step "3. Slurm prolog check (slurm_compute's gpuforge-healthcheck)"
-mkdir -p /tmp/prolog && cp "$repo/playbooks/roles/slurm_compute/files/gpuforge-healthcheck" /tmp/prolog/prolog.py
+mkdir -p /tmp/prolog && cp "$repo/gpuforge/assets/playbooks/roles/slurm_compute/files/gpuforge-healthcheck" /tmp/prolog/prolog.py
 cp "$repo/gpuforge/nodes/health.py" /tmp/prolog/health.py
 python3 - <<'EOF'
 import sys; sys.path.insert(0, "/tmp/prolog")
@@ -97,6 +101,33 @@ print("fetched:", sorted(outputs))
 if "all_reduce_perf.txt" in outputs:
     r = health.parse_nccl_tests(outputs["all_reduce_perf.txt"]); print("nccl-tests:", r)
 print(health.evaluate_node("localhost", outputs, health.NodeExpectations(gpus=1)))
+EOF
+
+step "5. software-versions collector (node_textfile_collectors)"
+"$repo/gpuforge/assets/playbooks/roles/node_textfile_collectors/files/software-versions" "$work/textfile"
+echo "software-versions: rc $?"; cat "$work/textfile/software.prom"
+echo "nvidia-smi driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
+
+step "6. NVML's energy counter (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION): millijoules, against the power in milliwatts"
+python3 - <<'EOF'
+import threading, time
+import pynvml, torch
+pynvml.nvmlInit(); gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16); b = torch.randn_like(a)
+samples, done = [], threading.Event()
+def sample():
+    while not done.is_set():
+        samples.append(pynvml.nvmlDeviceGetPowerUsage(gpu)); time.sleep(0.05)
+e0, t0 = pynvml.nvmlDeviceGetTotalEnergyConsumption(gpu), time.monotonic()
+sampler = threading.Thread(target=sample); sampler.start()
+while time.monotonic() - t0 < 6:
+    for _ in range(50): a @ b
+    torch.cuda.synchronize()
+done.set(); sampler.join()
+e1, t1 = pynvml.nvmlDeviceGetTotalEnergyConsumption(gpu), time.monotonic()
+counter_w = (e1 - e0) / 1000 / (t1 - t0)  # mJ -> J, per second
+sampled_w = sum(samples) / len(samples) / 1000  # mW -> W
+print(f"counter {e0} -> {e1} mJ over {t1 - t0:.2f} s: {counter_w:.1f} W; NVML power, mean of {len(samples)} samples: {sampled_w:.1f} W; ratio {counter_w / sampled_w:.3f}")
 EOF
 
 tar czf "$OUT/outputs.tar.gz" -C "$work" fetch extra textfile 2>/dev/null

@@ -12,6 +12,7 @@ import copy
 import hashlib
 import hmac
 import json
+import re
 import secrets
 import shlex
 import time
@@ -163,6 +164,33 @@ def test_user_job_runs_on_two_computes_and_is_accounted(slurm_cluster: SlurmClus
     expanded = slurm_cluster.controller.run(f"scontrol show hostnames {step['NodeList']}").stdout.split()
     assert sorted(expanded) == sorted(m.name for m in slurm_cluster.computes)
     assert step["State"] == "COMPLETED"
+
+
+def test_a_jobs_record_carries_the_software_its_first_node_reports(slurm_cluster: SlurmCluster) -> None:
+    """The compute prolog (gpuforge-job-software) writes the first node's versions into the job's AdminComment and
+    slurmdbd keeps it: sacct shows what the software-versions collector reads on that node."""
+    job = _submit(slurm_cluster, f"-N2 -p gpu --gres=gpu:{GPUS}", "srun true")
+    row = wait_for(f"job {job} to finish", lambda: _finished(slurm_cluster, job), JOB_TIMEOUT_S)
+    assert row["State"] == "COMPLETED", _sacct(slurm_cluster, job)
+    first = slurm_cluster.controller.run(f"scontrol show hostnames {row['NodeList']}").stdout.split()[0]
+    node = next(m for m in slurm_cluster.computes if m.name == first)
+    prom = node.run(
+        "d=$(mktemp -d) && /usr/local/lib/gpuforge/software-versions $d && cat $d/software.prom && rm -r $d", root=True
+    ).stdout
+    reported = re.findall(r'^gpuforge_node_software_info\{component="([^"]+)",version="([^"]+)"', prom, re.M)
+    assert reported, prom
+    expected = " ".join(["gpuforge-software", f"node={first}", *(f"{c}={v}" for c, v in reported)])
+
+    def recorded() -> str:
+        return slurm_cluster.as_user(f"sacct -j {job} -X -n -P -o AdminComment").strip()
+
+    deadline = time.monotonic() + 30  # slurmctld sends the update to slurmdbd on its own schedule
+    while not recorded() and time.monotonic() < deadline:
+        time.sleep(2)
+    # Where it is missing: did slurmctld take the update (the job's AdminComment), or did the prolog not send it?
+    held = slurm_cluster.controller.run(f"scontrol show job {job} | grep -o 'AdminComment=.*'", root=True,
+                                        check=False).stdout.strip()
+    assert recorded() == expected, f"slurmctld holds {held or 'no AdminComment'}"
 
 
 def test_cloud_node_registers_itself_with_its_gres(slurm_cluster: SlurmCluster) -> None:
