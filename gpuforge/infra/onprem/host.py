@@ -92,7 +92,9 @@ def host_props(site: str, host: ResolvedHost) -> dict[str, Any]:
         # rail index (as a string: a map key) -> HCA device
         "hcas": {str(rail): device for device, rail in sorted(spec.hcas.items(), key=lambda i: i[1])},
         "ibHcas": spec.hcas_by_rail(),
-        "nodeLabels": host_labels(site, host),
+        # Kubernetes node labels and the kubelet's drop-in exist only on a Kubernetes host; a Slurm host has
+        # neither (and at 12,500 hosts their serialization in the stack outputs cost more than the racks).
+        "nodeLabels": host_labels(site, host) if spec.orchestrator == "kubernetes" else None,
         "kubeletConfig": kubelet_config(host) if spec.orchestrator == "kubernetes" else None,
     }
 

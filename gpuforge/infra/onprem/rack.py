@@ -6,7 +6,8 @@ mounted in it.
 A host is a child component only where Pulumi owns part of it: a Kubernetes host's Node labels
 (host.py). A Slurm or unmanaged host has nothing a provider manages; a component per host would only
 repeat its inventory (the stack outputs' nodeGroups carry it) at the SDK's cost per resource, which
-dominated the plan of a 12,500-host site (docs/benchmarks.md, docs/onprem.md "Hosts in the plan")."""
+dominated the plan of a 12,500-host site (docs/benchmarks.md; docs/onprem-hybrid.md, "What Pulumi
+registers on premises")."""
 
 from __future__ import annotations
 
