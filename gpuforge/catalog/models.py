@@ -466,12 +466,22 @@ class PmixPackages(_Frozen):
     source: str
 
 
+class SlurmGap(_Frozen):
+    """Something gpuforge's rendered configuration uses that a packaged Slurm lacks, and how the node fails."""
+
+    name: str  # short, for the refusal: "dynamic nodes (slurmd -Z --conf)"
+    uses: str  # what gpuforge renders, and where
+    fails: str  # what happens on a node with that release
+    source: str  # SchedMD's files at the release's tag (or the distribution's) that show it
+
+
 class SlurmPackaged(_Frozen):
     """The slurm-wlm a distribution's own archive ships."""
 
     version: str  # e.g. "23.11.4"
     source: str
     pmix: PmixPackages | None = None  # none: no MPI through PMIx (a release gpuforge refuses anyway)
+    lacks: tuple[SlurmGap, ...] = ()  # a release older than the minimum: what fails on it, every item
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
@@ -599,6 +609,15 @@ class SlurmFacts(_Frozen):
                    if packaged.pmix is None and self.supports_release(packaged.version)]
         if missing:
             raise ValueError(f"distributions {', '.join(missing)} need pmix (the packages of mpi/pmix)")
+        return self
+
+    @model_validator(mode="after")
+    def _refusals_say_what_fails(self) -> SlurmFacts:
+        # A distribution refused for its Slurm is refused with what fails on it (gpuforge/spec/slurm_os_checks.py).
+        silent = [os for os, packaged in self.distributions.items()
+                  if not packaged.lacks and not self.supports_release(packaged.version)]
+        if silent:
+            raise ValueError(f"distributions {', '.join(silent)} are older than minimum: list what fails in lacks")
         return self
 
     def pmix_packages(self) -> dict[str, list[str]]:

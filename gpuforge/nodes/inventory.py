@@ -294,7 +294,7 @@ def o2ib_networks(mounts: list[dict[str, Any]]) -> dict[str, list[str]]:
 
 
 def _host_vars(host: Mapping[str, Any]) -> dict[str, Any]:
-    """Per-host variables of an on-premises host (gpuforge:onprem:Host's inventory). The HCAs in
+    """Per-host variables of an on-premises host (its inventory in the nodeGroups output). The HCAs in
     rail order become nccl_tuning_ib_hcas, so the nccl_tuning role
     (gpuforge/assets/playbooks/templates/nccl/nccl.env.j2) emits NCCL_IB_HCA for exactly this host's rails."""
     vars_: dict[str, Any] = {

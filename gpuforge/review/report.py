@@ -14,9 +14,11 @@ from rich.tree import Tree
 from gpuforge.plan.model import Plan, PlanResource
 from gpuforge.plan.policy_check import console_policies, markdown_policies
 from gpuforge.plan.summary import NODE_GROUP
+from gpuforge.render.slurm import hostlist
 from gpuforge.review.pins import pin_warnings
 from gpuforge.review.windows import block_windows
 from gpuforge.spec.models import NodeGroup as NodeGroupSpec
+from gpuforge.spec.resolved_site import ResolvedHost
 from gpuforge.spec.site_halls import hall_power
 from gpuforge.spec.slurm_burst import SlurmBurstSpec
 
@@ -206,10 +208,19 @@ def placement_rows(plan: Plan) -> list[tuple[str, str]]:
     return rows
 
 
+# A site of more hosts than this prints a row per kind of host (a host list per row) instead of a row per
+# host: 12,500 rows are not read in a terminal, and measuring them for the table took most of the example's
+# plan time. Every host's inventory stays in the plan's outputs (nodeGroups) and `gpuforge inventory`.
+SITE_TABLE_HOST_ROWS = 64
+
+
 def site_table(plan: Plan) -> Table:
-    table = Table("host", "rack", "U", "model", "pool", "GPUs", "HCAs (by rail)", "kW", title_justify="left")
     site = plan.resolved.site
-    for name, h in sorted(site.hosts.items()) if site else []:
+    hosts = sorted(site.hosts.items()) if site else []
+    if len(hosts) > SITE_TABLE_HOST_ROWS:
+        return _site_kinds_table([h for _, h in hosts])
+    table = Table("host", "rack", "U", "model", "pool", "GPUs", "HCAs (by rail)", "kW", title_justify="left")
+    for name, h in hosts:
         height = h.spec.u_height or h.server.rack_units or 1
         table.add_row(
             name,
@@ -220,6 +231,30 @@ def site_table(plan: Plan) -> Table:
             str(h.gpus),
             ",".join(h.spec.hcas_by_rail()) or "-",
             f"{h.node_power_kw:.1f}",
+        )
+    return table
+
+
+def _site_kinds_table(hosts: list[ResolvedHost]) -> Table:
+    """One row per kind of host (model, pool, GPUs, HCAs, kW), naming its hosts and racks as Slurm host lists."""
+    kinds: dict[tuple[str, str, int, str, float], list[ResolvedHost]] = defaultdict(list)
+    for h in hosts:
+        kinds[(h.spec.model, h.spec.pool, h.gpus, ",".join(h.spec.hcas_by_rail()) or "-", h.node_power_kw)].append(h)
+    table = Table(
+        "hosts", "count", "racks", "model", "pool", "GPUs each", "HCAs (by rail)", "kW each",
+        title=f"{len(hosts):,} hosts, by kind (per host: the plan's outputs, `gpuforge inventory`)",
+        title_justify="left",
+    )  # fmt: skip
+    for (model, pool, gpus, hcas, kw), members in kinds.items():
+        table.add_row(
+            hostlist(h.name for h in members),
+            f"{len(members):,}",
+            hostlist({h.spec.rack for h in members}),
+            model,
+            pool,
+            str(gpus),
+            hcas,
+            f"{kw:.1f}",
         )
     return table
 
