@@ -24,6 +24,9 @@ What stands in, and why:
   private half to the user on the login machine, as a user brings their own key.
 - The MUNGE key and the database password are generated here and delivered as Ansible vault variables,
   the on-premises path of the secret_store role.
+- The hybrid boundary: the cluster carries the hybrid stack's heterogeneous-job guard as its plan renders it
+  (hybrid_het_job_guard), with a `site` partition over the static computes beside the `cloud` one, so the roles
+  install the cli_filter.lua a hybrid cluster gets (test_het_job_guard_booted.py).
 - Containers for jobs: enroot, pyxis and NVIDIA's container toolkit come from the stand-in sources of
   tests/standins/containers.py (production names and versions; a pyxis compiled against this Slurm that
   records the image instead of starting a container), installed by the enroot and pyxis roles in the
