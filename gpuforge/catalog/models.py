@@ -299,6 +299,9 @@ class ServerModel(_Frozen):
     threads_per_core: PositiveInt | None = None  # 2 with SMT/Hyper-Threading
     memory_gib: PositiveInt | None = None  # system memory
     nvswitch: bool = False  # NVSwitch baseboard: the node needs Fabric Manager and has NVLinks to check
+    # NVIDIA's DGX systems run DGX OS (site.host_os dgx_os), which brings the driver, Fabric Manager, DCGM and NCCL.
+    dgx_os: bool = False
+    dgx_os_source: str | None = None
     # Compute-fabric HCAs in rail (= GPU) order, as the default RDMA device names; empty where the
     # names depend on the vendor's layout (the host then lists its own in site.hosts[].hcas).
     compute_hcas: tuple[str, ...] = ()
@@ -340,6 +343,8 @@ class ServerModel(_Frozen):
             raise ValueError("nvswitch and compute_hcas need fabric_source (where the facts come from)")
         if self.network_ports and not self.network_ports_source:
             raise ValueError("network_ports need network_ports_source (where the port table comes from)")
+        if self.dgx_os != bool(self.dgx_os_source):
+            raise ValueError("dgx_os and dgx_os_source go together")
         compute = tuple(p.device for p in self.ports("compute"))
         if self.network_ports and compute != self.compute_hcas:
             raise ValueError(f"compute_hcas {list(self.compute_hcas)} differ from the compute ports {list(compute)}")

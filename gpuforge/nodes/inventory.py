@@ -166,6 +166,9 @@ def _group_vars(
         "gpu_healthcheck_nvlinks_per_gpu": facts["nvlinks_per_gpu"],
         "gpu_healthcheck_busbw_floor_gbps": round(float(reference) * floor_fraction, 3) if reference else None,
     }
+    if group.get("hostOs") == "dgx_os":
+        # DGX OS's driver, Fabric Manager, DCGM and NCCL: checked against the pins, never installed (site.host_os).
+        vars_["nvidia_driver_host_os"] = "dgx_os"
     repository = group.get("driverRepository")
     if repository:
         # A site pool's mirror of NVIDIA's CUDA repository (site.driver_source): the driver role adds it, and

@@ -24,6 +24,9 @@ What stands in, and why:
   private half to the user on the login machine, as a user brings their own key.
 - The MUNGE key and the database password are generated here and delivered as Ansible vault variables,
   the on-premises path of the secret_store role.
+- The hybrid boundary: the cluster carries the hybrid stack's heterogeneous-job guard as its plan renders it
+  (hybrid_het_job_guard), with a `site` partition over the static computes beside the `cloud` one, so the roles
+  install the cli_filter.lua a hybrid cluster gets (test_het_job_guard_booted.py).
 - Containers for jobs: enroot, pyxis and NVIDIA's container toolkit come from the stand-in sources of
   tests/standins/containers.py (production names and versions; a pyxis compiled against this Slurm that
   records the image instead of starting a container), installed by the enroot and pyxis roles in the
@@ -110,6 +113,7 @@ TEAM_QOS = {"name": "team", "description": "Research's own QOS", "priority": 10,
 SLURM_PORTS = (6817, 6818, 6819, *STATIC_PORTS.values(), REST_PORT)
 CLUSTER = "forge-dev"
 CLOUD_GROUP = "cloud"
+SITE_PARTITION = "site"  # the hybrid stack's site partition (hybrid_het_job_guard)
 CLOUD_INSTANCE = "i-0c10d0000000000a1"  # the instance the cloud machine is when the cluster is built
 # Preemption as a cluster opts in to it (scheduler.preemption.kind qos), with a grace time a test can wait out;
 # a debug partition at a higher tier over the same nodes, as the stacks have it.
@@ -279,9 +283,12 @@ def cluster_config(machines: Machines, cpus: int, real_memory: int, user_public_
     config["partitions"] = [
         {**shared, "name": "gpu", "nodesets": ["ns_gpu"], "default": True},
         {**shared, "name": "cloud", "nodesets": ["ns_cloud"], "default": False},
+        # The hybrid stack's site partition, over the static computes: its guard (below) sees `site` and `cloud`.
+        {**shared, "name": SITE_PARTITION, "nodesets": ["ns_gpu"], "default": False},
         {**shared, "name": DEBUG_PARTITION, "nodesets": ["ns_gpu"], "default": False, "priority_tier": DEBUG_TIER,
          "allow_accounts": [ACCOUNT]},
     ]
+    config["het_job_guard"] = hybrid_het_job_guard()
     config["preemption"] = preemption(PREEMPTION)
     config["accounts"][CAPPED_ACCOUNT] = {"description": "A team at its GPU limit", "fairshare": 1,
                                           "max_gpus": CAPPED_GPUS}
@@ -327,6 +334,17 @@ def booted_rendering(controller: str, cluster_name: str, user_public_key: str) -
     # The shared /home at a stand-in mount point (the module's docstring says why), as test_bake_ssh.py does.
     config["home"] = dict(HOME_STAND_IN)
     return config
+
+
+def hybrid_het_job_guard() -> dict[str, Any]:
+    """The hybrid stack's heterogeneous-job guard exactly as its plan renders it (stacks/Pulumi.hybrid.yaml:
+    partition site on the DGX rack, cloud on p5 nodes): the booted cluster's `site` partition (the static
+    computes) and `cloud` partition (the node that registers itself) stand for them, so the roles install and
+    slurmctld serves the cli_filter.lua a hybrid cluster gets. The dev stack's other partitions (gpu, debug) are
+    no side of a VPN for it, and their jobs pass the filter."""
+    guard: dict[str, Any] = slurm_config(resolve(load_stack("hybrid").cluster, "hybrid"))["het_job_guard"]
+    assert set(guard["partitions"]) == {SITE_PARTITION, CLOUD_GROUP}, guard
+    return guard
 
 
 def rest_api_rendering(controller: Machine) -> dict[str, Any]:
