@@ -49,6 +49,7 @@ PUBLIC_CONTENT = {
 NAMES_NOT_VALUES = {
     ("slurm_scaler", "slurm_scaler_private_key"): "credential_process names the key file; the key stays 0600",
     ("slurm_scaler", "__slurm_scaler_credentials"): "the Roles Anywhere trust anchor, profile and role ARNs",
+    ("prometheus", "prometheus_private_key"): "credential_process names the site PKI's key file, not its bytes",
     ("munge", "munge_key_ref"): "the secret store and id the boot script reads the key from (into a 0400 file)",
     ("munge", "munge_key_aws_region"): "the region of that store",
     ("munge", "munge_key_aws_endpoint_url"): "the endpoint of that store",
