@@ -23,6 +23,7 @@ from .keys import ssh_public_key_problem
 from .limits import rds_class_problem, refusing
 from .preemption import Preemption
 from .reservations import Reservation
+from .notebooks import Notebooks
 from .rest_api import RestApi
 from .slurm_settings import SlurmValue
 from .slurm_time import SLURM_TIME
@@ -284,6 +285,11 @@ class SchedulerSpec(SpecModel):
     rest_api: RestApi = Field(
         default_factory=RestApi,
         description="slurmrestd on the controllers for pipelines and notebooks (JSON Web Tokens); off by default.",
+    )
+    notebooks: Notebooks = Field(
+        default_factory=Notebooks,
+        description="JupyterHub on the login nodes, each user's notebook server a Slurm job under their account "
+        "(batchspawner); off by default.",
     )
     reservations: dict[Name, Reservation] = Field(
         default_factory=dict,

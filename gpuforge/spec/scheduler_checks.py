@@ -25,6 +25,7 @@ from .resolved_site import ResolvedHost, ResolvedSite
 from .scheduler import SchedulerSpec
 from .slurm_time import slurm_time_minutes
 from .subnets import Subnets
+from .notebooks import check_notebooks
 from .tenancy_checks import check_tenancy
 
 PATH = "cluster.scheduler"
@@ -142,6 +143,7 @@ def check_scheduler(
     for pname, partition in sched.partitions.items():
         issues += _unknown_accounts(f"{PATH}.partitions[{pname}].allow_accounts", partition.allow_accounts, sched)
     issues += check_tenancy(sched)
+    issues += check_notebooks(sched)
     issues += check_reservations(sched, {g for p in sched.partitions.values() for g in p.node_groups})
     issues += _directory(spec)
     controllers, ctl_issues = _controllers(spec, catalog, subnets, site)

@@ -115,8 +115,11 @@ def flow_roles(resolved: ResolvedSpec) -> set[str]:
 
 def client_ranges(sched: ResolvedScheduler) -> dict[str, list[str]]:
     """The address ranges each external flow of flows.yaml admits, by the flow's name; only flows turned on."""
-    api = sched.spec.rest_api
-    return {"rest_api": list(api.allowed_cidrs)} if api.enabled else {}
+    api, notebooks = sched.spec.rest_api, sched.spec.notebooks
+    ranges = {"rest_api": list(api.allowed_cidrs)} if api.enabled else {}
+    if notebooks.enabled and notebooks.access == "network":
+        ranges["notebooks"] = list(notebooks.allowed_cidrs)
+    return ranges
 
 
 class SlurmControlPlane(pulumi.ComponentResource):
