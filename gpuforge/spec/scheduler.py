@@ -21,9 +21,9 @@ from .directory import LdapDirectory
 from .fields import Name
 from .keys import ssh_public_key_problem
 from .limits import rds_class_problem, refusing
+from .notebooks import Notebooks
 from .preemption import Preemption
 from .reservations import Reservation
-from .notebooks import Notebooks
 from .rest_api import RestApi
 from .slurm_settings import SlurmValue
 from .slurm_time import SLURM_TIME

@@ -18,6 +18,7 @@ from gpuforge.catalog.mounts import HOME_MOUNT_POINT
 
 from .errors import SpecIssue
 from .models import ClusterSpec
+from .notebooks import check_notebooks
 from .paths import NODE_GROUPS
 from .reservation_checks import check_reservations
 from .resolved_scheduler import ResolvedScheduler, SlurmController, SlurmGroup
@@ -25,7 +26,6 @@ from .resolved_site import ResolvedHost, ResolvedSite
 from .scheduler import SchedulerSpec
 from .slurm_time import slurm_time_minutes
 from .subnets import Subnets
-from .notebooks import check_notebooks
 from .tenancy_checks import check_tenancy
 
 PATH = "cluster.scheduler"
