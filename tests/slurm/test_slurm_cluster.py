@@ -736,9 +736,9 @@ def test_a_notebook_server_started_through_jupyterhub_runs_as_the_users_slurm_jo
     password = secrets.token_urlsafe(18)
     login.run(f"echo {shlex.quote(f'{USER}:{password}')} | chpasswd", root=True)
     tokens = f"/hub/api/users/{USER}/tokens"
-    status, _ = _hub(slurm_cluster, "POST", tokens, body={"username": USER, "password": password + "x"})
+    status, _ = _hub(slurm_cluster, "POST", tokens, body={"auth": {"username": USER, "password": password + "x"}})
     assert status == 403, status
-    status, answer = _hub(slurm_cluster, "POST", tokens, body={"username": USER, "password": password})
+    status, answer = _hub(slurm_cluster, "POST", tokens, body={"auth": {"username": USER, "password": password}})
     assert status in (200, 201) and answer.get("token"), (status, answer)
     token = answer["token"]
 
