@@ -1,5 +1,5 @@
 """JupyterHub and batchspawner as the jupyterhub role installs them (data/notebooks.yaml), typed: the pinned
-packages with their sources, the proxy's Debian package, the hub's ports and pip's constraints."""
+packages with their sources, the proxy's Debian package and API port, and pip's constraints."""
 
 from __future__ import annotations
 
@@ -28,17 +28,12 @@ class Proxy(_Frozen):
     source: str
 
 
-class HubPorts(_Frozen):
-    proxy_api: int
-    hub_api: int
-
-
 class NotebooksCatalog(_Frozen):
     packages: dict[str, PackagePin]
     proxy: Proxy
     venv_packages: tuple[str, ...]
-    ports: HubPorts
-    ports_source: str
+    proxy_api_port: int
+    proxy_api_source: str
     constraints: dict[str, str]
 
     @model_validator(mode="after")

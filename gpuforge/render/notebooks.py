@@ -2,9 +2,9 @@
 jupyterhub role reads, and the jupyterhub_config.py it writes (the same template here and in the role).
 
 Everything the hub needs is a fact of the spec or the catalog: the pinned packages and pip's constraints
-(catalog notebooks.yaml), the ports (flows.yaml ports.jupyterhub; notebooks.yaml ports), the partition, limits
-and each user's account. No secret is rendered: the hub makes its cookie secret and the proxy's token itself,
-on the login node, at its first start.
+(catalog notebooks.yaml), the ports (flows.yaml ports.jupyterhub and jupyterhub_api; notebooks.yaml
+proxy_api_port), the partition, limits and each user's account. No secret is rendered: the hub makes its cookie
+secret and the proxy's token itself, on the login node, at its first start.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ def jupyterhub_config(resolved: ResolvedSpec) -> dict[str, Any] | None:
     catalog = load_notebooks()
     flows = load_flows()
     public_port, _ = flows.ports[flows.external("notebooks").ports].ports
+    hub_api_port, _ = flows.ports["jupyterhub_api"].ports
     return {
         "packages": catalog.requirements(),
         "constraints": catalog.constraint_lines(),
@@ -47,8 +48,8 @@ def jupyterhub_config(resolved: ResolvedSpec) -> dict[str, Any] | None:
         # ssh_tunnel: the login node's loopback only; network: every address, TLS, the allowed ranges only.
         "public_ip": "" if spec.access == "network" else "127.0.0.1",
         "public_port": public_port,
-        "proxy_api_port": catalog.ports.proxy_api,
-        "hub_api_port": catalog.ports.hub_api,
+        "proxy_api_port": catalog.proxy_api_port,
+        "hub_api_port": hub_api_port,
         "allowed_cidrs": list(spec.allowed_cidrs),
         "tls_certificate": spec.tls_certificate or "",
         "tls_key": spec.tls_key or "",

@@ -34,6 +34,7 @@ from tests.support import REPO
 GOLDEN = REPO / "tests" / "golden" / "notebooks" / "jupyterhub_config.py"
 PATH = "cluster.scheduler.notebooks"
 USERS_NET = "10.40.0.0/16"
+HUB_ADDRESS = "10.0.16.10"
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 ON = {"enabled": True, "partition": "gpu", "time_limit": "4:00:00", "gpus": 1, "cpus": 4, "memory_gib": 32}
 NETWORK = {**ON, "access": "network", "allowed_cidrs": [USERS_NET], "tls_certificate": "/etc/ssl/certs/nb.pem",
@@ -102,7 +103,7 @@ def test_nobody_to_log_in_is_refused() -> None:
 
 
 def test_the_rendered_config_matches_its_golden_file() -> None:
-    text = render_jupyterhub_config(_config("dev", ON), "10.0.16.10")
+    text = render_jupyterhub_config(_config("dev", ON), HUB_ADDRESS)
     if os.environ.get("GPUFORGE_UPDATE_GOLDEN"):
         GOLDEN.parent.mkdir(parents=True, exist_ok=True)
         GOLDEN.write_text(text)
@@ -131,7 +132,7 @@ def _loaded(text: str) -> _Config:
 
 
 def test_the_hub_submits_to_the_partition_under_the_users_account_with_the_limits() -> None:
-    c = _loaded(render_jupyterhub_config(_config("dev", ON), "10.0.16.10"))
+    c = _loaded(render_jupyterhub_config(_config("dev", ON), HUB_ADDRESS))
     assert c.JupyterHub.authenticator_class == "pam" and c.Authenticator.allowed_users == {"alice"}
     assert c.JupyterHub.spawner_class == "batchspawner.SlurmSpawner"
     assert (c.JupyterHub.ip, c.JupyterHub.port) == ("127.0.0.1", 8000)  # ssh_tunnel: the loopback only
@@ -164,7 +165,7 @@ def test_the_hub_submits_to_the_partition_under_the_users_account_with_the_limit
 
 
 def test_network_access_serves_tls_on_every_address() -> None:
-    c = _loaded(render_jupyterhub_config(_config("dev", NETWORK), "10.0.16.10"))
+    c = _loaded(render_jupyterhub_config(_config("dev", NETWORK), HUB_ADDRESS))
     assert (c.JupyterHub.ip, c.JupyterHub.ssl_cert, c.JupyterHub.ssl_key) == (
         "", "/etc/ssl/certs/nb.pem", "/etc/ssl/private/nb.key")
 
@@ -225,3 +226,18 @@ def test_the_plan_admits_the_users_range_on_the_hubs_port_to_the_login_nodes_onl
         ("forge-dev-net-management-sg-id", low, high, "tcp")], opened
     resources = to_rule_resources(notebooks_plan.resources)
     assert [v.message for v in REGISTRY["wiring-flows-security-groups"].run(resources, RuleContext("prod"))] == []
+
+
+def test_the_plan_opens_the_hub_api_and_the_servers_ports_inside_the_cluster_only_with_notebooks_on(
+    notebooks_plan: Plan,
+) -> None:
+    rules = {r.name: r.inputs for r in notebooks_plan.resources if r.type == INGRESS}
+    api, servers = rules["forge-dev-slurm-management-in-jupyterhub-api-compute"], rules[
+        "forge-dev-slurm-compute-in-notebook-servers-login"]
+    assert (api["fromPort"], api["toPort"], servers["fromPort"], servers["toPort"]) == (8081, 8081, 32768, 60999)
+    resources = to_rule_resources(notebooks_plan.resources)
+    dropped = [r for r in resources if not r.name.endswith("-in-notebook-servers-login")]
+    found = [v.message for v in REGISTRY["wiring-flows-security-groups"].run(dropped, RuleContext("prod"))]
+    assert found and all("tcp 32768-60999 from login to compute" in f for f in found), found
+    off = [r.name for r in plan_stack("dev").resources if r.type == INGRESS]
+    assert not [name for name in off if "jupyterhub" in name or "notebook" in name], off
