@@ -21,7 +21,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from .base import SpecModel
 from .errors import SpecIssue
-from .fields import ABSOLUTE_PATH, parse_cidr
+from .fields import ABSOLUTE_PATH, client_range
 from .slurm_time import SLURM_TIME, slurm_time_minutes
 
 if TYPE_CHECKING:  # scheduler.py imports this module for its notebooks field
@@ -32,14 +32,9 @@ PATH = "cluster.scheduler.notebooks"
 
 
 def _a_client_range(value: str) -> str:
-    network = parse_cidr(value, example=EXAMPLE)
-    if network.prefixlen == 0:
-        raise ValueError(
-            f"{value} is every address: the hub takes cluster passwords and starts jobs as their owners, so only "
-            f"the networks your users work from may reach it; name those, e.g. {EXAMPLE}, or keep access: "
-            "ssh_tunnel"
-        )
-    return value
+    return client_range(
+        value, EXAMPLE, "the hub takes cluster passwords and starts jobs as their owners, so only the networks "
+        f"your users work from may reach it; name those, e.g. {EXAMPLE}, or keep access: ssh_tunnel")
 
 
 ClientRange = Annotated[str, AfterValidator(_a_client_range)]
