@@ -20,6 +20,7 @@ def test_ansible_python_and_golden_agree(tmp_path: Path) -> None:
     result = run_playbook(HERE / "notebooks_golden.yml", inventory, extravars={
         "jupyterhub_config": config, "jupyterhub_hub_address": HUB_ADDRESS,
         "notebooks_role_dir": str(PLAYBOOKS_DIR / "roles" / "jupyterhub"),
-        "notebooks_templates_dir": str(PLAYBOOKS_DIR / "templates" / "notebooks"), "notebooks_golden_dir": str(tmp_path)})
+        "notebooks_templates_dir": str(PLAYBOOKS_DIR / "templates" / "notebooks"),
+        "notebooks_golden_dir": str(tmp_path)})
     assert result.ok, [f"{f.task}: {f.message}" for f in result.failures]
     assert (tmp_path / "jupyterhub_config.py").read_text() == GOLDEN.read_text()
