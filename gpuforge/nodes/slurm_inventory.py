@@ -12,6 +12,7 @@ from typing import Any
 
 from gpuforge.plan.stacks import find_stack, load_stack
 from gpuforge.plan.validation import check_stack
+from gpuforge.render.notebooks import jupyterhub_config
 from gpuforge.render.slurm import slurm_config
 from gpuforge.spec import SpecError
 
@@ -80,4 +81,5 @@ def slurm_inventory(stack: str, outputs: Mapping[str, Any], group_name: Any) -> 
             "hosts": {h["name"]: {"ansible_host": h["address"]} for h in config["login_hosts"]},
         },
     }
-    return {"slurm_config": config}, children
+    notebooks = jupyterhub_config(resolved)
+    return {"slurm_config": config, **({"jupyterhub_config": notebooks} if notebooks else {})}, children

@@ -22,6 +22,7 @@ from .fields import Name
 from .home import Home
 from .keys import ssh_public_key_problem
 from .limits import rds_class_problem, refusing
+from .notebooks import Notebooks
 from .preemption import Preemption
 from .reservations import Reservation
 from .rest_api import RestApi
@@ -296,6 +297,11 @@ class SchedulerSpec(SpecModel):
     rest_api: RestApi = Field(
         default_factory=RestApi,
         description="slurmrestd on the controllers for pipelines and notebooks (JSON Web Tokens); off by default.",
+    )
+    notebooks: Notebooks = Field(
+        default_factory=Notebooks,
+        description="JupyterHub on the login nodes, each user's notebook server a Slurm job under their account "
+        "(batchspawner); off by default.",
     )
     reservations: dict[Name, Reservation] = Field(
         default_factory=dict,

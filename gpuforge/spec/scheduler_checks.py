@@ -20,6 +20,7 @@ from gpuforge.catalog.mounts import HOME_MOUNT_POINT, LUSTRE_MOUNT_POINT
 from .errors import SpecIssue
 from .home import FsxOpenZfsHome
 from .models import ClusterSpec
+from .notebooks import check_notebooks
 from .paths import NODE_GROUPS
 from .reservation_checks import check_reservations
 from .resolved_scheduler import ResolvedScheduler, SlurmController, SlurmGroup
@@ -145,6 +146,7 @@ def check_scheduler(
     for pname, partition in sched.partitions.items():
         issues += _unknown_accounts(f"{PATH}.partitions[{pname}].allow_accounts", partition.allow_accounts, sched)
     issues += check_tenancy(sched)
+    issues += check_notebooks(sched)
     issues += check_reservations(sched, {g for p in sched.partitions.values() for g in p.node_groups})
     issues += _directory(spec)
     controllers, ctl_issues = _controllers(spec, catalog, subnets, site)

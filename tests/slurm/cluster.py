@@ -60,6 +60,8 @@ from tests.machines import SSH_IMAGE, Machine, Machines
 from tests.standins.containers import ContainerSources
 from tests.standins.imds import StandInImds
 
+from .notebooks import notebooks_vars
+
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
 
@@ -82,6 +84,10 @@ SLURM_IMAGE = SSH_IMAGE.derive(
         # The slurm_pmix role's packages on Debian 12 (catalog slurm.distributions.debian-12.pmix), and Debian's
         # Open MPI with mpi4py: the bench's MPI job (test_slurm_bench.py) runs with srun --mpi=pmix.
         "slurm-wlm-basic-plugins", "libpmix-dev", "python3-mpi4py",
+        # scheduler.notebooks (the jupyterhub role's distribution packages: catalog notebooks.yaml): Python's venv
+        # on every node, configurable-http-proxy on the login node; the role's pip install then reads the
+        # stand-in index (tests/standins/wheelhouse.py).
+        "python3-venv", "node-configurable-http-proxy",
     ),
     setup=(
         # Nothing runs or is keyed until a role says so.
@@ -494,7 +500,9 @@ def ports_taken() -> list[int]:
     return taken
 
 
-def build_cluster(machines: Machines, containers: ContainerSources, imds: StandInImds) -> SlurmCluster:
+def build_cluster(
+    machines: Machines, containers: ContainerSources, imds: StandInImds, package_index: str
+) -> SlurmCluster:
     for index, machine in enumerate(machines):
         prepare_machine(machine, gpus=index in (*STATIC, CLOUD))
     cpus, memory = node_facts(machines[STATIC[0]])
@@ -503,7 +511,8 @@ def build_cluster(machines: Machines, containers: ContainerSources, imds: StandI
     containers.slurm_config(config)
     config = contract_vars(config)  # what the roles get, and what the tests compare the nodes with
     secret_values = generated_secrets()
-    inv = inventory(machines, config, secret_values, containers.variables(), imds.endpoint)
+    extra_vars = {**containers.variables(), **notebooks_vars(package_index)}
+    inv = inventory(machines, config, secret_values, extra_vars, imds.endpoint)
     start = time.monotonic()
     first = run_playbook("slurm.yml", inv)
     mid = time.monotonic()

@@ -44,6 +44,8 @@ PUBLIC_CONTENT = {
     ("slurm_controller", "Tell the script which cluster and region it serves"): "the cluster's name and region",
     ("slurm_controller", "Install the topology service and timer"): "the role's own unit files",
     ("slurm_controller", "Make slurmctld require the shared state directory's mount"): "the state directory's path",
+    ("jupyterhub", "Write pip's constraints (the catalog's resolved set)"):
+        "package names and versions from the catalog (notebooks.yaml constraints)",
 }
 # Credential-named variables a world-readable file may name, because they hold where a secret is, not the secret.
 NAMES_NOT_VALUES = {

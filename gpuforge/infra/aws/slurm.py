@@ -115,10 +115,18 @@ def flow_roles(resolved: ResolvedSpec) -> set[str]:
     return roles - {""}
 
 
+def flow_features(sched: ResolvedScheduler) -> list[str]:
+    """The spec features of this cluster that flows of flows.yaml exist for (their `when`)."""
+    return ["notebooks"] if sched.spec.notebooks.enabled else []
+
+
 def client_ranges(sched: ResolvedScheduler) -> dict[str, list[str]]:
     """The address ranges each external flow of flows.yaml admits, by the flow's name; only flows turned on."""
-    api = sched.spec.rest_api
-    return {"rest_api": list(api.allowed_cidrs)} if api.enabled else {}
+    api, notebooks = sched.spec.rest_api, sched.spec.notebooks
+    ranges = {"rest_api": list(api.allowed_cidrs)} if api.enabled else {}
+    if notebooks.enabled and notebooks.access == "network":
+        ranges["notebooks"] = list(notebooks.allowed_cidrs)
+    return ranges
 
 
 class SlurmControlPlane(pulumi.ComponentResource):
@@ -134,13 +142,14 @@ class SlurmControlPlane(pulumi.ComponentResource):
         props = {"controllers": len(sched.controllers), "roles": sorted(flow_roles(args.resolved)),
                  "ports": {"slurmctld": ports.slurmctld, "slurmd": ports.slurmd, "slurmdbd": ports.slurmdbd,
                            "srun": f"{ports.srun[0]}-{ports.srun[1]}"},
-                 "clientRanges": client_ranges(sched)}
+                 "clientRanges": client_ranges(sched), "features": flow_features(sched)}
         super().__init__(SLURM_CONTROL_PLANE, name, props, opts)
         child = pulumi.ResourceOptions(parent=self)
         keep = stateful(child, spec.protected)
         self._name = name  # allow_munge_read names its policies after the component
         sg = self._security_groups(name, args, child)
-        self._rules(name, sg, args.resolved.catalog.slurm.ports, flow_roles(args.resolved), child)
+        self._rules(name, sg, args.resolved.catalog.slurm.ports, flow_roles(args.resolved),
+                    set(flow_features(sched)), child)
         self._client_rules(name, sg, client_ranges(sched), child)
         secrets = self._secrets(name, spec.name, args, keep)
         self.secret_arns = {k: s.arn for k, s in secrets.items()}
@@ -369,16 +378,18 @@ class SlurmControlPlane(pulumi.ComponentResource):
 
     @staticmethod
     def _rules(
-        name: str, sg: dict[str, pulumi.Output[str]], ports: SlurmPorts, roles: set[str], child: pulumi.ResourceOptions
+        name: str, sg: dict[str, pulumi.Output[str]], ports: SlurmPorts, roles: set[str], features: set[str],
+        child: pulumi.ResourceOptions,
     ) -> None:
         """The ingress rules of every flow between the cluster's roles that the control plane declares
         (gpuforge/catalog/data/flows.yaml; the network declares the rest): on the target role's group, from the
         source role's, on the flow's ports (Slurm's from the stack's catalog, as slurm.conf names them). Flows
         whose two roles share groups share one rule; a role the stack lacks (no monitoring node group) opens
-        nothing. wiring-flows-security-groups checks the plan against the same data."""
+        nothing, and so does a feature the stack leaves off (notebooks). wiring-flows-security-groups checks the
+        plan against the same data."""
         model = load_flows()
         declared: dict[str, tuple[str, tuple[int, int]]] = {}
-        for flow in model.flows:
+        for flow in model.flows_for(features):
             if flow.declared_by != "control_plane" or not {flow.source_role, flow.target_role} <= roles:
                 continue
             assert flow.rule is not None  # FlowModel requires it for the control plane's flows

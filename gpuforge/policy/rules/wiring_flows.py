@@ -205,8 +205,9 @@ def flows_security_groups(stack: Stack, ctx: RuleContext) -> Iterator[Violation]
     egress = openings(stack, net.groups, "egress")
     present = {role for role, m in members.items() if m}
 
+    flows = model.flows_for(features(plane))
     # Missing: every flow between roles the stack has, member by member.
-    for flow in model.flows:
+    for flow in flows:
         if not {flow.source_role, flow.target_role} <= present:
             continue
         low, high = model.port_range(flow, ports)
@@ -274,7 +275,7 @@ def flows_security_groups(stack: Stack, ctx: RuleContext) -> Iterator[Violation]
                 )
         for source in sorted(net.peer_groups(o) & modelled):
             needs = [
-                f for f in model.flows
+                f for f in flows
                 if {f.source_role, f.target_role} <= present
                 and o.group.urn in role_groups[f.target_role] and source in role_groups[f.source_role]
             ]
@@ -303,6 +304,11 @@ def flows_security_groups(stack: Stack, ctx: RuleContext) -> Iterator[Violation]
                         f"{' or '.join(strangers)} to {target}; reference a group only the {target}'s clients "
                         f"carry ({FIX_SOURCE})",
                     )
+
+
+def features(plane: Resource) -> frozenset[str]:
+    """The spec features the control plane recorded as on (flows.yaml `when`: notebooks)."""
+    return frozenset(str(f) for f in as_list(plane.get("features")))
 
 
 def client_ranges(plane: Resource) -> dict[str, list[str]]:
