@@ -11,6 +11,8 @@ import pytest
 
 from gpuforge.plan.engine import plan_stack
 from gpuforge.plan.model import Plan
+from gpuforge.plan.stacks import find_stack
+from tests.shipped_stacks import note_shipped_plan
 
 REPO = Path(__file__).resolve().parents[1]  # the checkout
 
@@ -26,9 +28,15 @@ HYBRID_MULTIKUEUE = str(Path(__file__).resolve().parent / "fixtures" / "stacks" 
 BOOTED_SITE = str(Path(__file__).resolve().parent / "fixtures" / "stacks" / "Pulumi.booted-site.yaml")
 
 
-@cache
 def planned(stack: str) -> Plan:
     """A stack's offline plan, evaluated once per test session (a plan is a pure function of the stack file)."""
+    plan = _plan_once(stack)
+    note_shipped_plan(plan, find_stack(stack))
+    return plan
+
+
+@cache
+def _plan_once(stack: str) -> Plan:
     return plan_stack(stack)
 
 
