@@ -101,7 +101,6 @@ NOT_YET_APART = frozenset(
         "tests/unit/test_numbers.py",
         "tests/unit/test_pin_images.py",
         "tests/unit/test_preflight.py",
-        "tests/unit/test_schema_and_templates.py",
         "tests/unit/test_spec_fuzz.py",
         "tests/unit/test_stack_validation.py",
         "tests/unit/test_validation_round2.py",

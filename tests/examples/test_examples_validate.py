@@ -1,5 +1,6 @@
-"""Every shipped example stack is valid as gpuforge and the published JSON Schema judge it (what a user who
-copies one gets: no problem from `gpuforge validate`, none from an editor's schema check)."""
+"""Every shipped example stack points editors at the published JSON Schema and is valid as gpuforge and that
+schema judge it (what a user who copies one gets: no problem from `gpuforge validate`, none from an editor's
+schema check)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,10 @@ EXAMPLES = sorted(path for directory in SHIPPED_DIRS for path in directory.glob(
 
 @pytest.mark.parametrize("stack", EXAMPLES, ids=lambda path: path.stem.removeprefix("Pulumi."))
 def test_the_example_is_valid_for_gpuforge_and_the_schema(stack: Path) -> None:
-    document = parse_yaml(stack.read_text(encoding="utf-8"), str(stack))
+    text = stack.read_text(encoding="utf-8")
+    assert text.startswith("# yaml-language-server: $schema=../schemas/cluster.schema.json"), stack.name
+    # Read as Pulumi and editors read it (YAML 1.2: a timestamp such as a Capacity Block's end is text).
+    document = parse_yaml(text, str(stack))
     config = document["config"]
     parse_spec(config["gpuforge:cluster"])  # raises SpecError naming every problem
     parse_policy(config.get("gpuforge:policy"))
