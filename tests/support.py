@@ -23,6 +23,9 @@ ONPREM_K8S = str(Path(__file__).resolve().parent / "fixtures" / "stacks" / "Pulu
 # tests of the MultiKueue path plan this one.
 HYBRID_MULTIKUEUE = str(Path(__file__).resolve().parent / "fixtures" / "stacks" / "Pulumi.hybrid-multikueue.yaml")
 
+# A small on-prem site (two DGX H100, 8-rail InfiniBand, NFS home, Lustre scratch): the booted lab's stack.
+BOOTED_LAB = str(Path(__file__).resolve().parent / "fixtures" / "stacks" / "Pulumi.booted-lab.yaml")
+
 # The site file systems of the booted site.yml test (Lustre over o2ib, BeeGFS, WEKA) as a user declares them:
 # the test's machines get their mounts from this stack's inventory (site_mounts_from_spec).
 BOOTED_SITE = str(Path(__file__).resolve().parent / "fixtures" / "stacks" / "Pulumi.booted-site.yaml")
