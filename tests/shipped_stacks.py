@@ -92,7 +92,6 @@ NOT_YET_APART = frozenset(
         "tests/slurm/test_slurm_site.py",
         "tests/slurm/test_ssm_sessions.py",
         "tests/slurm/test_tenancy.py",
-        "tests/unit/test_bench_network.py",
         "tests/unit/test_capacity_spec.py",
         "tests/unit/test_drift.py",
         "tests/unit/test_flows.py",
