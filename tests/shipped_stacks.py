@@ -97,7 +97,6 @@ NOT_YET_APART = frozenset(
         "tests/unit/test_flows.py",
         "tests/unit/test_image_slurm_vars.py",
         "tests/unit/test_node_file_modes.py",
-        "tests/unit/test_pin_images.py",
         "tests/unit/test_preflight.py",
         "tests/unit/test_spec_fuzz.py",
         "tests/unit/test_stack_validation.py",

@@ -19,7 +19,7 @@ SHIPPED_NAMES = sorted(
 # seen only this way (the plugin sees the reads of its own process, helpers and conftests included).
 NAMES_A_SHIPPED_STACK = re.compile(
     r"(?<![\w/])(?:stacks|examples)/Pulumi\.[\w-]+\.ya?ml"
-    r"|REPO\s*/\s*\"(?:stacks|examples)\""
+    r"|\b(?:\w*ROOT|REPO)\s*/\s*\"(?:stacks|examples)\""
     rf"|(?:planned|plan_stack|load_stack|build_inventory)\(\s*\"(?:{'|'.join(map(re.escape, SHIPPED_NAMES))})\""
 )
 
