@@ -93,7 +93,6 @@ NOT_YET_APART = frozenset(
         "tests/slurm/test_ssm_sessions.py",
         "tests/slurm/test_tenancy.py",
         "tests/unit/test_capacity_spec.py",
-        "tests/unit/test_drift.py",
         "tests/unit/test_flows.py",
         "tests/unit/test_image_slurm_vars.py",
         "tests/unit/test_node_file_modes.py",
