@@ -1,7 +1,7 @@
 """Small, typed inputs for unit tests, so a test states the spec it depends on instead of borrowing a shipped
 example stack (tests/shipped_stacks.py keeps those for the examples' own tests).
 
-    cluster = minimal_aws_cluster(node_groups={"train": {"count": 4}})
+    cluster = minimal_aws_cluster(node_groups={"train": {"count": 4}})  # or minimal_aws_cluster_with_login
     plan = planned_cluster(tmp_path, cluster)
 
 Overrides merge into the base: a mapping merges key by key, any other value replaces, None removes the key.
@@ -60,6 +60,13 @@ def minimal_aws_cluster(**overrides: Any) -> Spec:
         },
     }
     return merged(base, overrides)
+
+
+def minimal_aws_cluster_with_login(**overrides: Any) -> Spec:
+    """minimal_aws_cluster plus a login node (one m7i.xlarge), Slurm's login group."""
+    login = {"instance_type": "m7i.xlarge", "count": 1, "role": "login", "orchestrator": "slurm"}
+    with_login = minimal_aws_cluster(node_groups={"login": login}, scheduler={"login": {"node_groups": ["login"]}})
+    return merged(with_login, overrides)
 
 
 def stack_document(cluster: Spec, **config: Any) -> Spec:

@@ -20,7 +20,7 @@ from tests.bench.plan_network import (
     without_rules,
 )
 from tests.bench.user_data import UserDataError, parse
-from tests.specs import minimal_aws_cluster, planned_cluster
+from tests.specs import minimal_aws_cluster_with_login, planned_cluster
 
 HARNESS = HarnessAccess("198.18.255.1")
 SRUN_FROM_CONTROLLERS = "forge-dev-slurm-management-in-srun-controllers"
@@ -29,12 +29,7 @@ SRUN_FROM_CONTROLLERS = "forge-dev-slurm-management-in-srun-controllers"
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Plan:
     """A dev cluster as the bench boots one: forge-dev in 10.20.0.0/16, a train group (EFA) and a login node."""
-    cluster = minimal_aws_cluster(
-        name="forge-dev",
-        network={"cidr": "10.20.0.0/16"},
-        node_groups={"login": {"instance_type": "m7i.xlarge", "count": 1, "role": "login", "orchestrator": "slurm"}},
-        scheduler={"login": {"node_groups": ["login"]}},
-    )
+    cluster = minimal_aws_cluster_with_login(name="forge-dev", network={"cidr": "10.20.0.0/16"})
     return planned_cluster(tmp_path_factory.mktemp("bench"), cluster, name="dev")
 
 

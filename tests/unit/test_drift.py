@@ -20,7 +20,7 @@ from gpuforge.cli import app
 from gpuforge.nodes.drift import SeriesFormatError, find_drift, parse_query_result, pins_from_inventory
 from gpuforge.nodes.inventory import build_inventory
 from tests.monitoring.test_collectors import dpkg_status, run_collector
-from tests.specs import minimal_aws_cluster, write_stack
+from tests.specs import minimal_aws_cluster, minimal_aws_cluster_with_login, write_stack
 
 KERNEL = "6.1.0-28-cloud-amd64"
 PINNED = {"module": "580.82.07", "libnccl2": "2.27.7-1+cuda12.9", "efa": "1.43.1", "kernel": KERNEL}
@@ -68,10 +68,7 @@ def as_prometheus_answers(nodes: dict[tuple[str, str], str]) -> dict[str, Any]:
 
 # A prod cluster of a train group (EFA) and a login group; its software is gpuforge's defaults: driver branch 580,
 # NCCL 2.27.7 for CUDA 12.9, EFA installer 1.43.1 (what PINNED holds).
-LOGIN = {"instance_type": "m7i.xlarge", "count": 1, "role": "login", "orchestrator": "slurm"}
-PROD = minimal_aws_cluster(
-    environment="prod", node_groups={"login": LOGIN}, scheduler={"login": {"node_groups": ["login"]}}
-)
+PROD = minimal_aws_cluster_with_login(environment="prod")
 
 
 @pytest.fixture(scope="module")

@@ -56,10 +56,15 @@ def test_no_test_outside_the_examples_names_a_shipped_stack() -> None:
 
 
 def test_the_guard_fails_a_test_that_reads_an_example_and_passes_one_that_builds_its_own(tmp_path: Path) -> None:
+    """gpuforge loading an example, a cached plan of one (each use): failures; a test building its own input, or
+    test code reading every file as a lint does (the scan of the test files judges test code): passes."""
     dev = REPO / "stacks" / "Pulumi.dev.yaml"
     (tmp_path / "test_borrow.py").write_text(
         textwrap.dedent(f"""
+            from pathlib import Path
+
             import pytest
+            from gpuforge.plan.stacks import load_stack
             from tests.specs import minimal_aws_cluster, write_stack
             from tests.support import planned
 
@@ -67,8 +72,11 @@ def test_the_guard_fails_a_test_that_reads_an_example_and_passes_one_that_builds
             def example():
                 return planned({str(dev)!r})
 
-            def test_opens_the_file():
-                open({str(dev)!r}).close()
+            def test_loads_the_file():
+                load_stack({str(dev)!r})
+
+            def test_reads_every_file_of_a_directory_as_a_lint_does():
+                assert all(path.read_bytes() for path in Path({str(dev.parent)!r}).glob("*.yaml"))
 
             def test_first_use_of_the_cached_plan(example):
                 pass
@@ -89,6 +97,6 @@ def test_the_guard_fails_a_test_that_reads_an_example_and_passes_one_that_builds
     )  # fmt: skip
     out = run.stdout + run.stderr
     assert run.returncode == 1, out
-    assert "3 failed, 1 passed" in out, out
+    assert "3 failed, 2 passed" in out, out
     assert "test_borrow.py reads the shipped example stack(s) Pulumi.dev.yaml" in out, out
     assert "tests/specs.py" in out and "tests/examples/" in out, out

@@ -10,16 +10,12 @@ from typing import Any
 
 from gpuforge.nodes.bake import image_slurm_vars
 from gpuforge.nodes.inventory import ENGINE_ONLY, build_inventory
-from tests.specs import minimal_aws_cluster, write_stack
+from tests.specs import minimal_aws_cluster_with_login, write_stack
 
 
 def aws_slurm_inventory(directory: Path) -> dict[str, Any]:
     """A cloud Slurm cluster's inventory: a compute group (train) and a login group."""
-    cluster = minimal_aws_cluster(
-        name="forge-dev",
-        node_groups={"login": {"instance_type": "m7i.xlarge", "count": 1, "role": "login", "orchestrator": "slurm"}},
-        scheduler={"login": {"node_groups": ["login"]}},
-    )
+    cluster = minimal_aws_cluster_with_login(name="forge-dev")
     return build_inventory(str(write_stack(directory, cluster)), source="plan")
 
 

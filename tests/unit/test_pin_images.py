@@ -24,7 +24,7 @@ from gpuforge.pin import PinError, pin_stack
 from gpuforge.plan.stacks import load_stack
 from gpuforge.plan.validation import check_stack
 from gpuforge.preflight import AwsClients
-from tests.specs import minimal_aws_cluster, write_stack
+from tests.specs import minimal_aws_cluster_with_login, write_stack
 
 REGION = "us-east-1"
 PARAMETER = "/gpuforge/test/dlami"
@@ -44,11 +44,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[AwsClients]:
 @pytest.fixture
 def prod(tmp_path: Path) -> Path:
     """A prod stack file whose groups (train, login) boot the default image parameter, with a user's comment."""
-    login = {"instance_type": "m7i.xlarge", "count": 1, "role": "login", "orchestrator": "slurm"}
-    cluster = minimal_aws_cluster(
-        environment="prod", node_groups={"login": login}, scheduler={"login": {"node_groups": ["login"]}}
-    )
-    path = write_stack(tmp_path, cluster, name="prod")
+    path = write_stack(tmp_path, minimal_aws_cluster_with_login(environment="prod"), name="prod")
     text, commented = re.subn(r"(?m)^(\s+role: login)$", r"\1  # reached through SSM Session Manager", path.read_text())
     assert commented == 1
     path.write_text(text)
