@@ -93,7 +93,6 @@ NOT_YET_APART = frozenset(
         "tests/unit/test_node_file_modes.py",
         "tests/unit/test_preflight.py",
         "tests/unit/test_spec_fuzz.py",
-        "tests/unit/test_stack_validation.py",
         "tests/unit/test_validation_round2.py",
         "tests/unit/test_wiring_aws.py",
     }
