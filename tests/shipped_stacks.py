@@ -70,7 +70,6 @@ NOT_YET_APART = frozenset(
         "tests/slurm/test_ec2_topology.py",
         "tests/slurm/test_het_job_guard.py",
         "tests/slurm/test_lifecycle_decisions.py",
-        "tests/slurm/test_periodic_healthcheck.py",
         "tests/slurm/test_reservations.py",
         "tests/slurm/test_rest_api.py",
         "tests/slurm/test_scaler_roles_anywhere.py",
