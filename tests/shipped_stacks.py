@@ -40,7 +40,6 @@ NOT_YET_APART = frozenset(
         "tests/k8s/test_k8s_platform.py",
         "tests/k8s/test_k8s_schemas.py",
         "tests/k8s/test_k8s_training_job.py",
-        "tests/monitoring/test_alertmanager_versions.py",
         "tests/monitoring/test_attribution.py",
         "tests/monitoring/test_dashboards.py",
         "tests/monitoring/test_k8s_alerting.py",
