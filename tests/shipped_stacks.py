@@ -44,7 +44,6 @@ NOT_YET_APART = frozenset(
         "tests/monitoring/test_dashboards.py",
         "tests/monitoring/test_k8s_alerting.py",
         "tests/monitoring/test_metric_truth.py",
-        "tests/monitoring/test_remote_write.py",
         "tests/monitoring/test_render_cli.py",
         "tests/monitoring/test_replicas.py",
         "tests/monitoring/test_rules.py",
