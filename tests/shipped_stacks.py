@@ -27,7 +27,6 @@ NOT_YET_APART = frozenset(
         "tests/cli/test_day_two.py",
         "tests/cli/test_image_os.py",
         "tests/cli/test_preflight_verdict.py",
-        "tests/cli/test_usage_cli.py",
         "tests/cli/test_user_paths.py",
         "tests/cli/test_user_repository.py",
         "tests/diff/test_diff_cli.py",
