@@ -18,6 +18,7 @@ from gpuforge.cli.usage import print_report
 from gpuforge.console import out
 from gpuforge.nodes.usage import EnergyBasis, aggregate, parse_sacct
 from gpuforge.nodes.usage_query import UsageUnavailable, collect_usage
+from tests.specs import minimal_aws_cluster, write_stack
 
 SINCE = datetime(2026, 11, 20, tzinfo=UTC)
 UNTIL = datetime(2026, 11, 27, tzinfo=UTC)
@@ -39,19 +40,21 @@ def _closed_port() -> int:
         (["--prometheus", "localhost:9090"], "--prometheus: 'localhost:9090': expected an http(s):// URL"),
     ],
 )
-def test_a_bad_option_is_exit_2_naming_it(args: list[str], said: str) -> None:
-    result = CliRunner().invoke(app, ["usage", "dev", *args])
+def test_a_bad_option_is_exit_2_naming_it(args: list[str], said: str, tmp_path: Path) -> None:
+    stack = write_stack(tmp_path, minimal_aws_cluster(name="forge-dev"), name="dev")
+    result = CliRunner().invoke(app, ["usage", str(stack), *args])
     assert result.exit_code == 2, result.output
     assert said in " ".join(result.output.split()), result.output
     assert "Traceback" not in result.output
 
 
 def test_an_unreachable_controller_is_exit_1_with_the_reason(tmp_path: Path) -> None:
-    # The dev stack's controller, reached at a closed port instead of its planned address.
+    # A Slurm cluster's controller, reached at a closed port instead of its planned address.
+    stack = write_stack(tmp_path, minimal_aws_cluster(name="forge-dev"), name="dev")
     override = tmp_path / "reach.yml"
     override.write_text(yaml.safe_dump({"all": {"hosts": {"forge-dev-ctl-0": {
         "ansible_host": "127.0.0.1", "ansible_port": _closed_port()}}}}))
-    result = CliRunner().invoke(app, ["usage", "dev", "--since", "2026-11-20", "--inventory", str(override)])
+    result = CliRunner().invoke(app, ["usage", str(stack), "--since", "2026-11-20", "--inventory", str(override)])
     assert result.exit_code == 1, result.output
     text = " ".join(result.output.split())
     assert "no usage: no controller gave the job records: forge-dev-ctl-0 is unreachable" in text, text

@@ -7,14 +7,13 @@ from typing import Any
 
 import pulumi
 import pytest
-import yaml
 
 from gpuforge.catalog.aws_wiring import load_aws_wiring
 from gpuforge.infra.aws import GpuNodeGroup, GpuNodeGroupArgs
 from gpuforge.infra.aws.efa import efa_layout
 from gpuforge.infra.aws.node_group import NFS_HOME_OPTIONS, HomeMount
 from gpuforge.spec import resolve
-from tests.support import REPO as PROJECT_ROOT
+from tests.specs import minimal_aws_cluster
 
 
 class Mocks(pulumi.runtime.Mocks):
@@ -37,8 +36,9 @@ def mocks() -> Mocks:
 
 
 def dev_group(name: str) -> Any:
-    config = yaml.safe_load((PROJECT_ROOT / "stacks" / "Pulumi.dev.yaml").read_text())["config"]
-    return resolve(config["gpuforge:cluster"]).node_groups[name]
+    """A dev cluster's group: train is a g5.12xlarge with EFA, elastic 0-2."""
+    elastic = {"train": {"count": None, "scaling": {"min": 0, "max": 2}}}
+    return resolve(minimal_aws_cluster(node_groups=elastic)).node_groups[name]
 
 
 @pulumi.runtime.test
@@ -61,7 +61,7 @@ def test_node_group_exposes_asg_and_launch_template(mocks: Mocks) -> Any:
         lt = mocks.created["unit-train-lt"]
         assert lt["instanceType"] == "g5.12xlarge"
         assert [i.get("interfaceType") for i in lt["networkInterfaces"]] == [None, "efa-only"]
-        # dev's train group is elastic 0-2: it starts empty and may grow to 2.
+        # the train group is elastic 0-2: it starts empty and may grow to 2.
         asg = mocks.created["unit-train-asg"]
         assert (asg["minSize"], asg["maxSize"], asg["desiredCapacity"]) == (0, 2, 0)
         assert "unit-train-buckets" not in mocks.created, "no bucket policy without buckets"
