@@ -1,0 +1,168 @@
+"""`cluster.tracking`: an MLflow tracking server teams log their runs to, on the cluster's own services.
+
+Off by default (the section absent). Turned on, the mlflow_server role runs `mlflow server` on the services node
+(a services node group on AWS, a site host on premises), with
+- its backend store in the cluster's database service: a database and a user of its own on slurmdbd's MariaDB
+  (Amazon RDS where scheduler.accounting.database is managed, the controller's MariaDB otherwise), the user's
+  password a secret (Secrets Manager on AWS, an Ansible vault variable on a site);
+- its artifacts in the cluster's bucket under a prefix, proxied by the server (`--artifacts-destination`), so
+  clients need no S3 credentials: on AWS the services node's instance role may touch that prefix and nothing else;
+- no anonymous access: MLflow's basic-auth app (`--app-name basic-auth`), its admin password a secret, every
+  other user created by the admin; the server answers only the ranges in allowed_cidrs (the unit's IP filter,
+  and the services group's security group on AWS), over TLS with the certificate the role makes.
+docs/tracking.md says why each of these, and what is not done yet.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import AfterValidator, Field, field_validator
+
+from .base import SpecModel
+from .errors import SpecIssue
+from .fields import Name, parse_cidr
+
+if TYPE_CHECKING:
+    from .cluster import ClusterSpec
+
+SECTION = "cluster.tracking"
+EXAMPLE = "10.20.0.0/16"
+# An S3 key prefix: path segments of letters, digits, '.', '_' and '-', no leading or trailing '/'.
+PREFIX = r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$"
+Permission = Literal["NO_PERMISSIONS", "READ", "EDIT", "MANAGE"]
+
+
+def _a_client_range(value: str) -> str:
+    network = parse_cidr(value, example=EXAMPLE)
+    if network.prefixlen == 0:
+        raise ValueError(
+            f"{value} is every address: the tracking server holds every team's runs and models, so only the "
+            f"networks your jobs and notebooks run in may reach it; name those, e.g. {EXAMPLE}"
+        )
+    return value
+
+
+ClientRange = Annotated[str, AfterValidator(_a_client_range)]
+
+
+class NodeGroupTrackingServer(SpecModel):
+    kind: Literal["node_group"] = Field(description="Run on the node of a services node group (aws, hybrid).")
+    node_group: Name = Field(description="Key of a non-training group in node_groups, e.g. services.")
+
+
+class SiteHostTrackingServer(SpecModel):
+    kind: Literal["site_host"] = Field(description="Run on a site host outside the GPU hosts (onprem, hybrid).")
+    host: Name = Field(description="The services host's name, e.g. svc-01.")
+    address: str = Field(description="Its management address; must lie in one of site.cidrs.")
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an IP address; write it like 10.64.1.7") from None
+        return value
+
+
+TrackingServer = Annotated[NodeGroupTrackingServer | SiteHostTrackingServer, Field(discriminator="kind")]
+
+
+class Artifacts(SpecModel):
+    bucket: Name = Field(
+        description="The bucket artifacts go to: a key of storage.object_stores (aws, hybrid) or of "
+        "site.storage.object_store.buckets (onprem)."
+    )
+    prefix: str = Field(
+        default="mlflow",
+        pattern=PREFIX,
+        description="Key prefix in that bucket, e.g. mlflow: the server writes under it and, on AWS, its node may "
+        "touch nothing else in the bucket.",
+    )
+
+
+class Tracking(SpecModel):
+    server: TrackingServer = Field(description="Where `mlflow server` runs: a services node group or a site host.")
+    artifacts: Artifacts = Field(description="The bucket and prefix the server proxies artifacts to.")
+    allowed_cidrs: list[ClientRange] = Field(
+        min_length=1,
+        description="IPv4 ranges allowed to reach the server (where jobs, notebooks and people run); never "
+        "0.0.0.0/0.",
+    )
+    default_permission: Permission = Field(
+        default="NO_PERMISSIONS",
+        description="What a user may do with another user's experiments and models unless granted more (MLflow "
+        "basic-auth's default_permission): NO_PERMISSIONS keeps each team's runs to itself.",
+    )
+
+
+def check_tracking(spec: ClusterSpec) -> list[SpecIssue]:
+    """The server runs where the placement can run it, next to the cluster's database, over a bucket the stack
+    declares."""
+    tracking = spec.tracking
+    if tracking is None:
+        return []
+    return [*_server_issues(spec, tracking), *_bucket_issues(spec, tracking), *_database_issues(spec)]
+
+
+def _server_issues(spec: ClusterSpec, tracking: Tracking) -> list[SpecIssue]:
+    server, kind, where = tracking.server, spec.placement.kind, f"{SECTION}.server"
+    if isinstance(server, SiteHostTrackingServer):
+        if spec.site is None:
+            return [SpecIssue(f"{where}.kind", f"{kind} placement has no site", "use kind: node_group")]
+        if not any(ipaddress.ip_address(server.address) in ipaddress.ip_network(c) for c in spec.site.cidrs):
+            return [SpecIssue(f"{where}.address", f"{server.address} lies in none of site.cidrs "
+                              f"({', '.join(spec.site.cidrs)})", "give the host's management address")]
+        return []
+    if kind == "onprem":
+        return [SpecIssue(f"{where}.kind", "onprem placement has no cloud node groups", "use kind: site_host")]
+    group = spec.node_groups.get(server.node_group)
+    if group is None:
+        known = ", ".join(spec.node_groups) or "none"
+        return [SpecIssue(f"{where}.node_group", f"{server.node_group} is not a node group (groups: {known})",
+                          "name a services group")]
+    if group.role == "training":
+        return [SpecIssue(f"{where}.node_group", f"{server.node_group} is a training group: the server would "
+                          "take its memory and go with its nodes", "name a services group")]
+    return []
+
+
+def _bucket_issues(spec: ClusterSpec, tracking: Tracking) -> list[SpecIssue]:
+    where, bucket = f"{SECTION}.artifacts.bucket", tracking.artifacts.bucket
+    if isinstance(tracking.server, SiteHostTrackingServer) and spec.placement.kind == "onprem":
+        store = spec.site.storage.object_store if spec.site is not None else None
+        buckets = list(store.buckets) if store is not None else []
+        if bucket not in buckets:
+            return [SpecIssue(where, f"{bucket} is not a bucket of site.storage.object_store "
+                              f"(buckets: {', '.join(buckets) or 'none'})",
+                              "declare it in site.storage.object_store.buckets, or name one there")]
+        return []
+    if bucket not in spec.storage.object_stores:
+        known = ", ".join(spec.storage.object_stores) or "none"
+        return [SpecIssue(where, f"{bucket} is not in storage.object_stores (stores: {known})",
+                          "declare it, e.g. storage.object_stores.artifacts: {purpose: artifacts}, or name one")]
+    return []
+
+
+def _database_issues(spec: ClusterSpec) -> list[SpecIssue]:
+    if spec.scheduler is None:
+        return [SpecIssue(SECTION, "the tracking server keeps its runs in the cluster's database service "
+                          "(slurmdbd's MariaDB), and this stack has no scheduler section",
+                          "add scheduler (its accounting database holds the tracking database too), or remove "
+                          "tracking")]
+    return []
+
+
+def tracking_secret_names(cluster: str) -> dict[str, str]:
+    """Secrets Manager names of the tracking server's secrets (AWS): the program creates them, the services node
+    reads them, the rendered variables name them. Never the values."""
+    return {
+        "db_password": f"gpuforge/{cluster}/mlflow/db-password",
+        "admin_password": f"gpuforge/{cluster}/mlflow/admin-password",
+    }
+
+
+# The Ansible vault variables holding the same secrets on a site.
+VAULT_VARIABLES = {"db_password": "vault_mlflow_db_password", "admin_password": "vault_mlflow_admin_password"}
