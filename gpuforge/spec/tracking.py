@@ -110,8 +110,10 @@ def check_tracking(spec: ClusterSpec) -> list[SpecIssue]:
 def _server_issues(spec: ClusterSpec, tracking: Tracking) -> list[SpecIssue]:
     server, kind, where = tracking.server, spec.placement.kind, f"{SECTION}.server"
     if isinstance(server, SiteHostTrackingServer):
-        if spec.site is None:
-            return [SpecIssue(f"{where}.kind", f"{kind} placement has no site", "use kind: node_group")]
+        if kind != "onprem" or spec.site is None:
+            # A site host has no AWS role to write S3 with, and a hybrid stack's buckets are S3's.
+            return [SpecIssue(f"{where}.kind", f"a site host serves an onprem placement's tracking; this one is {kind}",
+                              "use kind: node_group with a services group")]
         if not any(ipaddress.ip_address(server.address) in ipaddress.ip_network(c) for c in spec.site.cidrs):
             return [SpecIssue(f"{where}.address", f"{server.address} lies in none of site.cidrs "
                               f"({', '.join(spec.site.cidrs)})", "give the host's management address")]
@@ -131,13 +133,18 @@ def _server_issues(spec: ClusterSpec, tracking: Tracking) -> list[SpecIssue]:
 
 def _bucket_issues(spec: ClusterSpec, tracking: Tracking) -> list[SpecIssue]:
     where, bucket = f"{SECTION}.artifacts.bucket", tracking.artifacts.bucket
-    if isinstance(tracking.server, SiteHostTrackingServer) and spec.placement.kind == "onprem":
+    if spec.placement.kind == "onprem":
         store = spec.site.storage.object_store if spec.site is not None else None
         buckets = list(store.buckets) if store is not None else []
         if bucket not in buckets:
             return [SpecIssue(where, f"{bucket} is not a bucket of site.storage.object_store "
                               f"(buckets: {', '.join(buckets) or 'none'})",
                               "declare it in site.storage.object_store.buckets, or name one there")]
+        if store is not None and not store.cidrs:
+            # The server's IP filter holds both directions: it must know the store's addresses to reach it.
+            return [SpecIssue("cluster.site.storage.object_store.cidrs", "empty, and the tracking server writes "
+                              "artifacts to the store: its IP filter must know the store's addresses",
+                              "list the addresses the endpoint resolves to, e.g. [10.64.8.30/32]")]
         return []
     if bucket not in spec.storage.object_stores:
         known = ", ".join(spec.storage.object_stores) or "none"

@@ -53,6 +53,7 @@ from .storage import (
     ObjectStoreArgs,
     autoscaling_service_linked_role,
 )
+from .tracking import TrackingServer, TrackingServerArgs, tracking_placement
 
 READ_PURPOSES = ("data",)
 WRITE_PURPOSES = ("checkpoints", "artifacts")
@@ -175,8 +176,15 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
             opts=child,
         )
 
-    def bucket_arns(purposes: tuple[str, ...]) -> list[pulumi.Input[str]]:
-        return [stores[k].arn for k, store in spec.storage.object_stores.items() if store.purpose in purposes]
+    tracking_group, tracking_bucket = tracking_placement(spec)
+
+    def bucket_arns(purposes: tuple[str, ...], group: str | None = None) -> list[pulumi.Input[str]]:
+        # The tracking server's node gets its bucket under the prefix only (TrackingServer), not bucket-wide.
+        return [
+            stores[k].arn
+            for k, store in spec.storage.object_stores.items()
+            if store.purpose in purposes and (group is None or (group, k) != (tracking_group, tracking_bucket))
+        ]
 
     eks: EksCluster | None = None
     kube = spec.kubernetes
@@ -252,8 +260,8 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 subnet_ids=[network.subnet_ids[tier][az] for az in group.azs],
                 security_group_ids=sgs,
                 kms_key_arn=key.arn,
-                read_bucket_arns=bucket_arns(READ_PURPOSES),
-                write_bucket_arns=bucket_arns(WRITE_PURPOSES),
+                read_bucket_arns=bucket_arns(READ_PURPOSES, group_name),
+                write_bucket_arns=bucket_arns(WRITE_PURPOSES, group_name),
                 lustre=LustreMount(lustre.dns_name, lustre.mount_name, efa=fs.efa) if lustre and fs else None,
                 home=slurm.home_file_system_id if slurm is not None and group_name in slurm_groups else None,
                 slurm_controllers=(
@@ -424,8 +432,29 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 pulumi.ResourceOptions(parent=parent, providers={"kubernetes": kube_provider}),
                 after=platform.monitoring_release if platform else None,
             )
+    tracking_outputs: dict[str, Any] = {}
+    if spec.tracking is not None and tracking_group is not None and tracking_bucket is not None:
+        tracking = TrackingServer(
+            f"{name}-tracking",
+            TrackingServerArgs(
+                cluster=spec.name,
+                server_role=groups[tracking_group].role_name,
+                bucket_arn=stores[tracking_bucket].arn,
+                bucket_name=stores[tracking_bucket].bucket,
+                prefix=spec.tracking.artifacts.prefix,
+                kms_key_arn=key.arn,
+                protected=spec.protected,
+            ),
+            opts=child,
+        )
+        # The mlflow_server role's mlflow_server_artifacts_destination (gpuforge render tracking leaves it empty).
+        tracking_outputs["tracking"] = {
+            "artifactsDestination": tracking.artifacts_destination,
+            "secretArns": tracking.secret_arns,
+        }
     outputs = {
         **kubernetes_outputs,
+        **tracking_outputs,
         **pipeline_outputs,
         **slurm_outputs,
         **monitoring_outputs,
