@@ -168,8 +168,15 @@ def tracking_secret_names(cluster: str) -> dict[str, str]:
     return {
         "db_password": f"gpuforge/{cluster}/mlflow/db-password",
         "admin_password": f"gpuforge/{cluster}/mlflow/admin-password",
+        # MLflow's basic-auth app refuses to start without a static key for its CSRF tokens
+        # (MLFLOW_FLASK_SERVER_SECRET_KEY, mlflow/server/auth/__init__.py get_flask_server_secret_key).
+        "flask_secret_key": f"gpuforge/{cluster}/mlflow/flask-secret-key",
     }
 
 
 # The Ansible vault variables holding the same secrets on a site.
-VAULT_VARIABLES = {"db_password": "vault_mlflow_db_password", "admin_password": "vault_mlflow_admin_password"}
+VAULT_VARIABLES = {
+    "db_password": "vault_mlflow_db_password",
+    "admin_password": "vault_mlflow_admin_password",
+    "flask_secret_key": "vault_mlflow_flask_secret_key",
+}

@@ -23,6 +23,7 @@ from gpuforge.plan.model import Plan
 from gpuforge.plan.stacks import load_stack
 from gpuforge.render.tracking import NODE_ADDRESS, tracking_vars
 from gpuforge.spec import SpecError, resolve
+from gpuforge.spec.tracking import tracking_secret_names
 from tests.support import REPO
 
 ROLE = PLAYBOOKS_DIR / "roles" / "mlflow_server"
@@ -123,6 +124,7 @@ def test_aws_variables_name_secrets_manager_and_leave_deploy_time_facts_empty() 
     assert variables["mlflow_server_secrets"] == {
         "db_password": {"store": "aws_secretsmanager", "id": "gpuforge/forge-dev/mlflow/db-password"},
         "admin_password": {"store": "aws_secretsmanager", "id": "gpuforge/forge-dev/mlflow/admin-password"},
+        "flask_secret_key": {"store": "aws_secretsmanager", "id": "gpuforge/forge-dev/mlflow/flask-secret-key"},
     }
     database = variables["mlflow_server_database"]
     assert database["kind"] == "managed" and database["host"] == "" and database["port"] == 3306
@@ -137,7 +139,7 @@ def test_site_variables_name_vault_variables_and_hold_the_server_to_known_addres
     variables = tracking_vars(resolve(_onprem_with_tracking(), "onprem-lab"))
     assert set(variables) <= set(_argument_options())
     assert {k: v["store"] for k, v in variables["mlflow_server_secrets"].items()} == {
-        "db_password": "ansible_vault", "admin_password": "ansible_vault"}
+        "db_password": "ansible_vault", "admin_password": "ansible_vault", "flask_secret_key": "ansible_vault"}
     assert variables["mlflow_server_database"]["kind"] == "controller"
     assert variables["mlflow_server_database"]["client_host"] == "10.64.1.7"
     assert variables["mlflow_server_artifacts_destination"] == "s3://lab-artifacts/mlflow/runs"
@@ -156,12 +158,13 @@ def _render(template: str, variables: dict[str, Any], **facts: Any) -> str:
     return env.from_string((ROLE / "templates" / template).read_text()).render(values)
 
 
-DB_SECRET, ADMIN_SECRET = "db+pass/word", "admin-secret-value"
+DB_SECRET, ADMIN_SECRET, CSRF_KEY = "db+pass/word", "admin-secret-value", "csrf-key-value"
 
 
 def test_the_unit_proxies_artifacts_behind_basic_auth_over_tls_and_holds_no_password() -> None:
     variables = tracking_vars(resolve(_onprem_with_tracking(), "onprem-lab"))
-    secrets = {"__mlflow_server_db_password": DB_SECRET, "__mlflow_server_admin_password": ADMIN_SECRET}
+    secrets = {"__mlflow_server_db_password": DB_SECRET, "__mlflow_server_admin_password": ADMIN_SECRET,
+               "__mlflow_server_flask_secret_key": CSRF_KEY}
     unit = _render("mlflow-server.service.j2", variables, **secrets)
     assert "--app-name basic-auth" in unit and "--serve-artifacts" in unit
     assert "--artifacts-destination s3://lab-artifacts/mlflow/runs" in unit
@@ -171,10 +174,10 @@ def test_the_unit_proxies_artifacts_behind_basic_auth_over_tls_and_holds_no_pass
     allow = next(line for line in unit.splitlines() if line.startswith("IPAddressAllow="))
     assert allow.split("=", 1)[1].split() == ["localhost", "10.64.0.0/16", variables["mlflow_server_egress_cidrs"][0],
                                              "10.64.8.30/32"]
-    assert DB_SECRET not in unit and ADMIN_SECRET not in unit
+    assert not {DB_SECRET, ADMIN_SECRET, CSRF_KEY} & set(unit.split())
     env = _render("mlflow-server.env.j2", variables, **secrets)
     assert "MLFLOW_BACKEND_STORE_URI=mysql+pymysql://mlflow:db%2Bpass%2Fword@" in env
-    assert "MLFLOW_S3_ENDPOINT_URL=https://" in env
+    assert "MLFLOW_S3_ENDPOINT_URL=https://" in env and f"MLFLOW_FLASK_SERVER_SECRET_KEY={CSRF_KEY}" in env
     ini = _render("basic_auth.ini.j2", variables, **secrets)
     assert "default_permission = NO_PERMISSIONS" in ini and f"admin_password = {ADMIN_SECRET}" in ini
     assert "/mlflow_auth\n" in ini
@@ -242,7 +245,8 @@ def test_the_component_scopes_the_services_role_to_the_prefix(mocks: Mocks) -> A
         assert "arn:aws:s3:::unit-artifacts-bucket-1234567/mlflow/*" in resources
         assert sorted(arns.values()) == sorted(resources[-1])
         names = {v["name"] for v in mocks.created.values() if "recoveryWindowInDays" in v}
-        assert names == {"gpuforge/unit/mlflow/db-password", "gpuforge/unit/mlflow/admin-password"}
+        assert names == {"gpuforge/unit/mlflow/db-password", "gpuforge/unit/mlflow/admin-password",
+                         "gpuforge/unit/mlflow/flask-secret-key"}
 
     return pulumi.Output.all(server.artifacts_destination, server.secret_arns, server.policy.policy).apply(check)
 
@@ -258,7 +262,7 @@ def tracking_plan(tmp_path_factory: pytest.TempPathFactory) -> Plan:
 
 def test_the_plan_keeps_the_secrets_out_and_the_bucket_wide_grant_from_the_services_role(tracking_plan: Plan) -> None:
     secrets = {r.inputs["name"] for r in tracking_plan.resources if r.type == "aws:secretsmanager/secret:Secret"}
-    assert {"gpuforge/forge-dev/mlflow/db-password", "gpuforge/forge-dev/mlflow/admin-password"} <= secrets
+    assert set(tracking_secret_names("forge-dev").values()) <= secrets
     versions = [r for r in tracking_plan.resources if r.type == "aws:secretsmanager/secretVersion:SecretVersion"]
     assert {r.inputs["secretString"] for r in versions} == {"[secret]"}
     assert MOCK_SECRET_PREFIX not in json.dumps(tracking_plan.to_json())

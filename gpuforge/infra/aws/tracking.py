@@ -1,7 +1,7 @@
 """TrackingServer: what the MLflow tracking server of cluster.tracking needs from AWS (docs/tracking.md).
 
-- Its two secrets, generated here and kept in Secrets Manager under the cluster key: the database user's password
-  and the basic-auth admin's. The services node reads them with its instance role (the secret_store role); they
+- Its three secrets, generated here and kept in Secrets Manager under the cluster key: the database user's
+  password, the basic-auth admin's, and the key that signs the basic-auth app's CSRF tokens. The services node reads them with its instance role (the secret_store role); they
   never reach user data, the plan or the stack's outputs (only their ARNs do).
 - Its bucket access, scoped to the prefix: the server proxies every artifact (`--artifacts-destination`), so its
   node's role may read, write and delete under `<bucket>/<prefix>/` and list that prefix, and nothing else in the
@@ -37,7 +37,7 @@ def artifacts_policy(bucket_arn: str, prefix: str, kms_key_arn: str, secret_arns
     """The tracking server's grants: objects under the prefix, listing within it (s3:prefix condition, Amazon S3
     User Guide, "Bucket policy examples: Allow listing only objects under a prefix"), the cluster key for SSE-KMS
     objects (GenerateDataKey to write, Decrypt to read; Amazon S3 User Guide, "Using server-side encryption with
-    AWS KMS keys"), and its own two secrets."""
+    AWS KMS keys"), and its own secrets."""
     return {
         "Version": "2012-10-17",
         "Statement": [
