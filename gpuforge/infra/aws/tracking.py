@@ -1,8 +1,9 @@
 """TrackingServer: what the MLflow tracking server of cluster.tracking needs from AWS (docs/tracking.md).
 
 - Its three secrets, generated here and kept in Secrets Manager under the cluster key: the database user's
-  password, the basic-auth admin's, and the key that signs the basic-auth app's CSRF tokens. The services node reads them with its instance role (the secret_store role); they
-  never reach user data, the plan or the stack's outputs (only their ARNs do).
+  password, the basic-auth admin's, and the key that signs the basic-auth app's CSRF tokens. The services node
+  reads them with its instance role (the secret_store role); they never reach user data, the plan or the
+  stack's outputs (only their ARNs do).
 - Its bucket access, scoped to the prefix: the server proxies every artifact (`--artifacts-destination`), so its
   node's role may read, write and delete under `<bucket>/<prefix>/` and list that prefix, and nothing else in the
   bucket (placement.py keeps the bucket out of the group's bucket-wide grants).
