@@ -15,7 +15,10 @@ import pytest
 import yaml
 from ansible.plugins.filter.core import FilterModule as CoreFilters  # type: ignore[import-untyped]
 
+from typer.testing import CliRunner
+
 from gpuforge.assets import PLAYBOOKS_DIR
+from gpuforge.cli import app
 from gpuforge.catalog.tracking import load_tracking
 from gpuforge.infra.aws.tracking import TrackingServer, TrackingServerArgs, artifacts_policy
 from gpuforge.plan.engine import MOCK_SECRET_PREFIX, plan_stack
@@ -147,6 +150,18 @@ def test_site_variables_name_vault_variables_and_hold_the_server_to_known_addres
     controller = variables["mlflow_server_database"]["host"]
     assert variables["mlflow_server_egress_cidrs"] == [f"{controller}/32", "10.64.8.30/32"]
     assert variables["mlflow_server_ip_filter"] is True
+
+
+def test_render_tracking_prints_the_variables_and_names_a_stack_without_the_section(tmp_path: Path) -> None:
+    document = yaml.safe_load((REPO / "stacks" / "Pulumi.onprem-lab.yaml").read_text())
+    document["config"]["gpuforge:cluster"] = json.loads(json.dumps(_onprem_with_tracking()))
+    path = tmp_path / "Pulumi.lab-tracking.yaml"
+    path.write_text(yaml.safe_dump(document))
+    result = CliRunner().invoke(app, ["render", "tracking", str(path)])
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load(result.stdout) == tracking_vars(resolve(_onprem_with_tracking(), "onprem-lab"))
+    result = CliRunner().invoke(app, ["render", "tracking", "dev"])
+    assert result.exit_code == 2 and "declares no tracking section" in result.output
 
 
 def _render(template: str, variables: dict[str, Any], **facts: Any) -> str:
