@@ -18,11 +18,12 @@ from __future__ import annotations
 import ipaddress
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import AfterValidator, Field
 
 from .base import SpecModel
 from .errors import SpecIssue
 from .fields import Name, parse_cidr
+from .monitoring import SiteHost
 
 if TYPE_CHECKING:
     from .cluster import ClusterSpec
@@ -52,19 +53,9 @@ class NodeGroupTrackingServer(SpecModel):
     node_group: Name = Field(description="Key of a non-training group in node_groups, e.g. services.")
 
 
-class SiteHostTrackingServer(SpecModel):
-    kind: Literal["site_host"] = Field(description="Run on a site host outside the GPU hosts (onprem, hybrid).")
+class SiteHostTrackingServer(SiteHost):
+    kind: Literal["site_host"] = Field(description="Run on a site host outside the GPU hosts (onprem).")
     host: Name = Field(description="The services host's name, e.g. svc-01.")
-    address: str = Field(description="Its management address; must lie in one of site.cidrs.")
-
-    @field_validator("address")
-    @classmethod
-    def _address(cls, value: str) -> str:
-        try:
-            ipaddress.ip_address(value)
-        except ValueError:
-            raise ValueError(f"{value!r} is not an IP address; write it like 10.64.1.7") from None
-        return value
 
 
 TrackingServer = Annotated[NodeGroupTrackingServer | SiteHostTrackingServer, Field(discriminator="kind")]
