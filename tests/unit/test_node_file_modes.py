@@ -44,6 +44,7 @@ PUBLIC_CONTENT = {
     ("slurm_controller", "Tell the script which cluster and region it serves"): "the cluster's name and region",
     ("slurm_controller", "Install the topology service and timer"): "the role's own unit files",
     ("slurm_controller", "Make slurmctld require the shared state directory's mount"): "the state directory's path",
+    ("mlflow_server", "Write the pinned requirements"): "the catalog's pip requirement lines (tracking.yaml)",
 }
 # Credential-named variables a world-readable file may name, because they hold where a secret is, not the secret.
 NAMES_NOT_VALUES = {
