@@ -14,13 +14,13 @@ import pulumi
 import pytest
 import yaml
 from ansible.plugins.filter.core import FilterModule as CoreFilters  # type: ignore[import-untyped]
-
 from typer.testing import CliRunner
 
 from gpuforge.assets import PLAYBOOKS_DIR
-from gpuforge.cli import app
 from gpuforge.catalog.tracking import load_tracking
+from gpuforge.cli import app
 from gpuforge.infra.aws.tracking import TrackingServer, TrackingServerArgs, artifacts_policy
+from gpuforge.nodes.inventory import build_inventory
 from gpuforge.plan.engine import MOCK_SECRET_PREFIX, plan_stack
 from gpuforge.plan.model import Plan
 from gpuforge.plan.stacks import load_stack
@@ -291,3 +291,20 @@ def test_the_plan_keeps_the_secrets_out_and_the_bucket_wide_grant_from_the_servi
     assert services and not any(bucket_arn in doc for doc in services)
     assert any(bucket_arn in doc for doc in train)
     assert tracking_plan.outputs["tracking"]["artifactsDestination"].startswith("s3://")
+
+
+def test_the_inventory_puts_the_services_group_in_mlflow_server_with_the_deployed_facts(
+    tracking_plan: Plan, tmp_path: Path
+) -> None:
+    document = yaml.safe_load((REPO / "stacks" / "Pulumi.dev.yaml").read_text())
+    document["config"]["gpuforge:cluster"] = json.loads(json.dumps(_dev_with_tracking()))
+    path = tmp_path / "Pulumi.dev-tracking.yaml"
+    path.write_text(yaml.safe_dump(document))
+    outputs = {**tracking_plan.outputs, "slurm": {"databaseEndpoint": "forge-dev-db.abc.us-east-1.rds.amazonaws.com"},
+               "tracking": {"artifactsDestination": "s3://forge-dev-artifacts-bucket-1a2b3c4/mlflow"}}
+    group = build_inventory(str(path), outputs=outputs)["all"]["children"]["mlflow_server"]
+    assert group["children"] == {"ng_services": {}}
+    variables = group["vars"]
+    assert variables["mlflow_server_database"]["host"] == "forge-dev-db.abc.us-east-1.rds.amazonaws.com"
+    assert variables["mlflow_server_artifacts_destination"] == "s3://forge-dev-artifacts-bucket-1a2b3c4/mlflow"
+    assert "mlflow_server" not in build_inventory("dev", outputs=outputs)["all"]["children"]
