@@ -183,7 +183,8 @@ def test_the_unit_proxies_artifacts_behind_basic_auth_over_tls_and_holds_no_pass
     unit = _render("mlflow-server.service.j2", variables, **secrets)
     assert "--app-name basic-auth" in unit and "--serve-artifacts" in unit
     assert "--artifacts-destination s3://lab-artifacts/mlflow/runs" in unit
-    assert "--ssl-keyfile /etc/mlflow/tls.key --ssl-certfile /etc/mlflow/tls.crt" in unit
+    tls = "--ssl-keyfile /etc/mlflow/tls.key --ssl-certfile /etc/mlflow/tls.crt"
+    assert f'--uvicorn-opts "{tls} --timeout-worker-healthcheck 30"' in unit
     assert "--host 10.64.1.7" in unit and "--allowed-hosts 10.64.1.7:5000" in unit
     assert "IPAddressDeny=any" in unit
     allow = next(line for line in unit.splitlines() if line.startswith("IPAddressAllow="))
