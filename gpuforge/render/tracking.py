@@ -17,6 +17,7 @@ from gpuforge.spec.tracking import VAULT_VARIABLES, SiteHostTrackingServer, trac
 
 # The server's own address on a node group's node: known once the node runs, from its facts.
 NODE_ADDRESS = "{{ ansible_facts['default_ipv4']['address'] }}"
+LOOPBACK = "127.0.0.1"
 
 
 def tracking_vars(resolved: ResolvedSpec) -> dict[str, Any]:
@@ -32,7 +33,9 @@ def tracking_vars(resolved: ResolvedSpec) -> dict[str, Any]:
     on_site = site_address is not None
     controller = sched.controllers[0]
     managed = sched.database == "managed"
-    database_host = "" if managed else controller.address
+    # A site's MariaDB listens on 127.0.0.1 only (slurm_dbd_mariadb_bind_address), and check_tracking holds a site
+    # host to the primary controller it runs on: the server reaches it over loopback, as that user's only host.
+    database_host = "" if managed else LOOPBACK
     store = spec.site.storage.object_store if on_site and spec.site is not None else None
     bucket = tracking.artifacts.bucket if store is not None else ""  # AWS: the bucket's name, from the outputs
     aws = not on_site
@@ -44,7 +47,7 @@ def tracking_vars(resolved: ResolvedSpec) -> dict[str, Any]:
         # A site's addresses are all known (the database host, the store's gateways): the unit's IP filter holds
         # the server to them. AWS's S3 addresses are not: the services group's security group admits instead.
         "mlflow_server_ip_filter": not aws,
-        "mlflow_server_egress_cidrs": [] if aws else [f"{controller.address}/32", *(store.cidrs if store else [])],
+        "mlflow_server_egress_cidrs": [] if aws else list(store.cidrs if store else []),
         "mlflow_server_database": {
             "kind": sched.database,
             "host": database_host,
@@ -52,9 +55,9 @@ def tracking_vars(resolved: ResolvedSpec) -> dict[str, Any]:
             "name": pin.database.name,
             "auth_name": pin.database.auth_name,
             "user": pin.database.user,
-            # A site host's own address; a node group's node has none fixed, and only the security groups the
-            # flow model opens reach the database.
-            "client_host": site_address or "%",
+            # Loopback on a site (the server runs beside MariaDB); a node group's node has no fixed address, and
+            # only the security groups the flow model opens reach RDS.
+            "client_host": LOOPBACK if on_site else "%",
         },
         "mlflow_server_database_admin_host": controller.name,
         "mlflow_server_database_master_ref": (

@@ -54,8 +54,9 @@ class NodeGroupTrackingServer(SpecModel):
 
 
 class SiteHostTrackingServer(SiteHost):
-    kind: Literal["site_host"] = Field(description="Run on a site host outside the GPU hosts (onprem).")
-    host: Name = Field(description="The services host's name, e.g. svc-01.")
+    kind: Literal["site_host"] = Field(description="Run on the primary Slurm controller's host (onprem), beside the "
+                                       "MariaDB it keeps its runs in (which listens on 127.0.0.1 only).")
+    host: Name = Field(description="The primary controller's host name (scheduler.controller.hosts), e.g. slurm-01.")
 
 
 TrackingServer = Annotated[NodeGroupTrackingServer | SiteHostTrackingServer, Field(discriminator="kind")]
@@ -108,7 +109,7 @@ def _server_issues(spec: ClusterSpec, tracking: Tracking) -> list[SpecIssue]:
         if not any(ipaddress.ip_address(server.address) in ipaddress.ip_network(c) for c in spec.site.cidrs):
             return [SpecIssue(f"{where}.address", f"{server.address} lies in none of site.cidrs "
                               f"({', '.join(spec.site.cidrs)})", "give the host's management address")]
-        return []
+        return _database_host_issues(spec, server)
     if kind == "onprem":
         return [SpecIssue(f"{where}.kind", "onprem placement has no cloud node groups", "use kind: site_host")]
     group = spec.node_groups.get(server.node_group)
@@ -120,6 +121,23 @@ def _server_issues(spec: ClusterSpec, tracking: Tracking) -> list[SpecIssue]:
         return [SpecIssue(f"{where}.node_group", f"{server.node_group} is a training group: the server would "
                           "take its memory and go with its nodes", "name a services group")]
     return []
+
+
+def _database_host_issues(spec: ClusterSpec, server: SiteHostTrackingServer) -> list[SpecIssue]:
+    """On a site the database is slurmdbd's MariaDB on the primary controller, which listens on 127.0.0.1 only
+    (slurm_dbd_mariadb_bind_address, gpuforge/assets/playbooks/roles/slurm_dbd/defaults/main.yml): the server runs
+    there. Opening MariaDB to the management network for another host is not something gpuforge does."""
+    hosts = spec.scheduler.controller.hosts if spec.scheduler is not None else {}
+    if not hosts:
+        return []  # no controller host: check_scheduler names that
+    name, address = next(iter(hosts.items()))
+    if (server.host, server.address) == (name, address):
+        return []
+    return [SpecIssue(f"{SECTION}.server", f"host {server.host} ({server.address}) is not the database host: the "
+                      f"cluster's MariaDB runs on the primary controller {name} ({address}) and listens on "
+                      "127.0.0.1 only (slurm_dbd_mariadb_bind_address), so no other host reaches it",
+                      f"run the server on the controller: server: {{kind: site_host, host: {name}, "
+                      f"address: {address}}}")]
 
 
 def _bucket_issues(spec: ClusterSpec, tracking: Tracking) -> list[SpecIssue]:

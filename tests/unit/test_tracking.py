@@ -33,7 +33,8 @@ ROLE = PLAYBOOKS_DIR / "roles" / "mlflow_server"
 JOBS = "10.20.0.0/16"
 TRACKING: dict[str, Any] = {"server": {"kind": "node_group", "node_group": "services"},
             "artifacts": {"bucket": "artifacts", "prefix": "mlflow"}, "allowed_cidrs": [JOBS]}
-SITE_TRACKING: dict[str, Any] = {"server": {"kind": "site_host", "host": "svc-01", "address": "10.64.1.7"},
+# The primary controller of stacks/Pulumi.onprem-lab.yaml, where slurmdbd's MariaDB runs.
+SITE_TRACKING: dict[str, Any] = {"server": {"kind": "site_host", "host": "slurm-01", "address": "10.64.1.6"},
                  "artifacts": {"bucket": "lab-artifacts", "prefix": "mlflow/runs"}, "allowed_cidrs": ["10.64.0.0/16"]}
 
 
@@ -94,6 +95,11 @@ def test_a_site_host_serves_an_onprem_site_whose_store_it_can_reach() -> None:
                                                 "server": {**SITE_TRACKING["server"], "address": "192.0.2.9"}}))
     assert "192.0.2.9 lies in none of site.cidrs" in problems["cluster.tracking.server.address"]
     assert "nope is not a bucket of site.storage.object_store" in problems["cluster.tracking.artifacts.bucket"]
+    problems = _problems(_onprem_with_tracking({**SITE_TRACKING, "server": {
+        "kind": "site_host", "host": "svc-01", "address": "10.64.1.7"}}))
+    assert ("host svc-01 (10.64.1.7) is not the database host: the cluster's MariaDB runs on the primary controller "
+            "slurm-01 (10.64.1.6) and listens on 127.0.0.1 only") in problems["cluster.tracking.server"]
+    assert "host: slurm-01, address: 10.64.1.6" in problems["cluster.tracking.server"]
     data = _onprem_with_tracking()
     data["site"]["storage"]["object_store"]["cidrs"] = []
     assert "its IP filter must know the store's addresses" in _problems(data)[
@@ -144,11 +150,12 @@ def test_site_variables_name_vault_variables_and_hold_the_server_to_known_addres
     assert {k: v["store"] for k, v in variables["mlflow_server_secrets"].items()} == {
         "db_password": "ansible_vault", "admin_password": "ansible_vault", "flask_secret_key": "ansible_vault"}
     assert variables["mlflow_server_database"]["kind"] == "controller"
-    assert variables["mlflow_server_database"]["client_host"] == "10.64.1.7"
+    # MariaDB listens on 127.0.0.1 only: the server, on the controller, reaches it there and nowhere else.
+    assert variables["mlflow_server_database"]["host"] == "127.0.0.1"
+    assert variables["mlflow_server_database"]["client_host"] == "127.0.0.1"
     assert variables["mlflow_server_artifacts_destination"] == "s3://lab-artifacts/mlflow/runs"
     assert variables["mlflow_server_s3_endpoint_url"].startswith("https://")
-    controller = variables["mlflow_server_database"]["host"]
-    assert variables["mlflow_server_egress_cidrs"] == [f"{controller}/32", "10.64.8.30/32"]
+    assert variables["mlflow_server_egress_cidrs"] == ["10.64.8.30/32"]
     assert variables["mlflow_server_ip_filter"] is True
 
 
@@ -185,11 +192,11 @@ def test_the_unit_proxies_artifacts_behind_basic_auth_over_tls_and_holds_no_pass
     assert "--artifacts-destination s3://lab-artifacts/mlflow/runs" in unit
     tls = "--ssl-keyfile /etc/mlflow/tls.key --ssl-certfile /etc/mlflow/tls.crt"
     assert f'--uvicorn-opts "{tls} --timeout-worker-healthcheck 30"' in unit
-    assert "--host 10.64.1.7" in unit and "--allowed-hosts 10.64.1.7:5000" in unit
+    assert "--host 10.64.1.6" in unit and "--allowed-hosts 10.64.1.6:5000" in unit
     assert "IPAddressDeny=any" in unit
     allow = next(line for line in unit.splitlines() if line.startswith("IPAddressAllow="))
-    assert allow.split("=", 1)[1].split() == ["localhost", "10.64.0.0/16", variables["mlflow_server_egress_cidrs"][0],
-                                             "10.64.8.30/32"]
+    # localhost carries the database (MariaDB on 127.0.0.1); the store's gateway is the only other address it calls.
+    assert allow.split("=", 1)[1].split() == ["localhost", "10.64.0.0/16", "10.64.8.30/32"]
     assert not {DB_SECRET, ADMIN_SECRET, CSRF_KEY} & set(unit.split())
     env = _render("mlflow-server.env.j2", variables, **secrets)
     assert "MLFLOW_BACKEND_STORE_URI=mysql+pymysql://mlflow:db%2Bpass%2Fword@" in env
