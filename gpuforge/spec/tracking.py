@@ -23,7 +23,7 @@ from pydantic import AfterValidator, Field
 from .base import SpecModel
 from .errors import SpecIssue
 from .fields import Name, parse_cidr
-from .monitoring import SiteHost
+from .monitoring import NodeGroupServer, SiteHost
 
 if TYPE_CHECKING:
     from .cluster import ClusterSpec
@@ -120,6 +120,16 @@ def _server_issues(spec: ClusterSpec, tracking: Tracking) -> list[SpecIssue]:
     if group.role == "training":
         return [SpecIssue(f"{where}.node_group", f"{server.node_group} is a training group: the server would "
                           "take its memory and go with its nodes", "name a services group")]
+    if group.role == "login":
+        # Its node gets a security group of its own (flows.yaml role tracking), which a login node cannot
+        # trade for the management group its Slurm flows open.
+        return [SpecIssue(f"{where}.node_group", f"{server.node_group} is a login group: the server's node gets a "
+                          "security group of its own, apart from the login nodes'", "name a services group")]
+    monitoring = spec.monitoring.server if spec.monitoring is not None else None
+    if isinstance(monitoring, NodeGroupServer) and monitoring.node_group == server.node_group:
+        return [SpecIssue(f"{where}.node_group", f"{server.node_group} also runs Prometheus "
+                          "(monitoring.server.node_group): each has a security group of its own, and a node carries "
+                          "one", "give the tracking server a services group of its own")]
     return []
 
 

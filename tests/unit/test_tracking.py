@@ -17,18 +17,23 @@ from ansible.plugins.filter.core import FilterModule as CoreFilters  # type: ign
 from typer.testing import CliRunner
 
 from gpuforge.assets import PLAYBOOKS_DIR
+from gpuforge.catalog.flows import load_flows
 from gpuforge.catalog.tracking import load_tracking
 from gpuforge.cli import app
+from gpuforge.infra.aws.slurm import SlurmControlPlane
 from gpuforge.infra.aws.tracking import TrackingServer, TrackingServerArgs, artifacts_policy
 from gpuforge.nodes.inventory import build_inventory
 from gpuforge.plan.engine import MOCK_SECRET_PREFIX, plan_stack
 from gpuforge.plan.model import Plan
+from gpuforge.plan.policy_check import to_rule_resources
 from gpuforge.plan.stacks import load_stack
+from gpuforge.policy.rules import REGISTRY, RuleContext
 from gpuforge.render.tracking import NODE_ADDRESS, tracking_vars
 from gpuforge.spec import SpecError, resolve
 from gpuforge.spec.tracking import tracking_secret_names
 from tests.support import REPO
 
+FLOW_RULE = "wiring-flows-security-groups"
 ROLE = PLAYBOOKS_DIR / "roles" / "mlflow_server"
 JOBS = "10.20.0.0/16"
 TRACKING: dict[str, Any] = {"server": {"kind": "node_group", "node_group": "services"},
@@ -85,6 +90,12 @@ def test_every_misplacement_is_named_at_once() -> None:
     problems = _problems(data)
     assert "svc is not a node group" in problems["cluster.tracking.server.node_group"]
     assert "no scheduler section" in problems["cluster.tracking"]
+    # Its node gets the security group of role tracking: not a login node's, nor Prometheus's.
+    problems = _problems(_dev_with_tracking({**TRACKING, "server": {"kind": "node_group", "node_group": "login"}}))
+    assert "login is a login group" in problems["cluster.tracking.server.node_group"]
+    data = _dev_with_tracking()
+    data["monitoring"] = copy.deepcopy(load_stack("prod").cluster["monitoring"])  # Prometheus on its services group
+    assert "services also runs Prometheus" in _problems(data)["cluster.tracking.server.node_group"]
 
 
 def test_a_site_host_serves_an_onprem_site_whose_store_it_can_reach() -> None:
@@ -256,9 +267,9 @@ def mocks() -> Mocks:
 @pulumi.runtime.test
 def test_the_component_scopes_the_services_role_to_the_prefix(mocks: Mocks) -> Any:
     server = TrackingServer("unit-tracking", TrackingServerArgs(
-        cluster="unit", server_role="unit-services-role", bucket_arn="arn:aws:s3:::unit-artifacts-bucket-1234567",
-        bucket_name="unit-artifacts-bucket-1234567", prefix="mlflow", kms_key_arn="arn:aws:kms:us-east-1:1:key/k",
-        protected=False))
+        cluster="unit", server_role="unit-services-role", node_group="services",
+        bucket_arn="arn:aws:s3:::unit-artifacts-bucket-1234567", bucket_name="unit-artifacts-bucket-1234567",
+        prefix="mlflow", kms_key_arn="arn:aws:kms:us-east-1:1:key/k", protected=False))
 
     def check(values: list[Any]) -> None:
         destination, arns, policy_json = values
@@ -316,3 +327,57 @@ def test_the_inventory_puts_the_services_group_in_mlflow_server_with_the_deploye
     assert variables["mlflow_server_database"]["host"] == "forge-dev-db.abc.us-east-1.rds.amazonaws.com"
     assert variables["mlflow_server_artifacts_destination"] == "s3://forge-dev-artifacts-bucket-1a2b3c4/mlflow"
     assert "mlflow_server" not in build_inventory("dev", outputs=outputs)["all"]["children"]
+
+
+INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+TRACKING_SG, DB_SG = "forge-dev-net-tracking-sg-id", "forge-dev-slurm-db-sg-id"
+
+
+def test_the_flow_model_opens_the_catalogs_port_to_the_allowed_ranges() -> None:
+    model = load_flows()
+    flow = model.external("tracking")
+    assert model.ports[flow.ports].ports == (load_tracking().mlflow.port,) * 2 == (5000, 5000)
+    assert flow.allowed_from == "tracking.allowed_cidrs" and model.roles[flow.target_role].exclusive
+
+
+@pulumi.runtime.test
+def test_the_control_plane_declares_the_ranges_and_the_database_flow_and_nothing_wider(mocks: Mocks) -> Any:
+    groups = ("controller", "database", "tracking", "management", "compute", "monitoring", "storage")
+    sg = {g: pulumi.Output.from_input(f"{g}-sg") for g in groups}
+    ports = resolve(_dev_with_tracking(), "dev").catalog.slurm.ports
+    made = [*SlurmControlPlane._rules("unit", sg, ports, {"controller", "database", "tracking", "monitoring"},
+                                      pulumi.ResourceOptions()),
+            *SlurmControlPlane._client_rules("unit", sg, {"tracking": [JOBS]}, pulumi.ResourceOptions())]
+
+    def check(_: Any) -> None:
+        rules = {n: (i.get("referencedSecurityGroupId") or i.get("cidrIpv4"), i["fromPort"], i["toPort"])
+                 for n, i in mocks.created.items() if "ipProtocol" in i}
+        on = {g: sorted(v for n, v in rules.items() if n.startswith(f"unit-{g}-in-")) for g in groups}
+        assert on["tracking"] == [(JOBS, 5000, 5000), ("monitoring-sg", 9100, 9100)]
+        assert on["database"] == [("controller-sg", 3306, 3306), ("tracking-sg", 3306, 3306)]
+        assert not any(v[0] == "0.0.0.0/0" for v in rules.values())
+
+    return pulumi.Output.all(*(rule.id for rule in made)).apply(check)
+
+
+def test_the_plan_opens_the_server_to_the_ranges_only_and_the_flow_rules_pass_it(tracking_plan: Plan) -> None:
+    opened = sorted((r.inputs.get("cidrIpv4") or r.inputs.get("referencedSecurityGroupId"), r.inputs.get("fromPort"),
+                     r.inputs.get("toPort")) for r in tracking_plan.resources
+                    if r.type == INGRESS and r.inputs["securityGroupId"] == TRACKING_SG)
+    assert opened == [(JOBS, 5000, 5000), ("forge-dev-net-ingress-sg-id", 22, 22)], opened
+    to_db = sorted(r.inputs.get("referencedSecurityGroupId") for r in tracking_plan.resources
+                   if r.type == INGRESS and r.inputs["securityGroupId"] == DB_SG)
+    assert to_db == [TRACKING_SG, "forge-dev-slurm-ctl-sg-id"], to_db
+    resources = to_rule_resources(tracking_plan.resources)
+    assert [v.message for v in REGISTRY[FLOW_RULE].run(resources, RuleContext("prod"))] == []
+    # Without the ranges' rule the server is unreachable: named. A wider range or port: refused.
+    dropped = [r for r in resources if not (r.type == INGRESS and r.inputs.get("cidrIpv4") == JOBS)]
+    found = [v.message for v in REGISTRY[FLOW_RULE].run(dropped, RuleContext("prod"))]
+    assert len(found) == 1 and "no ingress rule admits tcp 5000 from 10.20.0.0/16" in found[0], found
+    rule = next(r for r in resources if r.type == INGRESS and r.inputs.get("cidrIpv4") == JOBS)
+    world = type(rule)(urn=rule.urn + "-world", type=rule.type, name="world",
+                       inputs={**rule.inputs, "cidrIpv4": "0.0.0.0/0"}, dependencies=rule.dependencies)
+    wide = type(rule)(urn=rule.urn + "-wide", type=rule.type, name="wide",
+                      inputs={**rule.inputs, "toPort": 5010}, dependencies=rule.dependencies)
+    found = [v.message for v in REGISTRY[FLOW_RULE].run([*resources, world, wide], RuleContext("prod"))]
+    assert len(found) == 2 and all("from cidr" in f for f in found), found

@@ -121,6 +121,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
             key.arn,
             lustre=fs_spec is not None,
             monitoring=_monitoring_group(resolved) is not None,
+            tracking=tracking_placement(spec)[0] is not None,
         ),
         opts=child,
     )
@@ -245,8 +246,10 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
     groups: dict[str, GpuNodeGroup] = {}
     for group_name, group in resolved.node_groups.items():
         tier: Tier = "compute" if group.spec.role == "training" else "management"
-        # The monitoring nodes sit in the management tier's subnets with a group of their own.
-        tier_group = "monitoring" if group_name == _monitoring_group(resolved) else tier
+        # The monitoring nodes and the tracking server's sit in the management tier's subnets with a group of their
+        # own (check_tracking keeps the two apart, and off login groups).
+        own_group = {_monitoring_group(resolved): "monitoring", tracking_group: "tracking"}
+        tier_group = own_group.get(group_name) or tier
         sgs: list[pulumi.Input[str]] = [network.security_group_ids[tier_group]]
         if group.efa_interfaces:
             sgs.append(network.security_group_ids["efa"])
@@ -439,6 +442,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
             TrackingServerArgs(
                 cluster=spec.name,
                 server_role=groups[tracking_group].role_name,
+                node_group=tracking_group,
                 bucket_arn=stores[tracking_bucket].arn,
                 bucket_name=stores[tracking_bucket].bucket,
                 prefix=spec.tracking.artifacts.prefix,

@@ -19,6 +19,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_random as random
 
+from gpuforge.catalog.tokens import TRACKING_SERVER
 from gpuforge.spec.cluster import ClusterSpec
 from gpuforge.spec.tracking import NodeGroupTrackingServer, tracking_secret_names
 
@@ -27,6 +28,7 @@ from gpuforge.spec.tracking import NodeGroupTrackingServer, tracking_secret_name
 class TrackingServerArgs:
     cluster: str
     server_role: pulumi.Input[str]  # the services group's instance role name
+    node_group: str  # its key in node_groups: recorded, so wiring-flows-security-groups finds role tracking
     bucket_arn: pulumi.Input[str]
     bucket_name: pulumi.Input[str]
     prefix: str  # cluster.tracking.artifacts.prefix: no leading or trailing '/'
@@ -82,7 +84,7 @@ class TrackingServer(pulumi.ComponentResource):
     artifacts_destination: pulumi.Output[str]
 
     def __init__(self, name: str, args: TrackingServerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("gpuforge:aws:TrackingServer", name, {"cluster": args.cluster}, opts)
+        super().__init__(TRACKING_SERVER, name, {"cluster": args.cluster, "nodeGroup": args.node_group}, opts)
         child = pulumi.ResourceOptions(parent=self)
         # A rotation of a protected stack's secret keeps the old one recoverable (Secrets Manager's window).
         keep = pulumi.ResourceOptions(parent=self, protect=args.protected)
