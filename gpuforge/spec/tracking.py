@@ -49,7 +49,7 @@ ClientRange = Annotated[str, AfterValidator(_a_client_range)]
 
 
 class NodeGroupTrackingServer(SpecModel):
-    kind: Literal["node_group"] = Field(description="Run on the node of a services node group (aws, hybrid).")
+    kind: Literal["node_group"] = Field(description="Run on the node of a services node group (aws).")
     node_group: Name = Field(description="Key of a non-training group in node_groups, e.g. services.")
 
 
@@ -64,7 +64,7 @@ TrackingServer = Annotated[NodeGroupTrackingServer | SiteHostTrackingServer, Fie
 
 class Artifacts(SpecModel):
     bucket: Name = Field(
-        description="The bucket artifacts go to: a key of storage.object_stores (aws, hybrid) or of "
+        description="The bucket artifacts go to: a key of storage.object_stores (aws) or of "
         "site.storage.object_store.buckets (onprem)."
     )
     prefix: str = Field(
@@ -101,9 +101,16 @@ def check_tracking(spec: ClusterSpec) -> list[SpecIssue]:
 
 def _server_issues(spec: ClusterSpec, tracking: Tracking) -> list[SpecIssue]:
     server, kind, where = tracking.server, spec.placement.kind, f"{SECTION}.server"
+    if kind == "hybrid":
+        # A hybrid burst keeps slurmdbd's MariaDB on the site's controller, listening on 127.0.0.1 only, and
+        # declares no AWS control plane to open the server's port: a cloud node could reach neither.
+        return [SpecIssue(f"{where}.kind", "a hybrid placement keeps the cluster's database on the site controller, "
+                          "which listens on 127.0.0.1 only: a cloud node group cannot reach it",
+                          "remove tracking from the hybrid stack (an onprem stack runs it on its controller, an aws "
+                          "stack on a services group)")]
     if isinstance(server, SiteHostTrackingServer):
         if kind != "onprem" or spec.site is None:
-            # A site host has no AWS role to write S3 with, and a hybrid stack's buckets are S3's.
+            # A site host has no AWS role to write S3 with.
             return [SpecIssue(f"{where}.kind", f"a site host serves an onprem placement's tracking; this one is {kind}",
                               "use kind: node_group with a services group")]
         if not any(ipaddress.ip_address(server.address) in ipaddress.ip_network(c) for c in spec.site.cidrs):

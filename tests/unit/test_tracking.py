@@ -96,6 +96,9 @@ def test_every_misplacement_is_named_at_once() -> None:
     data = _dev_with_tracking()
     data["monitoring"] = copy.deepcopy(load_stack("prod").cluster["monitoring"])  # Prometheus on its services group
     assert "services also runs Prometheus" in _problems(data)["cluster.tracking.server.node_group"]
+    data = copy.deepcopy(load_stack("hybrid").cluster)
+    data["tracking"] = copy.deepcopy(TRACKING)
+    assert "cannot reach it" in _problems(data)["cluster.tracking.server.kind"]
 
 
 def test_a_site_host_serves_an_onprem_site_whose_store_it_can_reach() -> None:
