@@ -34,6 +34,7 @@ from gpuforge.catalog.aws_wiring import load_aws_wiring
 from gpuforge.catalog.tokens import CLUSTER_TAG, NODE_GROUP_TAG
 from gpuforge.nodes.health import DEFAULT_FLOOR_FRACTION
 from gpuforge.nodes.slurm_inventory import slurm_inventory
+from gpuforge.nodes.tracking_inventory import tracking_inventory
 from gpuforge.plan.engine import plan_stack
 from gpuforge.plan.stacks import find_project
 from gpuforge.render.lifecycle import site_fabric_floors
@@ -333,7 +334,8 @@ def build_inventory(
     floor_fraction: float = DEFAULT_FLOOR_FRACTION,
     outputs: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The YAML inventory (as a dict) for *stack*: ``gpu_nodes``, ``ng_<group>`` and ``role_<role>`` groups.
+    """The YAML inventory (as a dict) for *stack*: ``gpu_nodes``, ``ng_<group>`` and ``role_<role>`` groups, the
+    Slurm roles' groups and ``mlflow_server`` (cluster.tracking).
 
     ``all.vars.gpuforge_outputs_source`` says whether the values come from the deployed stack or the
     offline plan; offline, values only the engine knows read ENGINE_ONLY (``engine_only_values``).
@@ -370,6 +372,7 @@ def build_inventory(
 
     slurm_vars, slurm_children = slurm_inventory(stack, outputs, group_name)
     children.update(slurm_children)
+    children.update(tracking_inventory(stack, outputs, group_name))
     return {
         "all": {
             "vars": {

@@ -35,6 +35,7 @@ from .slurm_settings_checks import check_slurm_settings
 from .software_checks import check_software
 from .subnets import Subnets, plan_subnets
 from .suggest import suggestion, unusual_characters
+from .tracking import check_tracking
 
 
 def parse_spec(data: Any, source: str = "") -> ClusterSpec:
@@ -220,6 +221,7 @@ def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
     issues += registry.SCHEDULER.tag(scheduler_issues)
     issues += registry.BUCKET_NAMES.tag(_check_bucket_names(spec))
     issues += registry.MONITORING.tag(check_monitoring(spec))
+    issues += registry.TRACKING.tag(check_tracking(spec))
     issues += registry.HOST_ADDRESSES.tag(check_host_addresses(spec))
     issues += registry.SOFTWARE.tag(check_software(spec, catalog))
     issues += registry.SLURM_OS.tag(check_slurm_os(spec, catalog))

@@ -70,6 +70,9 @@ SCHEDULER = _check("spec-scheduler", "scheduler", "Slurm's controller, accountin
                    "and containers.")
 MONITORING = _check("spec-monitoring", "monitoring", "The Prometheus server exists where the placement can run "
                     "it, and a power budget is known where one is watched.")
+TRACKING = _check("spec-tracking", "tracking", "The MLflow tracking server runs on a services group or, on a "
+                  "site, the primary controller's host, over a bucket the stack declares, next to the scheduler's "
+                  "database.")
 HOST_ADDRESSES = _check("spec-site-addresses", "site", "One address, one host: site hosts and BMCs, subnet "
                         "managers, Slurm and monitoring hosts and storage endpoints, across sections.")
 SOFTWARE = _check("spec-software", "software", "The NCCL and CUDA pair is a build NVIDIA publishes (catalog "

@@ -7,6 +7,7 @@ from typing import Any
 
 import pulumi
 import pytest
+import yaml
 
 from gpuforge.catalog.aws_wiring import load_aws_wiring
 from gpuforge.infra.aws import GpuNodeGroup, GpuNodeGroupArgs

@@ -46,6 +46,7 @@ PUBLIC_CONTENT = {
     ("slurm_controller", "Make slurmctld require the shared state directory's mount"): "the state directory's path",
     ("jupyterhub", "Write pip's constraints (the catalog's resolved set)"):
         "package names and versions from the catalog (notebooks.yaml constraints)",
+    ("mlflow_server", "Write the pinned requirements"): "the catalog's pip requirement lines (tracking.yaml)",
 }
 # Credential-named variables a world-readable file may name, because they hold where a secret is, not the secret.
 NAMES_NOT_VALUES = {

@@ -57,6 +57,7 @@ from .storage import (
     ObjectStoreArgs,
     autoscaling_service_linked_role,
 )
+from .tracking import TrackingServer, TrackingServerArgs, tracking_placement
 
 READ_PURPOSES = ("data",)
 WRITE_PURPOSES = ("checkpoints", "artifacts")
@@ -124,6 +125,7 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
             key.arn,
             lustre=fs_spec is not None,
             monitoring=_monitoring_group(resolved) is not None,
+            tracking=tracking_placement(spec)[0] is not None,
         ),
         opts=child,
     )
@@ -179,8 +181,15 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
             opts=child,
         )
 
-    def bucket_arns(purposes: tuple[str, ...]) -> list[pulumi.Input[str]]:
-        return [stores[k].arn for k, store in spec.storage.object_stores.items() if store.purpose in purposes]
+    tracking_group, tracking_bucket = tracking_placement(spec)
+
+    def bucket_arns(purposes: tuple[str, ...], group: str | None = None) -> list[pulumi.Input[str]]:
+        # The tracking server's node gets its bucket under the prefix only (TrackingServer), not bucket-wide.
+        return [
+            stores[k].arn
+            for k, store in spec.storage.object_stores.items()
+            if store.purpose in purposes and (group is None or (group, k) != (tracking_group, tracking_bucket))
+        ]
 
     eks: EksCluster | None = None
     kube = spec.kubernetes
@@ -241,8 +250,10 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
     groups: dict[str, GpuNodeGroup] = {}
     for group_name, group in resolved.node_groups.items():
         tier: Tier = "compute" if group.spec.role == "training" else "management"
-        # The monitoring nodes sit in the management tier's subnets with a group of their own.
-        tier_group = "monitoring" if group_name == _monitoring_group(resolved) else tier
+        # The monitoring nodes and the tracking server's sit in the management tier's subnets with a group of their
+        # own (check_tracking keeps the two apart, and off login groups).
+        own_group = {_monitoring_group(resolved): "monitoring", tracking_group: "tracking"}
+        tier_group = own_group.get(group_name) or tier
         sgs: list[pulumi.Input[str]] = [network.security_group_ids[tier_group]]
         if group.efa_interfaces:
             sgs.append(network.security_group_ids["efa"])
@@ -256,8 +267,8 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 subnet_ids=[network.subnet_ids[tier][az] for az in group.azs],
                 security_group_ids=sgs,
                 kms_key_arn=key.arn,
-                read_bucket_arns=bucket_arns(READ_PURPOSES),
-                write_bucket_arns=bucket_arns(WRITE_PURPOSES),
+                read_bucket_arns=bucket_arns(READ_PURPOSES, group_name),
+                write_bucket_arns=bucket_arns(WRITE_PURPOSES, group_name),
                 lustre=LustreMount(lustre.dns_name, lustre.mount_name, efa=fs.efa) if lustre and fs else None,
                 home=_home_mount(slurm, sched) if slurm is not None and sched is not None and group_name in slurm_groups
                 else None,
@@ -434,8 +445,30 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 pulumi.ResourceOptions(parent=parent, providers={"kubernetes": kube_provider}),
                 after=platform.monitoring_release if platform else None,
             )
+    tracking_outputs: dict[str, Any] = {}
+    if spec.tracking is not None and tracking_group is not None and tracking_bucket is not None:
+        tracking = TrackingServer(
+            f"{name}-tracking",
+            TrackingServerArgs(
+                cluster=spec.name,
+                server_role=groups[tracking_group].role_name,
+                node_group=tracking_group,
+                bucket_arn=stores[tracking_bucket].arn,
+                bucket_name=stores[tracking_bucket].bucket,
+                prefix=spec.tracking.artifacts.prefix,
+                kms_key_arn=key.arn,
+                protected=spec.protected,
+            ),
+            opts=child,
+        )
+        # The mlflow_server role's mlflow_server_artifacts_destination (gpuforge render tracking leaves it empty).
+        tracking_outputs["tracking"] = {
+            "artifactsDestination": tracking.artifacts_destination,
+            "secretArns": tracking.secret_arns,
+        }
     outputs = {
         **kubernetes_outputs,
+        **tracking_outputs,
         **pipeline_outputs,
         **slurm_outputs,
         **monitoring_outputs,

@@ -45,6 +45,7 @@ from .iam import assume_role_policy, lifecycle_policy, secret_read_policy
 from .instance import hardened_instance
 from .node_group import NODE_GROUP_TAG
 from .storage import stateful
+from .tracking import tracking_placement
 
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
 MARIADB_VERSION = "10.11"
@@ -112,6 +113,8 @@ def flow_roles(resolved: ResolvedSpec) -> set[str]:
     monitoring = resolved.spec.monitoring
     if monitoring is not None and isinstance(monitoring.server, NodeGroupServer):
         roles.add("monitoring")
+    if tracking_placement(resolved.spec)[0] is not None:
+        roles.add("tracking")
     return roles - {""}
 
 
@@ -120,12 +123,17 @@ def flow_features(sched: ResolvedScheduler) -> list[str]:
     return ["notebooks"] if sched.spec.notebooks.enabled else []
 
 
-def client_ranges(sched: ResolvedScheduler) -> dict[str, list[str]]:
+def client_ranges(resolved: ResolvedSpec) -> dict[str, list[str]]:
     """The address ranges each external flow of flows.yaml admits, by the flow's name; only flows turned on."""
+    sched = resolved.scheduler
+    assert sched is not None
     api, notebooks = sched.spec.rest_api, sched.spec.notebooks
     ranges = {"rest_api": list(api.allowed_cidrs)} if api.enabled else {}
     if notebooks.enabled and notebooks.access == "network":
         ranges["notebooks"] = list(notebooks.allowed_cidrs)
+    if tracking_placement(resolved.spec)[0] is not None:
+        assert resolved.spec.tracking is not None
+        ranges["tracking"] = list(resolved.spec.tracking.allowed_cidrs)
     return ranges
 
 
@@ -142,7 +150,7 @@ class SlurmControlPlane(pulumi.ComponentResource):
         props = {"controllers": len(sched.controllers), "roles": sorted(flow_roles(args.resolved)),
                  "ports": {"slurmctld": ports.slurmctld, "slurmd": ports.slurmd, "slurmdbd": ports.slurmdbd,
                            "srun": f"{ports.srun[0]}-{ports.srun[1]}"},
-                 "clientRanges": client_ranges(sched), "features": flow_features(sched)}
+                 "clientRanges": client_ranges(args.resolved), "features": flow_features(sched)}
         super().__init__(SLURM_CONTROL_PLANE, name, props, opts)
         child = pulumi.ResourceOptions(parent=self)
         keep = stateful(child, spec.protected)
@@ -150,7 +158,7 @@ class SlurmControlPlane(pulumi.ComponentResource):
         sg = self._security_groups(name, args, child)
         self._rules(name, sg, args.resolved.catalog.slurm.ports, flow_roles(args.resolved),
                     set(flow_features(sched)), child)
-        self._client_rules(name, sg, client_ranges(sched), child)
+        self._client_rules(name, sg, client_ranges(args.resolved), child)
         secrets = self._secrets(name, spec.name, args, keep)
         self.secret_arns = {k: s.arn for k, s in secrets.items()}
         controller_role = self._secret_readers(name, args, child)
@@ -380,7 +388,7 @@ class SlurmControlPlane(pulumi.ComponentResource):
     def _rules(
         name: str, sg: dict[str, pulumi.Output[str]], ports: SlurmPorts, roles: set[str], features: set[str],
         child: pulumi.ResourceOptions,
-    ) -> None:
+    ) -> list[aws.vpc.SecurityGroupIngressRule]:
         """The ingress rules of every flow between the cluster's roles that the control plane declares
         (gpuforge/catalog/data/flows.yaml; the network declares the rest): on the target role's group, from the
         source role's, on the flow's ports (Slurm's from the stack's catalog, as slurm.conf names them). Flows
@@ -389,6 +397,7 @@ class SlurmControlPlane(pulumi.ComponentResource):
         plan against the same data."""
         model = load_flows()
         declared: dict[str, tuple[str, tuple[int, int]]] = {}
+        made: list[aws.vpc.SecurityGroupIngressRule] = []
         for flow in model.flows_for(features):
             if flow.declared_by != "control_plane" or not {flow.source_role, flow.target_role} <= roles:
                 continue
@@ -402,7 +411,7 @@ class SlurmControlPlane(pulumi.ComponentResource):
                     raise ValueError(f"flows.yaml: rule {flow.rule} on {group} names two different openings")
                 continue
             declared[rule_name] = (source, (low, high))
-            aws.vpc.SecurityGroupIngressRule(
+            made.append(aws.vpc.SecurityGroupIngressRule(
                 rule_name,
                 security_group_id=sg[group],
                 referenced_security_group_id=sg[source],
@@ -411,22 +420,25 @@ class SlurmControlPlane(pulumi.ComponentResource):
                 to_port=high,
                 description=f"{flow.source_role} to {flow.target_role}: {flow.why}"[:255],
                 opts=child,
-            )
+            ))
+        return made
 
     @staticmethod
     def _client_rules(
         name: str, sg: dict[str, pulumi.Output[str]], ranges: dict[str, list[str]], child: pulumi.ResourceOptions
-    ) -> None:
+    ) -> list[aws.vpc.SecurityGroupIngressRule]:
         """One ingress rule per allowed range of each external flow turned on (slurmrestd from the pipelines'
-        networks), on the target role's group, on the flow's port only."""
+        networks, the tracking server from tracking.allowed_cidrs), on the target role's group, on the flow's port
+        only."""
         model = load_flows()
+        made: list[aws.vpc.SecurityGroupIngressRule] = []
         for flow_name, cidrs in sorted(ranges.items()):
             flow = model.external(flow_name)
             group = model.roles[flow.target_role].security_group
             low, high = model.ports[flow.ports].ports
             for cidr in cidrs:
                 # Named by the range, so taking one out of the list removes its rule and no other.
-                aws.vpc.SecurityGroupIngressRule(
+                made.append(aws.vpc.SecurityGroupIngressRule(
                     f"{name}-{group}-in-{flow.rule}-{cidr.replace('.', '-').replace('/', '-')}",
                     security_group_id=sg[group],
                     cidr_ipv4=cidr,
@@ -435,7 +447,8 @@ class SlurmControlPlane(pulumi.ComponentResource):
                     to_port=high,
                     description=f"{cidr} to {flow.target_role}: {flow.why}"[:255],
                     opts=child,
-                )
+                ))
+        return made
 
     def _secret_readers(self, name: str, args: SlurmControlPlaneArgs, child: pulumi.ResourceOptions) -> aws.iam.Role:
         """The controller's role reads both secrets (node roles: allow_munge_read)."""

@@ -34,6 +34,7 @@ from gpuforge.catalog.tokens import (
     RDS_INSTANCE,
     SLURM_CONTROL_PLANE,
     SLURM_ROLE_TAG,
+    TRACKING_SERVER,
     VPC,
 )
 
@@ -87,6 +88,7 @@ def _controller(stack: Stack, instance: Resource) -> Member:
 def role_members(stack: Stack) -> dict[str, list[Member]]:
     """Every role of the flow model with the plan's resources that play it."""
     monitoring = {str(a.get("readerNodeGroup")) for a in stack.of_type(ALERT_SECRETS) if a.get("readerNodeGroup")}
+    tracking = {str(t.get("nodeGroup")) for t in stack.of_type(TRACKING_SERVER) if t.get("nodeGroup")}
     members: dict[str, list[Member]] = {role: [] for role in load_flows().roles}
     for group in stack.of_type(NODE_GROUP):
         member = _node_group_members(stack, group)
@@ -96,6 +98,8 @@ def role_members(stack: Stack) -> dict[str, list[Member]]:
             members["compute"].append(member)
         if group.get("nodeGroup") in monitoring:
             members["monitoring"].append(member)
+        if group.get("nodeGroup") in tracking:
+            members["tracking"].append(member)
     for instance in stack.of_type(INSTANCE):
         tags = instance.get("tags")
         if isinstance(tags, Mapping) and tags.get(SLURM_ROLE_TAG) == "controller":
