@@ -139,10 +139,23 @@ def test_an_ssh_session_is_adopted_into_the_users_job(vm_cluster: VmCluster) -> 
             f"{USER}@{machine.address}", f"cat /proc/self/cgroup; {PROBE}",
         ]  # fmt: skip
         result = subprocess.run(ssh, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
-        assert result.returncode == 0, result.stderr
+        assert result.returncode == 0, result.stderr + _adoption_evidence(machine, job)
         cgroup = result.stdout.splitlines()[0]
         assert f"/job_{job}/" in cgroup, result.stdout
         # Adopted into the job's extern step, it has the job's devices: the one GPU, not the other.
         assert "/dev/nvidia1 denied" in result.stdout, result.stdout
     finally:
         run_as_user(machine, f"scancel {job}")
+
+
+def _adoption_evidence(machine: Machine, job: str) -> str:
+    """What pam_slurm_adopt saw, for a refusal: its own log lines, the steps slurmctld knows and the step sockets
+    on the node (named <node>_<job>.<step>). By hand on an idle host the module adopted the session every time
+    (7 of 7, "Process N adopted into job 2"); two full runs of this file on a loaded host were refused ("you have
+    no active jobs on this node"), so a refusal must say which of the three was missing."""
+    probes = (
+        "journalctl --no-pager -n 20 -t pam_slurm_adopt",
+        f"squeue -h -s -j {job}",
+        "ls -la /var/spool/slurmd",
+    )
+    return "".join(f"\n$ {p}\n{machine.run(p, root=True, check=False).stdout}" for p in probes)
