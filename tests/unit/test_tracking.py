@@ -349,7 +349,7 @@ def test_the_control_plane_declares_the_ranges_and_the_database_flow_and_nothing
     sg = {g: pulumi.Output.from_input(f"{g}-sg") for g in groups}
     ports = resolve(_dev_with_tracking(), "dev").catalog.slurm.ports
     made = [*SlurmControlPlane._rules("unit", sg, ports, {"controller", "database", "tracking", "monitoring"},
-                                      pulumi.ResourceOptions()),
+                                      set(), pulumi.ResourceOptions()),
             *SlurmControlPlane._client_rules("unit", sg, {"tracking": [JOBS]}, pulumi.ResourceOptions())]
 
     def check(_: Any) -> None:
