@@ -12,17 +12,10 @@ from tests.support import planned
 
 # For any test directory: booted machines (machine_pool, two_machines) and the stand-in package
 # sources (standin_sources) the production install tasks are pointed at in tests; the production task
-# coverage of the session (which tasks ran, which were skipped and why), printed at its end; the guard
-# that keeps the shipped example stacks for the examples' own tests (tests/shipped_stacks.py).
-pytest_plugins = [
-    "tests.machines.plugin",
-    "tests.standins.plugin",
-    "tests.taskcoverage.plugin",
-    "tests.shipped_stacks_plugin",
-]
+# coverage of the session (which tasks ran, which were skipped and why), printed at its end.
+pytest_plugins = ["tests.machines.plugin", "tests.standins.plugin", "tests.taskcoverage.plugin"]
 
 
-# The examples' plans: for the examples' own tests (tests/examples/) and the files not yet apart from them.
 @pytest.fixture
 def dev_plan() -> Plan:
     return planned("dev")

@@ -11,8 +11,6 @@ import pytest
 
 from gpuforge.plan.engine import plan_stack
 from gpuforge.plan.model import Plan
-from gpuforge.plan.stacks import find_stack
-from tests.shipped_stacks import note_shipped_plan
 
 REPO = Path(__file__).resolve().parents[1]  # the checkout
 
@@ -23,23 +21,14 @@ ONPREM_K8S = str(Path(__file__).resolve().parent / "fixtures" / "stacks" / "Pulu
 # tests of the MultiKueue path plan this one.
 HYBRID_MULTIKUEUE = str(Path(__file__).resolve().parent / "fixtures" / "stacks" / "Pulumi.hybrid-multikueue.yaml")
 
-# A small on-prem site (two DGX H100, 8-rail InfiniBand, NFS home, Lustre scratch): the booted lab's stack.
-BOOTED_LAB = str(Path(__file__).resolve().parent / "fixtures" / "stacks" / "Pulumi.booted-lab.yaml")
-
 # The site file systems of the booted site.yml test (Lustre over o2ib, BeeGFS, WEKA) as a user declares them:
 # the test's machines get their mounts from this stack's inventory (site_mounts_from_spec).
 BOOTED_SITE = str(Path(__file__).resolve().parent / "fixtures" / "stacks" / "Pulumi.booted-site.yaml")
 
 
+@cache
 def planned(stack: str) -> Plan:
     """A stack's offline plan, evaluated once per test session (a plan is a pure function of the stack file)."""
-    plan = _plan_once(stack)
-    note_shipped_plan(plan, find_stack(stack))
-    return plan
-
-
-@cache
-def _plan_once(stack: str) -> Plan:
     return plan_stack(stack)
 
 

@@ -167,19 +167,6 @@ class EfsFacts(_Frozen):
     mount_helper: EfsMountHelper
 
 
-class OpenZfsFacts(_Frozen):
-    root_volume: str  # the root volume's name; its NFS export is /<root_volume>
-    nfs_version: str
-    storage_gib: tuple[int, int]  # least and most storage capacity
-    throughput_mbps: dict[str, tuple[int, ...]]  # deployment type -> the throughput capacities it takes
-    source: str
-
-    @property
-    def root_export(self) -> str:
-        """The root volume's NFS export, what a node mounts."""
-        return f"/{self.root_volume}"
-
-
 class AwsWiring(_Frozen):
     service_linked_roles: dict[str, ServiceLinkedRole]
     kms: KmsFacts
@@ -192,7 +179,6 @@ class AwsWiring(_Frozen):
     on_demand_quotas: OnDemandQuotas
     instance_store: InstanceStore
     efs: EfsFacts
-    openzfs: OpenZfsFacts
     fsx_csi_controller: FsxCsiController
 
     def service_linked_role_arn(self, key: str, account: str, partition: str = "aws") -> str:

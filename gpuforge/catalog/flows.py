@@ -39,8 +39,6 @@ class Flow(_Frozen):
     protocol: Literal["tcp", "all"] = "tcp"
     rule: str | None = None  # the ingress rule's name suffix, for flows the control plane declares
     declared_by: Literal["control_plane", "network"] = "control_plane"
-    # A spec feature the flow exists for (the control plane records the features a stack turns on); None: always.
-    when: Literal["notebooks"] | None = None
     why: str
     source: str
 
@@ -112,10 +110,6 @@ class FlowModel(_Frozen):
             if role not in self.roles:
                 raise ValueError(f"aws_calls: no role {role!r}")
         return self
-
-    def flows_for(self, features: set[str] | frozenset[str]) -> list[Flow]:
-        """The flows of a stack that turns on *features*: every unconditional flow and those of its features."""
-        return [flow for flow in self.flows if flow.when is None or flow.when in features]
 
     def port_range(self, flow: Flow, slurm: SlurmPorts) -> tuple[int, int]:
         """The flow's inclusive port range; Slurm's from the stack's catalog (what slurm.conf names)."""

@@ -299,9 +299,6 @@ class ServerModel(_Frozen):
     threads_per_core: PositiveInt | None = None  # 2 with SMT/Hyper-Threading
     memory_gib: PositiveInt | None = None  # system memory
     nvswitch: bool = False  # NVSwitch baseboard: the node needs Fabric Manager and has NVLinks to check
-    # NVIDIA's DGX systems run DGX OS (site.host_os dgx_os), which brings the driver, Fabric Manager, DCGM and NCCL.
-    dgx_os: bool = False
-    dgx_os_source: str | None = None
     # Compute-fabric HCAs in rail (= GPU) order, as the default RDMA device names; empty where the
     # names depend on the vendor's layout (the host then lists its own in site.hosts[].hcas).
     compute_hcas: tuple[str, ...] = ()
@@ -343,8 +340,6 @@ class ServerModel(_Frozen):
             raise ValueError("nvswitch and compute_hcas need fabric_source (where the facts come from)")
         if self.network_ports and not self.network_ports_source:
             raise ValueError("network_ports need network_ports_source (where the port table comes from)")
-        if self.dgx_os != bool(self.dgx_os_source):
-            raise ValueError("dgx_os and dgx_os_source go together")
         compute = tuple(p.device for p in self.ports("compute"))
         if self.network_ports and compute != self.compute_hcas:
             raise ValueError(f"compute_hcas {list(self.compute_hcas)} differ from the compute ports {list(compute)}")
@@ -471,22 +466,12 @@ class PmixPackages(_Frozen):
     source: str
 
 
-class SlurmGap(_Frozen):
-    """Something gpuforge's rendered configuration uses that a packaged Slurm lacks, and how the node fails."""
-
-    name: str  # short, for the refusal: "dynamic nodes (slurmd -Z --conf)"
-    uses: str  # what gpuforge renders, and where
-    fails: str  # what happens on a node with that release
-    source: str  # SchedMD's files at the release's tag (or the distribution's) that show it
-
-
 class SlurmPackaged(_Frozen):
     """The slurm-wlm a distribution's own archive ships."""
 
     version: str  # e.g. "23.11.4"
     source: str
     pmix: PmixPackages | None = None  # none: no MPI through PMIx (a release gpuforge refuses anyway)
-    lacks: tuple[SlurmGap, ...] = ()  # a release older than the minimum: what fails on it, every item
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
@@ -614,15 +599,6 @@ class SlurmFacts(_Frozen):
                    if packaged.pmix is None and self.supports_release(packaged.version)]
         if missing:
             raise ValueError(f"distributions {', '.join(missing)} need pmix (the packages of mpi/pmix)")
-        return self
-
-    @model_validator(mode="after")
-    def _refusals_say_what_fails(self) -> SlurmFacts:
-        # A distribution refused for its Slurm is refused with what fails on it (gpuforge/spec/slurm_os_checks.py).
-        silent = [os for os, packaged in self.distributions.items()
-                  if not packaged.lacks and not self.supports_release(packaged.version)]
-        if silent:
-            raise ValueError(f"distributions {', '.join(silent)} are older than minimum: list what fails in lacks")
         return self
 
     def pmix_packages(self) -> dict[str, list[str]]:

@@ -55,14 +55,6 @@ class SettingFacts(_Facts):
         return {value: {} for value in raw} if isinstance(raw, list) else raw
 
 
-class Refusal(_Facts):
-    """A slurm.conf key a stack may not pass through, for a reason read from the packages, not a missing entry."""
-
-    reason: str
-    source: str
-    fix: str
-
-
 _FIXED = re.compile(r"gpuforge \((?P<why>.+)\)")
 
 
@@ -79,7 +71,6 @@ class SlurmSettings(_Facts):
     partition_options: dict[str, SettingFacts]  # options of a PartitionName line
     owned: dict[str, str]  # slurm.conf key -> what sets it
     partition_owned: dict[str, str]  # partition option -> the partition's field (or gpuforge) that sets it
-    refused: dict[str, Refusal] = Field(default_factory=dict)  # slurm.conf keys refused, each with its reason
 
     @model_validator(mode="after")
     def _owners(self) -> SlurmSettings:

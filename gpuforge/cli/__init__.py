@@ -64,8 +64,7 @@ def validate(
         bool,
         typer.Option(
             "--json",
-            help="Print {valid, deploys, stack, problems: [{path, message, fix, line, check}], policies: [...], "
-            "warnings: [...] (a valid spec's checks of level warning), secrets_unset} on stdout.",
+            help="Print {valid, deploys, stack, problems: [{path, message, fix, line}], policies: [...]} on stdout.",
         ),
     ] = False,
     spec_only: Annotated[
@@ -111,7 +110,6 @@ def validate(
     if json_out:
         document = _validation_json(str(stack_file.path), None, report)
         document["secrets_unset"] = [secret.to_json(stack_file.name) for secret in unset]
-        document["warnings"] = [asdict(issue) for issue in checked.resolved.warnings]
         sys.stdout.write(json.dumps(document) + "\n")
         raise typer.Exit(1 if blocked else 0)
     resolved = checked.resolved
@@ -123,9 +121,6 @@ def validate(
     out.print(
         f"[green]spec valid[/]: {escape(str(stack_file.path))} — {escape(', '.join(p for p in (groups, hosts) if p))}"
     )
-    for warning in resolved.warnings:  # checks of level warning: a trade-off said, the spec still valid
-        out.print(f"[yellow]warning[/] ({escape(warning.check)}): {escape(str(warning))}", highlight=False,
-                  soft_wrap=True)
     for secret in unset:  # `pulumi up` fails without them; the offline checks read a placeholder
         out.print(
             f"[yellow]before up[/]: {escape(secret.config_key)} is {secret.state} in the stack file "

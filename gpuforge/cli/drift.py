@@ -8,8 +8,9 @@ import json
 import sys
 import urllib.error
 import urllib.parse
+import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -22,6 +23,14 @@ from gpuforge.spec import SpecError
 if TYPE_CHECKING:
     from gpuforge.nodes.drift import DriftReport
 
+QUERY_TIMEOUT_S = 30
+
+
+def query_prometheus(url: str, query: str) -> Any:
+    """GET <url>/api/v1/query?query=... and its JSON; OSError (urllib's errors) when there is no answer."""
+    address = url.rstrip("/") + "/api/v1/query?" + urllib.parse.urlencode({"query": query})
+    with urllib.request.urlopen(address, timeout=QUERY_TIMEOUT_S) as response:
+        return json.load(response)
 
 
 def drift(
@@ -74,7 +83,6 @@ def drift(
         pins_from_inventory,
     )
     from gpuforge.nodes.inventory import build_inventory
-    from gpuforge.nodes.prometheus_api import instant_query
 
     if (prometheus is None) == (series is None):
         raise typer.BadParameter("give one of --prometheus URL or --series FILE", param_hint="--prometheus/--series")
@@ -92,7 +100,7 @@ def drift(
     else:
         assert prometheus is not None
         try:
-            document = instant_query(prometheus, SOFTWARE_SERIES)
+            document = query_prometheus(prometheus, SOFTWARE_SERIES)
         except (OSError, ValueError) as error:
             err.print(f"[bold red]no answer[/]: {escape(prometheus)}: {escape(str(error))}", highlight=False)
             raise typer.Exit(1) from None

@@ -216,33 +216,3 @@ def cabling(
         write_output(output, text)
         return
     sys.stdout.write(text)
-
-
-@app.command()
-def tracking(
-    stack: StackArg,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write the variables to this file instead of printing.")
-    ] = None,
-) -> None:
-    """The mlflow_server role's variables (playbooks/tracking.yml) for a stack's cluster.tracking, as YAML: secrets
-    by where they live, never their values; on AWS the RDS endpoint and the bucket's name come from the stack's
-    outputs (docs/tracking.md)."""
-    import yaml
-
-    from gpuforge.plan.stacks import load_stack
-    from gpuforge.plan.validation import check_stack
-    from gpuforge.render.tracking import tracking_vars
-
-    try:
-        resolved = check_stack(load_stack(stack)).resolved
-    except SpecError as error:
-        fail(error)
-    if resolved.spec.tracking is None:
-        err.print(f"[bold red]error[/]: {escape(stack)} declares no tracking section (see docs/tracking.md)")
-        raise typer.Exit(2)
-    text = yaml.safe_dump(tracking_vars(resolved), sort_keys=False)
-    if output is not None:
-        write_output(output, text)
-        return
-    sys.stdout.write(text)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-import urllib.parse
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -22,7 +21,6 @@ from gpuforge.spec import SpecError
 
 if TYPE_CHECKING:
     from gpuforge.nodes.usage import Usage, UsageReport
-    from gpuforge.nodes.usage_energy import MeasuredEnergy
 
 DEFAULT_DAYS = 7
 RELATIVE = re.compile(r"^(\d+)([dh])$")
@@ -70,14 +68,6 @@ def usage(
     private_key: Annotated[
         Path | None, typer.Option("--private-key", help="SSH private key file (ansible --private-key).")
     ] = None,
-    prometheus: Annotated[
-        str | None,
-        typer.Option(
-            "--prometheus",
-            help="The stack's Prometheus (http://HOST:9090): add the GPU kWh DCGM's energy counter measured, by "
-            "account, team, user and partition, from the monitoring's energy recording rules (JSON: gpu_energy).",
-        ),
-    ] = None,
 ) -> None:
     """GPU-hours by account, team, user and partition over a window, read from slurmdbd's job records with sacct
     on the stack's Slurm controller (over SSH, as `gpuforge check --drain slurm` reaches it; sudo there).
@@ -88,15 +78,13 @@ def usage(
     energy (an acct_gather_energy plugin: ConsumedEnergy in the job records) it adds kWh, cut to the window
     the same way, and facility kWh with the stack's PUE (and its source); where they do not, it says so
     instead of printing zero (the monitoring's team:gpu_energy_kwh:1h measures GPU energy from DCGM either
-    way). With --prometheus it adds those measured GPU kWh (and facility kWh with the PUE) over the same
-    window, summed from the rules' per-account and per-team watts at the stack's scrape interval.
+    way).
 
     Examples: `gpuforge usage prod`; `gpuforge usage prod --since 30d --json`;
-    `gpuforge usage onprem-lab --since 2026-11-01 --until 2026-12-01 -u admin`;
-    `gpuforge usage prod --since 30d --prometheus http://10.0.5.12:9090`.
+    `gpuforge usage onprem-lab --since 2026-11-01 --until 2026-12-01 -u admin`.
 
     Exit 0 with the report, 1 when no controller gave the records (unreachable, accounting off, slurmdbd
-    down: the reason is printed) or --prometheus did not answer, 2 for a bad option or spec."""
+    down: the reason is printed), 2 for a bad option or spec."""
     from gpuforge.nodes.inventory import build_inventory
     from gpuforge.nodes.usage import SacctFormatError
     from gpuforge.nodes.usage_query import UsageUnavailable, collect_usage
@@ -109,8 +97,6 @@ def usage(
     start = parse_when("--since", since, now) if since else end - timedelta(days=DEFAULT_DAYS)
     if start >= end:
         raise typer.BadParameter(f"--since {start.isoformat()} is not before --until {end.isoformat()}")
-    if prometheus is not None and urllib.parse.urlsplit(prometheus).scheme not in ("http", "https"):
-        raise typer.BadParameter(f"{prometheus!r}: expected an http(s):// URL", param_hint="--prometheus")
     for path in inventory_files or []:
         if not path.exists():
             raise typer.BadParameter(f"{path}: no such file or directory", param_hint="--inventory")
@@ -119,13 +105,6 @@ def usage(
         inventory = build_inventory(stack)
     except SpecError as error:
         fail(error)
-    monitoring = resolved.spec.monitoring
-    if prometheus is not None and monitoring is None:
-        raise typer.BadParameter(
-            f"{stack} has no monitoring section, so no Prometheus records its energy rules: add `monitoring:` "
-            "(docs/monitoring.md) or leave --prometheus out",
-            param_hint="--prometheus",
-        )
     try:
         with err.status(f"reading job records from {escape(stack)}'s Slurm controller over SSH (sacct) ..."):
             report = collect_usage(
@@ -141,64 +120,37 @@ def usage(
     except (UsageUnavailable, SacctFormatError) as error:
         err.print(f"[bold red]no usage[/]: {escape(str(error))}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
-    if prometheus is not None and monitoring is not None:
-        report.measured = _measured(prometheus, start, end, monitoring.scrape_interval_s)
     if json_out:
         sys.stdout.write(json.dumps({"stack": stack, **report.to_json()}, indent=2) + "\n")
     else:
         print_report(stack, report)
 
 
-def _measured(url: str, start: datetime, end: datetime, interval_s: int) -> MeasuredEnergy:
-    """The window's GPU kWh from the stack's Prometheus; exit 1 with the reason when it gives none."""
-    from gpuforge.nodes.prometheus_api import instant_query
-    from gpuforge.nodes.usage_energy import EnergyAnswerError, measured_energy
-
-    source = f"{url} (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION through the gpuforge-energy recording rules)"
-    try:
-        with err.status(f"reading GPU energy from {escape(url)} ..."):
-            return measured_energy(lambda q, at: instant_query(url, q, at), source, start, end, interval_s)
-    except (OSError, ValueError) as error:  # EnergyAnswerError is a ValueError, and so is JSON that is not JSON
-        what = "not the energy series" if isinstance(error, EnergyAnswerError) else "no answer"
-        err.print(f"[bold red]{what}[/]: {escape(url)}: {escape(str(error))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1) from None
-
-
-def _figures(usage: Usage, report: UsageReport, measured_kwh: float | None = None) -> list[str]:
+def _figures(usage: Usage, report: UsageReport) -> list[str]:
     from gpuforge.nodes.usage import JOULES_PER_KWH
 
     cells = [str(usage.jobs), f"{usage.gpu_hours:,.2f}"]
     if report.energy_note is None:
         kwh = usage.energy_j / JOULES_PER_KWH
         cells += [f"{kwh:,.2f}", f"{kwh * report.energy.pue:,.2f}"]
-    if report.measured is not None:
-        gpu_kwh = measured_kwh or 0.0
-        cells += [f"{gpu_kwh:,.2f}", f"{gpu_kwh * report.energy.pue:,.2f}"]
     return cells
 
 
 def print_report(stack: str, report: UsageReport) -> None:
     window = f"{report.since.astimezone(UTC):%Y-%m-%d %H:%M} to {report.until.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
     energy_columns = ["kWh (IT)", "kWh (facility)"] if report.energy_note is None else []
-    measured = report.measured
-    if measured is not None:
-        energy_columns += ["GPU kWh (DCGM)", "GPU kWh (facility)"]
     table = Table("account", "user", "partition", "jobs", "GPU-hours", *energy_columns,
                   title=f"usage {stack}: {window}")
-    for key, row in sorted(report.rows.items()):
-        account, user, partition = key
-        kwh = measured.rows.get(key) if measured else None
-        table.add_row(escape(account), escape(user), escape(partition), *_figures(row, report, kwh))
+    for (account, user, partition), row in sorted(report.rows.items()):
+        table.add_row(escape(account), escape(user), escape(partition), *_figures(row, report))
     table.add_section()
     for account, row in sorted(report.accounts.items()):
-        kwh = measured.accounts.get(account) if measured else None
-        table.add_row(f"[bold]{escape(account)}[/]", "(all)", "(all)", *_figures(row, report, kwh))
+        table.add_row(f"[bold]{escape(account)}[/]", "(all)", "(all)", *_figures(row, report))
     if report.teams:
         table.add_section()
     for team, row in sorted(report.teams.items()):
-        kwh = measured.teams.get(team) if measured else None
-        table.add_row(f"[bold]team {escape(team)}[/]", "(all)", "(all)", *_figures(row, report, kwh))
-    table.add_row("[bold]total[/]", "", "", *_figures(report.total, report, measured.total if measured else None))
+        table.add_row(f"[bold]team {escape(team)}[/]", "(all)", "(all)", *_figures(row, report))
+    table.add_row("[bold]total[/]", "", "", *_figures(report.total, report))
     if report.total.jobs:
         out.print(table)
     else:
@@ -209,10 +161,6 @@ def print_report(stack: str, report: UsageReport) -> None:
         out.print(f"facility kWh = IT kWh x PUE {report.energy.pue} ({escape(report.energy.pue_source)}); "
                   f"{report.total.jobs_with_energy} of {report.total.jobs} job(s) carry energy",
                   highlight=False, soft_wrap=True)
-    if measured is not None:
-        out.print(f"GPU kWh (DCGM): {escape(measured.source)}, {measured.interval_s} s samples; GPU power only, "
-                  f"each job's first interval per GPU left out (docs/monitoring.md); facility = x PUE "
-                  f"{report.energy.pue}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

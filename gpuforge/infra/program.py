@@ -5,42 +5,16 @@ init` writes): `pulumi up --stack <env>` runs it with the real engine, `gpuforge
 Pulumi's mock monitor.
 """
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-from typing import Any
-
 import pulumi
 
 from gpuforge.infra.cluster import TrainingCluster
-from gpuforge.spec import ResolvedSpec, SpecError, resolve
-
-# The spec `gpuforge plan` has already checked and resolved, with the cluster config it came from: resolving
-# the 100,000-GPU example again in the program took a tenth of its plan. Used only while the config is equal.
-_CHECKED: ContextVar[tuple[Any, ResolvedSpec] | None] = ContextVar("gpuforge_checked_spec", default=None)
-
-
-@contextmanager
-def checked_spec(cluster: Any, resolved: ResolvedSpec) -> Iterator[None]:
-    """While the program runs in this context, a cluster config equal to *cluster* resolves to *resolved*."""
-    token = _CHECKED.set((cluster, resolved))
-    try:
-        yield
-    finally:
-        _CHECKED.reset(token)
-
-
-def _resolve(cluster: Any) -> ResolvedSpec:
-    checked = _CHECKED.get()
-    if checked is not None and checked[0] == cluster:
-        return checked[1]
-    return resolve(cluster, source=f"stack {pulumi.get_stack()}")
+from gpuforge.spec import SpecError, resolve
 
 
 def main() -> None:
     config = pulumi.Config("gpuforge")
     try:
-        resolved = _resolve(config.require_object("cluster"))
+        resolved = resolve(config.require_object("cluster"), source=f"stack {pulumi.get_stack()}")
     except SpecError as error:
         # A bad spec declares nothing: stop before any resource is registered.
         raise pulumi.RunError(error.report()) from None

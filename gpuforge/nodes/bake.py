@@ -418,14 +418,13 @@ def image_slurm_vars(inventory: Mapping[str, Any], group: str = "") -> dict[str,
 
 def _without_deployed_values(config: Mapping[str, Any]) -> dict[str, Any]:
     """slurm_config without what only the deployed stack knows and an image never reads: the accounting
-    database's endpoint (slurmd has no database) and the names of the file systems made with the stack (a cloud
-    node's user data mounts its /home and shared directories; the state file system is the controllers'). An
-    image is baked before or apart from `pulumi up`, so these read "" rather than a value that may be stale or a
-    placeholder."""
+    database's endpoint (slurmd has no database) and the EFS file systems' names (a cloud node's user data
+    mounts its /home; the state file system is the controllers'). An image is baked before or apart from
+    `pulumi up`, so these read "" rather than a value that may be stale or a placeholder."""
     image = copy.deepcopy(dict(config))
     image["accounting"]["database"]["host"] = ""
-    for mount in (image["home"], image["state_shared"], *image["shared_mounts"]):
-        if mount.get("kind") == "efs" or mount.get("from_stack"):
+    for mount in (image["home"], image["state_shared"]):
+        if mount.get("kind") == "efs":
             mount.update(server="", source="")
     return image
 

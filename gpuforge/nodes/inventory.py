@@ -34,7 +34,6 @@ from gpuforge.catalog.aws_wiring import load_aws_wiring
 from gpuforge.catalog.tokens import CLUSTER_TAG, NODE_GROUP_TAG
 from gpuforge.nodes.health import DEFAULT_FLOOR_FRACTION
 from gpuforge.nodes.slurm_inventory import slurm_inventory
-from gpuforge.nodes.tracking_inventory import tracking_inventory
 from gpuforge.plan.engine import plan_stack
 from gpuforge.plan.stacks import find_project
 from gpuforge.render.lifecycle import site_fabric_floors
@@ -167,9 +166,6 @@ def _group_vars(
         "gpu_healthcheck_nvlinks_per_gpu": facts["nvlinks_per_gpu"],
         "gpu_healthcheck_busbw_floor_gbps": round(float(reference) * floor_fraction, 3) if reference else None,
     }
-    if group.get("hostOs") == "dgx_os":
-        # DGX OS's driver, Fabric Manager, DCGM and NCCL: checked against the pins, never installed (site.host_os).
-        vars_["nvidia_driver_host_os"] = "dgx_os"
     repository = group.get("driverRepository")
     if repository:
         # A site pool's mirror of NVIDIA's CUDA repository (site.driver_source): the driver role adds it, and
@@ -298,7 +294,7 @@ def o2ib_networks(mounts: list[dict[str, Any]]) -> dict[str, list[str]]:
 
 
 def _host_vars(host: Mapping[str, Any]) -> dict[str, Any]:
-    """Per-host variables of an on-premises host (its inventory in the nodeGroups output). The HCAs in
+    """Per-host variables of an on-premises host (gpuforge:onprem:Host's inventory). The HCAs in
     rail order become nccl_tuning_ib_hcas, so the nccl_tuning role
     (gpuforge/assets/playbooks/templates/nccl/nccl.env.j2) emits NCCL_IB_HCA for exactly this host's rails."""
     vars_: dict[str, Any] = {
@@ -334,8 +330,7 @@ def build_inventory(
     floor_fraction: float = DEFAULT_FLOOR_FRACTION,
     outputs: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The YAML inventory (as a dict) for *stack*: ``gpu_nodes``, ``ng_<group>`` and ``role_<role>`` groups, the
-    Slurm roles' groups and ``mlflow_server`` (cluster.tracking).
+    """The YAML inventory (as a dict) for *stack*: ``gpu_nodes``, ``ng_<group>`` and ``role_<role>`` groups.
 
     ``all.vars.gpuforge_outputs_source`` says whether the values come from the deployed stack or the
     offline plan; offline, values only the engine knows read ENGINE_ONLY (``engine_only_values``).
@@ -372,7 +367,6 @@ def build_inventory(
 
     slurm_vars, slurm_children = slurm_inventory(stack, outputs, group_name)
     children.update(slurm_children)
-    children.update(tracking_inventory(stack, outputs, group_name))
     return {
         "all": {
             "vars": {

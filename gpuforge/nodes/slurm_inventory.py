@@ -12,7 +12,6 @@ from typing import Any
 
 from gpuforge.plan.stacks import find_stack, load_stack
 from gpuforge.plan.validation import check_stack
-from gpuforge.render.notebooks import jupyterhub_config
 from gpuforge.render.slurm import slurm_config
 from gpuforge.spec import SpecError
 
@@ -45,16 +44,9 @@ def slurm_inventory(stack: str, outputs: Mapping[str, Any], group_name: Any) -> 
         config["accounting"]["database"]["host"] = deployed["databaseEndpoint"]
     if deployed.get("homeFileSystem"):
         config["home"]["source"] = deployed["homeFileSystem"]
-    # The file systems' DNS names: what login, controller and compute hosts mount (slurm.yml's site_mounts): the
-    # cluster's EFS or FSx for OpenZFS, made with the stack (a site's mount names its server in the spec).
-    if config["home"].get("from_stack"):
+    # The EFS file systems' DNS names: what login, controller and compute hosts mount (slurm.yml's site_mounts).
+    if config["home"]["kind"] == "efs":
         config["home"]["server"] = deployed.get("homeDnsName") or ""
-    # The shared directories' EFS file systems (scheduler.shared_directories): ids and names from the outputs.
-    deployed_shared = deployed.get("sharedFileSystems") or {}
-    for mount in config["shared_mounts"]:
-        if mount["kind"] == "efs":
-            mount["source"] = (deployed_shared.get(mount["name"]) or {}).get("fileSystem") or ""
-            mount["server"] = (deployed_shared.get(mount["name"]) or {}).get("dnsName") or ""
     if config["state_shared"].get("kind") == "efs":
         config["state_shared"]["server"] = deployed.get("stateDnsName") or ""
         config["state_shared"]["source"] = deployed.get("stateFileSystem") or ""
@@ -81,5 +73,4 @@ def slurm_inventory(stack: str, outputs: Mapping[str, Any], group_name: Any) -> 
             "hosts": {h["name"]: {"ansible_host": h["address"]} for h in config["login_hosts"]},
         },
     }
-    notebooks = jupyterhub_config(resolved)
-    return {"slurm_config": config, **({"jupyterhub_config": notebooks} if notebooks else {})}, children
+    return {"slurm_config": config}, children

@@ -18,10 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from gpuforge.nodes.usage_energy import MeasuredEnergy
+from typing import Any
 
 # The fields read, in this order; with --parsable2 a line is these values joined by "|".
 SACCT_FIELDS = (
@@ -207,8 +204,6 @@ class UsageReport:
     teams: dict[str, Usage] = field(default_factory=dict)  # monitoring.slurm_teams: the accounts' teams
     users: dict[str, Usage] = field(default_factory=dict)
     total: Usage = field(default_factory=Usage)
-    # GPU energy measured by DCGM through the monitoring's recording rules (usage --prometheus), beside sacct's.
-    measured: MeasuredEnergy | None = None
 
     @property
     def energy_note(self) -> str | None:
@@ -250,7 +245,6 @@ class UsageReport:
                 "pue": self.energy.pue,
                 "pue_source": self.energy.pue_source,
             },
-            **({"gpu_energy": self.measured.to_json(self.energy.pue)} if self.measured is not None else {}),
         }
 
 

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from gpuforge.catalog import PriceTable
-from gpuforge.catalog.tokens import CLUSTER, EFS, INSTANCE, NODE_GROUP, OBJECT_STORE, OPENZFS
+from gpuforge.catalog.tokens import CLUSTER, EFS, INSTANCE, NODE_GROUP, OBJECT_STORE
 from gpuforge.catalog.tokens import LUSTRE_COMPONENT as LUSTRE
 from gpuforge.catalog.tokens import RDS_INSTANCE as DATABASE
 
@@ -105,8 +105,7 @@ def _field(resource: Any, name: str) -> Any:
 def estimate_cost(resources: Iterable[Any], prices: PriceTable) -> CostEstimate:
     """Every resource the plan declares that AWS bills by the hour or by size: per node group (count +
     spares every hour of the month; an elastic group from its min to its max), per single instance
-    (controllers, bastion), per database, per Lustre file system (provisioned capacity), FSx for OpenZFS (listed,
-    no price rows yet); EFS and
+    (controllers, bastion), per database, per Lustre file system (provisioned capacity); EFS and
     buckets are billed by what they hold, unknown to the plan: listed with their rate, not priced."""
     items = [(str(_field(r, "type")), str(_field(r, "name")), dict(_field(r, "inputs") or {})) for r in resources]
     cluster = next((inputs for type_, _, inputs in items if type_ == CLUSTER), {})
@@ -132,10 +131,6 @@ def estimate_cost(resources: Iterable[Any], prices: PriceTable) -> CostEstimate:
             estimate.lines.append(_instance_line(name, inputs, prices, keep))
         elif type_ == DATABASE:
             estimate.lines.append(_database_line(name, inputs, prices, keep))
-        elif type_ == OPENZFS:
-            # Provisioned (storage and throughput), so priceable; the table has no FSx for OpenZFS rows yet.
-            detail = f"FSx for OpenZFS, {inputs.get('storageCapacity')} GiB, {inputs.get('throughputCapacity')} MB/s"
-            estimate.lines.append(CostLine("file_system", name, detail, None, "no FSx for OpenZFS price rows", False))
         elif type_ == EFS:
             estimate.lines.append(
                 CostLine("efs", name, "EFS, elastic", None, "billed per GB stored; size unknown to the plan", False)

@@ -12,7 +12,6 @@ import hashlib
 import json
 import runpy
 from collections.abc import Iterable
-from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,6 @@ from gpuforge.plan.validation import check_stack
 from gpuforge.spec.config_keys import NAMESPACE, SECRET_KEYS
 from gpuforge.spec.errors import SpecError
 from gpuforge.spec.monitoring import declared_secrets
-from gpuforge.spec.resolved import ResolvedSpec
 
 PROJECT = "gpuforge"
 MOCK_ACCOUNT = "123456789012"
@@ -66,11 +64,6 @@ class _Mocks(mocks.Mocks):
             # insists on, and EFS's documented name, <file-system-id>.efs.<region>.amazonaws.com.
             file_system_id = "fs-" + hashlib.sha256(args.name.encode()).hexdigest()[:17]
             state.update(dnsName=f"{file_system_id}.efs.mock.amazonaws.com")
-            return file_system_id, state
-        elif args.typ == "aws:fsx/openZfsFileSystem:OpenZfsFileSystem":
-            # FSx's documented name, <file-system-id>.fsx.<region>.amazonaws.com: what a node's /home entry mounts.
-            file_system_id = "fs-" + hashlib.sha256(args.name.encode()).hexdigest()[:17]
-            state.update(dnsName=f"{file_system_id}.fsx.mock.amazonaws.com")
             return file_system_id, state
         elif args.typ in MOCK_SECRETS:
             # Generated secrets get a recognisable value, so a test can prove none reaches any output.
@@ -209,15 +202,8 @@ def _no_stack_trace() -> Any:
     return source_pb2.StackTrace()
 
 
-def run_program(
-    stack_file: StackFile, program: Path, resolved: ResolvedSpec | None = None
-) -> tuple[list[PlanResource], dict[str, Any]]:
-    """Evaluate the Pulumi program for one stack under the mock monitor; *resolved*: the stack's spec as
-    check_stack resolved it, which the program then takes instead of resolving the same config again."""
-    # Imported here: the program's module loads every placement's components and their SDKs, which only a
-    # plan that runs the program needs (the project's __main__.py imports the same module below).
-    from gpuforge.infra.program import checked_spec
-
+def run_program(stack_file: StackFile, program: Path) -> tuple[list[PlanResource], dict[str, Any]]:
+    """Evaluate the Pulumi program for one stack under the mock monitor."""
     monitor = _RecordingMonitor()
     _offline_runtime(monitor, stack_file.name)
     # Secrets cannot be decrypted offline, and are often not set on a developer's checkout: the
@@ -233,8 +219,7 @@ def run_program(
         exported.update(await _redacted(dict(outputs)))
 
     try:
-        with checked_spec(stack_file.cluster, resolved) if resolved is not None else nullcontext():
-            _sync_await(run_pulumi_func(evaluate))
+        _sync_await(run_pulumi_func(evaluate))
     except pulumi.RunError as error:
         # The program reports a spec problem only the deploy reveals (gpuforge/infra/program.py) as a
         # RunError for the Pulumi CLI; offline, hand back the SpecError it came from (every issue, exit 2).
@@ -252,7 +237,7 @@ def plan_stack(stack: str | Path, project: Project | None = None) -> Plan:
 
     stack_file = load_stack(stack, project)
     resolved = check_stack(stack_file).resolved
-    resources, outputs = run_program(stack_file, (project or project_of(stack_file)).program, resolved)
+    resources, outputs = run_program(stack_file, (project or project_of(stack_file)).program)
     prices = resolved.catalog.prices
     cost = estimate_cost(resources, prices) if prices else None
     return Plan(

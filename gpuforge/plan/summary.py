@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gpuforge.catalog.tokens import CLUSTER, NODE_GROUP, SITE
+from gpuforge.catalog.tokens import CLUSTER, HOST, NODE_GROUP, SITE
 from gpuforge.catalog.tokens import LUSTRE_COMPONENT as LUSTRE
 from gpuforge.plan.model import PlanResource
 from gpuforge.spec.power import GroupLoad, facility_power_kw
@@ -50,8 +50,7 @@ def site_power(resources: Iterable[PlanResource]) -> tuple[float, float | None]:
 
 def summarize(resources: list[PlanResource]) -> Summary:
     groups = [r.inputs for r in resources if r.type == NODE_GROUP]
-    # On-premises hosts are counted off their site: only a Kubernetes host is a component of its own.
-    sites = [r.inputs for r in resources if r.type == SITE]
+    hosts = [r.inputs for r in resources if r.type == HOST]
     lustre = [r.inputs for r in resources if r.type == LUSTRE]
     power = cluster_power(resources)
     onprem_kw, onprem_budget = site_power(resources)
@@ -60,10 +59,10 @@ def summarize(resources: list[PlanResource]) -> Summary:
         budget = (budget or 0) + onprem_budget
     return Summary(
         resources=sum(1 for r in resources if r.custom),
-        node_groups=len(groups) + len({pool for s in sites for pool in s["pools"]}),
-        nodes=sum(g["count"] for g in groups) + sum(s["hosts"] for s in sites),
+        node_groups=len(groups) + len({h["pool"] for h in hosts}),
+        nodes=sum(g["count"] for g in groups) + len(hosts),
         spare_nodes=sum(g["spares"] for g in groups),
-        gpus=sum(g["count"] * g["gpusPerNode"] for g in groups) + sum(s["gpus"] for s in sites),
+        gpus=sum(g["count"] * g["gpusPerNode"] for g in groups) + sum(h["gpusPerNode"] for h in hosts),
         efa_interfaces=sum(g["count"] * g["efaInterfacesPerNode"] for g in groups),
         parallel_fs_tib=round(sum(f["capacityGib"] for f in lustre) / 1024, 3),
         parallel_fs_throughput_mbps=round(sum(f["throughputMbps"] for f in lustre), 1),

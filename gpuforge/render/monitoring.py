@@ -30,13 +30,6 @@ from gpuforge.catalog.flows import load_flows
 from gpuforge.catalog.models import DATA_DIR, AlertmanagerFacts
 from gpuforge.catalog.mounts import LUSTRE_MOUNT_POINT
 from gpuforge.render.dashboards import PROVISIONED_DATASOURCE_UID, DashboardView, dashboards, provisioning
-from gpuforge.render.ec2_discovery import (
-    DISCOVERY_FILE,
-    DISCOVERY_PROFILE,
-    discovers_through_roles_anywhere,
-    discovery_role_vars,
-    discovery_settings,
-)
 from gpuforge.render.exporters import SOURCES, Sources, stack_sources
 from gpuforge.render.labels import NODE_LABEL_GROUP
 from gpuforge.spec import ResolvedSpec
@@ -471,17 +464,12 @@ def prometheus_rule(params: RuleParams, name: str, namespace: str, labels: Mappi
 # --- scrape discovery --------------------------------------------------------------------------
 
 
-def _ec2_job(
-    job: str, port: int, region: str, cluster: str, groups: list[str], interval: int, profile: str | None = None
-) -> dict[str, Any]:
-    """*profile*: the AWS profile a site Prometheus's credentials come from (render/ec2_discovery.py); None on AWS,
-    where the SDK takes the monitoring node's instance profile."""
+def _ec2_job(job: str, port: int, region: str, cluster: str, groups: list[str], interval: int) -> dict[str, Any]:
     return {
         "job_name": job,
         "ec2_sd_configs": [
             {
                 "region": region,
-                **({"profile": profile} if profile else {}),
                 "port": port,
                 "refresh_interval": "60s",
                 "filters": [
@@ -604,10 +592,9 @@ def prometheus_config(resolved: ResolvedSpec, paths: Paths | None = None) -> dic
         cloud.append(CONTROLLER_NODE_GROUP)
     if cloud and spec.region is not None:
         gpu = sorted(n for n, g in resolved.node_groups.items() if g.gpus_per_node)
-        profile = DISCOVERY_PROFILE if discovers_through_roles_anywhere(resolved) else None
-        scrape.append(_ec2_job("node", NODE_EXPORTER_PORT, spec.region, spec.name, cloud, interval, profile))
+        scrape.append(_ec2_job("node", NODE_EXPORTER_PORT, spec.region, spec.name, cloud, interval))
         if gpu:
-            scrape.append(_ec2_job("dcgm", DCGM_EXPORTER_PORT, spec.region, spec.name, gpu, interval, profile))
+            scrape.append(_ec2_job("dcgm", DCGM_EXPORTER_PORT, spec.region, spec.name, gpu, interval))
     if resolved.site is not None or (mon is not None and isinstance(mon.server, SiteHostServer)):
         # Hybrid: the site's hosts through file_sd beside the burst groups through ec2_sd, one job each.
         for job in ("node", "dcgm"):
@@ -985,9 +972,6 @@ def render_monitoring(
         return bundle
     bundle.files[paths.config] = dump(prometheus_config(resolved, paths))
     bundle.files[paths.rules] = dump(rule_file(rule_params(resolved)))
-    discovery = discovery_settings(resolved)
-    if discovery is not None:  # a hybrid Slurm burst's site Prometheus: its ec2_sd credentials (ec2_discovery.py)
-        bundle.files[f"{paths.root}/{DISCOVERY_FILE}"] = json.dumps(discovery, indent=2) + "\n"
     for job, groups in file_sd_targets(resolved).items():
         if groups:
             bundle.files[paths.file_sd(job)] = json.dumps(groups, indent=2) + "\n"
@@ -1044,12 +1028,10 @@ def dashboard_configmaps(namespace: str, view: DashboardView | None = None) -> l
     ]
 
 
-def role_vars(
-    resolved: ResolvedSpec, files_dir: str | Path, paths: Paths | None = None, outputs: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
+def role_vars(resolved: ResolvedSpec, files_dir: str | Path, paths: Paths | None = None) -> dict[str, Any]:
     """Variables of gpuforge/assets/playbooks/monitoring.yml (roles prometheus and alertmanager) for a stack whose
-    Prometheus runs on a node group or a site host; *files_dir* holds what render_monitoring wrote (the roles copy
-    it); *outputs*, the deployed stack's, give a hybrid site Prometheus its discovery ARNs (ec2_discovery.py)."""
+    Prometheus
+    runs on a node group or a site host; *files_dir* holds what render_monitoring wrote (the roles copy it)."""
     mon = resolved.spec.monitoring
     if mon is None or isinstance(mon.server, KubernetesServer):
         raise ValueError(f"{resolved.spec.name}: no Prometheus of its own to configure (monitoring.server)")
@@ -1066,7 +1048,6 @@ def role_vars(
         "alertmanager_config_file": paths.alertmanager,
         "alertmanager_listen": paths.alertmanager_address,
         **_replica_listen_vars(mon),
-        **discovery_role_vars(resolved, outputs),
     }
 
 

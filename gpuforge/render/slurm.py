@@ -31,7 +31,6 @@ from gpuforge.render.templates import macro, render
 from gpuforge.spec import ResolvedSpec
 from gpuforge.spec.resolved_scheduler import ResolvedScheduler, SlurmGroup
 from gpuforge.spec.scheduler_checks import secret_names
-from gpuforge.spec.shared_directories import EfsSharedDirectory
 
 TEMPLATES = {
     "slurm.conf": "slurm/slurm.conf.j2",
@@ -238,7 +237,6 @@ def slurm_contract(resolved: ResolvedSpec, *, stand_in_gpus: bool = False) -> Sl
         "accounting": _accounting(resolved, sched),
         "secrets": _secrets(resolved, sched),
         "home": _home(resolved, sched),
-        "shared_mounts": _shared_mounts(resolved, sched),
         "containers": _containers(resolved, sched, groups),
         "login_access": "bastion" if sched.spec.login.bastion else "ssm",
         "accounts": accounts(sched.spec),
@@ -486,46 +484,18 @@ def _directory(sched: ResolvedScheduler) -> dict[str, Any] | None:
     }
 
 
-# A file system the stack creates (AWS /home, shared directories): its server comes from the deployed stack's outputs,
-# and a cloud node's user data writes its fstab entry, so an image carries only its client (bake-image-slurm.yml).
-FROM_STACK = {"from_stack": True}
-
-
 def _home(resolved: ResolvedSpec, sched: ResolvedScheduler) -> dict[str, Any]:
     """The shared /home as the site_mounts role takes a mount (slurm.yml mounts it on every Slurm host):
     on AWS the cluster's EFS (`server`, its DNS name, and `source`, its id, come from the deployed stack's
-    outputs) or FSx for OpenZFS (`server` likewise), on a site the spec's mount at /home."""
+    outputs), on a site the spec's mount at /home."""
     if sched.home == "efs":
         return {"name": "home", "kind": "efs", "mount_point": HOME_MOUNT_POINT, "server": "", "export": "/",
-                "source": "", "nfs_options": _efs_nfs_options(), **FROM_STACK}
-    if sched.home == "fsx_openzfs":
-        # FSx for OpenZFS: its root volume over NFS; `server`, its DNS name, from the deployed stack's outputs.
-        openzfs = load_aws_wiring().openzfs
-        return {"name": "home", "kind": "nfs", "mount_point": HOME_MOUNT_POINT, "server": "",
-                "export": openzfs.root_export, "source": "", "version": openzfs.nfs_version, **FROM_STACK}
-    return _site_mount(resolved, sched.home)
-
-
-def _site_mount(resolved: ResolvedSpec, key: str) -> dict[str, Any]:
-    """A mount of site.storage.mounts as the site_mounts role takes it."""
+                "source": "", "nfs_options": _efs_nfs_options()}
     assert resolved.spec.site is not None
-    mount = resolved.spec.site.storage.mounts[key]
+    mount = resolved.spec.site.storage.mounts[sched.home]
     source = f"{mount.server}:{mount.export}" if mount.kind == "nfs" else ""
-    return {"name": key, **mount.model_dump(mode="json"), "source": source, "version": getattr(mount, "version", "")}
-
-
-def _shared_mounts(resolved: ResolvedSpec, sched: ResolvedScheduler) -> list[dict[str, Any]]:
-    """The shared directories (scheduler.shared_directories) as site_mounts mounts, mounted beside /home on every
-    Slurm host: on AWS each its own EFS (`server` and `source` from the deployed stack's outputs,
-    slurm.sharedFileSystems), on a site the named site mount."""
-    found = []
-    for key, shared in sched.spec.shared_directories.items():
-        if isinstance(shared, EfsSharedDirectory):
-            found.append({"name": key, "kind": "efs", "mount_point": shared.mount_point, "server": "", "export": "/",
-                          "source": "", "nfs_options": _efs_nfs_options(), **FROM_STACK})
-        else:
-            found.append(_site_mount(resolved, shared.mount))
-    return found
+    return {"name": sched.home, **mount.model_dump(mode="json"), "source": source,
+            "version": getattr(mount, "version", "")}
 
 
 def _efs_nfs_options() -> str:

@@ -381,11 +381,6 @@ class SlurmConfig(Contract):
     home: dict[str, Any] = Field(
         description="The shared /home as a site_mounts mount (its argument spec has the shape): the cluster's EFS "
                     "(server and source from the deployed stack's outputs) or the site's mount.")
-    shared_mounts: list[dict[str, Any]] = Field(
-        default_factory=list,
-        description="Shared directories beside /home (scheduler.shared_directories, e.g. /apps) as site_mounts mounts, "
-                    "mounted on every Slurm host: EFS file systems (server and source from the deployed stack's "
-                    "outputs) or the site's mounts.")
     containers: Containers = Field(description="enroot and pyxis (docs/slurm.md, Containers).")
     login_access: Literal["bastion", "ssm"] = Field(description="How users reach the login nodes.")
     accounts: dict[str, Account] = Field(description="sacctmgr accounts, by name, each after its parent; slurmdbd "

@@ -71,8 +71,6 @@ def _option(annotation: Any, description: str, required: bool, children_required
         if _is_model(element):
             option["elements"] = "dict"
             nested = _options(element, children_required=children_required)
-        elif get_origin(element) is dict:  # free-form dicts (site_mounts mounts: their own role checks them)
-            option["elements"] = "dict"
         else:
             option["elements"] = _SCALARS[element]
     elif _is_model(annotation):

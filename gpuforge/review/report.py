@@ -14,13 +14,10 @@ from rich.tree import Tree
 from gpuforge.plan.model import Plan, PlanResource
 from gpuforge.plan.policy_check import console_policies, markdown_policies
 from gpuforge.plan.summary import NODE_GROUP
-from gpuforge.render.slurm import hostlist
 from gpuforge.review.pins import pin_warnings
 from gpuforge.review.windows import block_windows
 from gpuforge.spec.models import NodeGroup as NodeGroupSpec
-from gpuforge.spec.resolved_site import ResolvedHost
 from gpuforge.spec.site_halls import hall_power
-from gpuforge.spec.slurm_burst import SlurmBurstSpec
 
 
 def children_by_parent(resources: Iterable[PlanResource]) -> dict[str | None, list[PlanResource]]:
@@ -200,27 +197,13 @@ def placement_rows(plan: Plan) -> list[tuple[str, str]]:
     sync = (plan.outputs.get("hybrid") or {}).get("objectSync")
     if sync:
         rows.append(("object sync", str(sync.get("description"))))
-    burst = plan.resolved.spec.hybrid.burst if plan.resolved.spec.hybrid is not None else None
-    if isinstance(burst, SlurmBurstSpec) and burst.home_over_link is not None:
-        # The choice the spec made explicitly (slurm_burst_checks): shown in every plan, so reviewers see it.
-        rows.append(("cloud /home", "the site's NFS over the VPN, hard: a tunnel loss hangs every process on the "
-                     "cloud nodes that touches /home until the link returns (hybrid.burst.home_over_link)"))
     return rows
 
 
-# A site of more hosts than this prints a row per kind of host (a host list per row) instead of a row per
-# host: 12,500 rows are not read in a terminal, and measuring them for the table took most of the example's
-# plan time. Every host's inventory stays in the plan's outputs (nodeGroups) and `gpuforge inventory`.
-SITE_TABLE_HOST_ROWS = 64
-
-
 def site_table(plan: Plan) -> Table:
-    site = plan.resolved.site
-    hosts = sorted(site.hosts.items()) if site else []
-    if len(hosts) > SITE_TABLE_HOST_ROWS:
-        return _site_kinds_table([h for _, h in hosts])
     table = Table("host", "rack", "U", "model", "pool", "GPUs", "HCAs (by rail)", "kW", title_justify="left")
-    for name, h in hosts:
+    site = plan.resolved.site
+    for name, h in sorted(site.hosts.items()) if site else []:
         height = h.spec.u_height or h.server.rack_units or 1
         table.add_row(
             name,
@@ -231,30 +214,6 @@ def site_table(plan: Plan) -> Table:
             str(h.gpus),
             ",".join(h.spec.hcas_by_rail()) or "-",
             f"{h.node_power_kw:.1f}",
-        )
-    return table
-
-
-def _site_kinds_table(hosts: list[ResolvedHost]) -> Table:
-    """One row per kind of host (model, pool, GPUs, HCAs, kW), naming its hosts and racks as Slurm host lists."""
-    kinds: dict[tuple[str, str, int, str, float], list[ResolvedHost]] = defaultdict(list)
-    for h in hosts:
-        kinds[(h.spec.model, h.spec.pool, h.gpus, ",".join(h.spec.hcas_by_rail()) or "-", h.node_power_kw)].append(h)
-    table = Table(
-        "hosts", "count", "racks", "model", "pool", "GPUs each", "HCAs (by rail)", "kW each",
-        title=f"{len(hosts):,} hosts, by kind (per host: the plan's outputs, `gpuforge inventory`)",
-        title_justify="left",
-    )  # fmt: skip
-    for (model, pool, gpus, hcas, kw), members in kinds.items():
-        table.add_row(
-            hostlist(h.name for h in members),
-            f"{len(members):,}",
-            hostlist({h.spec.rack for h in members}),
-            model,
-            pool,
-            str(gpus),
-            hcas,
-            f"{kw:.1f}",
         )
     return table
 
@@ -313,9 +272,6 @@ def console_plan(plan: Plan, tree: bool = True) -> Group:
         parts.append(site_table(plan))
     if plan.secrets:
         parts.append(secrets_lines(plan))
-    if plan.resolved.warnings:
-        parts.append(Text("spec warnings (valid, with a trade-off):\n" + "\n".join(
-            f"  - {w.check}: {w}" for w in plan.resolved.warnings), style="yellow"))
     if tree:
         parts.insert(0, resource_tree(plan))
     if cost_caveats(plan):
@@ -330,9 +286,6 @@ def markdown_plan(plan: Plan) -> str:
     lines += [f"| {k} | {v} |" for k, v in summary_rows(plan)]
     if cost_caveats(plan):
         lines += ["", "Cost caveats:", "", *[f"- {c}" for c in cost_caveats(plan)]]
-    if plan.resolved.warnings:
-        lines += ["", "Spec warnings (valid, with a trade-off):", "",
-                  *[f"- `{w.check}` {w}" for w in plan.resolved.warnings]]
     lines += [
         "",
         "### Node groups",

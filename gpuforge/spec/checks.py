@@ -27,7 +27,7 @@ from .monitoring import check_monitoring
 from .paths import CLUSTER, NODE_GROUPS
 from .resolved import ResolvedNodeGroup, ResolvedSpec
 from .resolved_site import ResolvedSite
-from .scheduler_checks import check_scheduler, login_on_controller, raw_duplicate_uids
+from .scheduler_checks import check_scheduler, raw_duplicate_uids
 from .site_checks import check_hybrid, check_site
 from .sizing import size_lustre
 from .slurm_os_checks import check_slurm_os
@@ -35,7 +35,6 @@ from .slurm_settings_checks import check_slurm_settings
 from .software_checks import check_software
 from .subnets import Subnets, plan_subnets
 from .suggest import suggestion, unusual_characters
-from .tracking import check_tracking
 
 
 def parse_spec(data: Any, source: str = "") -> ClusterSpec:
@@ -221,18 +220,15 @@ def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
     issues += registry.SCHEDULER.tag(scheduler_issues)
     issues += registry.BUCKET_NAMES.tag(_check_bucket_names(spec))
     issues += registry.MONITORING.tag(check_monitoring(spec))
-    issues += registry.TRACKING.tag(check_tracking(spec))
     issues += registry.HOST_ADDRESSES.tag(check_host_addresses(spec))
     issues += registry.SOFTWARE.tag(check_software(spec, catalog))
     issues += registry.SLURM_OS.tag(check_slurm_os(spec, catalog))
     issues += registry.SLURM_SETTINGS.tag(check_slurm_settings(spec, catalog))
     issues += registry.RESERVATIONS.tag(check_shared_reservations(spec))
     issues += registry.IMAGE_OS.tag(check_image_os(spec))
-    issues += registry.LOGIN_ON_CONTROLLER.tag(login_on_controller(spec))
 
-    errors = [issue for issue in issues if not registry.is_warning(issue)]
-    if errors:
-        raise SpecError(errors, source)
+    if issues:
+        raise SpecError(issues, source)
     pue, pue_source = catalog.pue_default, catalog.data.host_power.pue_source
     if spec.power.pue is not None:
         pue, pue_source = spec.power.pue, "the stack's power.pue"
@@ -250,7 +246,6 @@ def _resolve(spec: ClusterSpec, catalog: Catalog, source: str) -> ResolvedSpec:
         image_build_az=image_build_az,
         scheduler=scheduler,
         pue_source=pue_source,
-        warnings=tuple(issue for issue in issues if registry.is_warning(issue)),
     )
 
 

@@ -25,7 +25,6 @@ from .site import HybridSpec, Site
 from .software import Software
 from .storage import Storage
 from .tags import check_tags
-from .tracking import Tracking
 
 
 class ClusterSpec(SpecModel):
@@ -66,11 +65,6 @@ class ClusterSpec(SpecModel):
     monitoring: Monitoring | None = Field(
         default=None,
         description="Prometheus and Alertmanager: where they run, retention, receivers, the power budget watched.",
-    )
-    tracking: Tracking | None = Field(
-        default=None,
-        description="An MLflow tracking server on the services node: runs in the cluster's database, artifacts in "
-        "its bucket, behind basic auth and allowed_cidrs. Off when absent.",
     )
     catalog: dict[str, Any] = Field(
         default_factory=dict,

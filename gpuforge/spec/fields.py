@@ -40,14 +40,6 @@ def parse_cidr(value: str, example: str) -> ipaddress.IPv4Network:
     return network
 
 
-def client_range(value: str, example: str, why_not_everyone: str) -> str:
-    """A range of clients allowed to reach a service: a CIDR block, never every address (*why_not_everyone* says
-    what anyone could do there, and what to name instead)."""
-    if parse_cidr(value, example=example).prefixlen == 0:
-        raise ValueError(f"{value} is every address: {why_not_everyone}")
-    return value
-
-
 def _smallest_prefix(value: str) -> int:
     """The shortest prefix at which the address in `value` is a network address (10.40.1.0 -> 24)."""
     address = int(ipaddress.IPv4Address(value.split("/")[0]))

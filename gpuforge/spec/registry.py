@@ -5,10 +5,8 @@ validators: a name, a failure level, the fields). `resolve` tags every problem w
 that found it (`SpecIssue.check`), so a report, a test or the docs can say which rule a problem breaks;
 REGISTRY lists every check, and docs/spec.md's "Checks" table lists the same ids (a test compares them).
 
-A check of level "error" refuses the spec until it is fixed. A check of level "warning" reports a choice that
-works but gives something up (a site's login host on its controller host): `resolve` keeps its problems on the
-resolved spec (`ResolvedSpec.warnings`), `gpuforge validate` and `gpuforge plan` show them, and they never refuse
-the spec (while errors refuse it, only the errors are reported).
+Every check is an error today: the spec is refused until it is fixed. "warning" is the level a check
+would carry whose problems are reported without refusing the spec; none does yet.
 """
 
 from __future__ import annotations
@@ -70,9 +68,6 @@ SCHEDULER = _check("spec-scheduler", "scheduler", "Slurm's controller, accountin
                    "and containers.")
 MONITORING = _check("spec-monitoring", "monitoring", "The Prometheus server exists where the placement can run "
                     "it, and a power budget is known where one is watched.")
-TRACKING = _check("spec-tracking", "tracking", "The MLflow tracking server runs on a services group or, on a "
-                  "site, the primary controller's host, over a bucket the stack declares, next to the scheduler's "
-                  "database.")
 HOST_ADDRESSES = _check("spec-site-addresses", "site", "One address, one host: site hosts and BMCs, subnet "
                         "managers, Slurm and monitoring hosts and storage endpoints, across sections.")
 SOFTWARE = _check("spec-software", "software", "The NCCL and CUDA pair is a build NVIDIA publishes (catalog "
@@ -83,9 +78,6 @@ SLURM_SETTINGS = _check("spec-slurm-settings", "scheduler", "Settings passed thr
                         "does not render, with values in slurm.conf(5)'s form for the stack's Slurm release.")
 RESERVATIONS = _check("spec-node-group-reservations", "node_groups", "Groups sharing a reservation or Capacity "
                       "Block agree on its type and AZ and fit its size.")
-LOGIN_ON_CONTROLLER = _check("spec-scheduler-login-on-controller", "scheduler", "A site login host that is also "
-                             "a controller host (a small cluster's head node): allowed, but users' work shares the "
-                             "machine with slurmctld and slurmdbd.", level="warning")
 IMAGE_OS = _check("spec-node-group-image-os", "node_groups", "Groups the playbooks bake, and the image "
                   "pipeline's parent, boot a distribution the roles have values for.")
 
@@ -95,9 +87,3 @@ def checks_table() -> str:
     rows = ["| check | level | section | what it checks |", "| --- | --- | --- | --- |"]
     rows += [f"| `{c.id}` | {c.level} | `{c.section}` | {c.summary} |" for c in REGISTRY.values()]
     return "\n".join(rows) + "\n"
-
-
-def is_warning(issue: SpecIssue) -> bool:
-    """Whether a problem comes from a check of level warning (reported, never refusing the spec)."""
-    check = REGISTRY.get(issue.check)
-    return check is not None and check.level == "warning"

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 from gpuforge.catalog import Catalog, InstanceType
 
-from .errors import SpecIssue
 from .models import KUBERNETES_ORCHESTRATORS, ClusterSpec, NodeGroup
 from .resolved_scheduler import ResolvedScheduler
 from .resolved_site import ResolvedSite
@@ -50,8 +49,6 @@ class ResolvedSpec:
     image_build_az: str | None = None  # where the image pipeline's build instance runs (compute tier)
     scheduler: ResolvedScheduler | None = None  # the Slurm cluster (scheduler section)
     pue_source: str = ""  # where `pue` comes from: the stack, the site, or the catalog's cloud figure
-    # Problems of checks of level warning (registry.py): shown by validate and plan, never refusing the spec.
-    warnings: tuple[SpecIssue, ...] = ()
 
     @property
     def training_gpus(self) -> int:

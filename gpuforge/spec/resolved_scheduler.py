@@ -37,7 +37,7 @@ class ResolvedScheduler:
     login_groups: tuple[str, ...]
     login_hosts: dict[str, str]  # site service hosts users log in to: name -> management address
     database: str  # managed | controller
-    home: str  # efs or fsx_openzfs (AWS: scheduler.home), or the key of the site's /home mount
+    home: str  # efs (AWS), or the key of the site's /home mount
     state_shared: bool  # StateSaveLocation on shared storage (a backup controller reads it)
 
     @property

@@ -15,16 +15,20 @@ from typing import Annotated
 from pydantic import AfterValidator, Field, model_validator
 
 from .base import SpecModel
-from .fields import client_range
+from .fields import parse_cidr
 
 EXAMPLE = "10.20.0.0/16"
 
 
 def _a_client_range(value: str) -> str:
-    return client_range(
-        value, EXAMPLE, "slurmrestd runs any job a valid token asks for, so only the networks your pipelines and "
-        "notebooks run in may reach it (a token leaked once would work from anywhere); name those, e.g. "
-        f"{EXAMPLE} or a CI runner's /32")
+    network = parse_cidr(value, example=EXAMPLE)
+    if network.prefixlen == 0:
+        raise ValueError(
+            f"{value} is every address: slurmrestd runs any job a valid token asks for, so only the networks your "
+            f"pipelines and notebooks run in may reach it (a token leaked once would work from anywhere); name "
+            f"those, e.g. {EXAMPLE} or a CI runner's /32"
+        )
+    return value
 
 
 ClientRange = Annotated[str, AfterValidator(_a_client_range)]

@@ -19,14 +19,11 @@ from gpuforge.catalog.spec_limits import spec_limits
 from .base import SpecModel
 from .directory import LdapDirectory
 from .fields import Name
-from .home import Home
 from .keys import ssh_public_key_problem
 from .limits import rds_class_problem, refusing
-from .notebooks import Notebooks
 from .preemption import Preemption
 from .reservations import Reservation
 from .rest_api import RestApi
-from .shared_directories import SharedDirectory
 from .slurm_settings import SlurmValue
 from .slurm_time import SLURM_TIME
 from .tenancy import Qos
@@ -253,20 +250,10 @@ class SchedulerSpec(SpecModel):
     kind: Literal["slurm"] = Field(description="slurm. (Kubernetes clusters use the kubernetes section.)")
     controller: SlurmController = Field(description="Where slurmctld and slurmdbd run.")
     accounting: Accounting = Field(default_factory=Accounting, description="slurmdbd and its database.")
-    home: Home | None = Field(
-        default=None,
-        description="AWS placement: where the shared /home lives, {kind: efs} (the default) or {kind: fsx_openzfs, "
-        "...}. On a site, /home is the site.storage.mounts entry at /home (NFS or another kind).",
-    )
     partitions: dict[PartitionName, Partition] = Field(
         min_length=1, description="Partitions keyed by their Slurm name (not default: slurm.conf's defaults record)."
     )
     login: SlurmLogin = Field(default_factory=SlurmLogin, description="Login nodes and how users reach them.")
-    shared_directories: dict[Name, SharedDirectory] = Field(
-        default_factory=dict,
-        description="Directories every Slurm host mounts beside /home, keyed by name, e.g. {apps: {kind: efs, "
-        "mount_point: /apps}} on AWS or {apps: {kind: site, mount: apps}} on a site.",
-    )
     accounts: dict[Name, Account] = Field(
         default_factory=dict,
         description="Slurm accounts keyed by name; slurmdbd keeps exactly these (one removed from here is removed "
@@ -297,11 +284,6 @@ class SchedulerSpec(SpecModel):
     rest_api: RestApi = Field(
         default_factory=RestApi,
         description="slurmrestd on the controllers for pipelines and notebooks (JSON Web Tokens); off by default.",
-    )
-    notebooks: Notebooks = Field(
-        default_factory=Notebooks,
-        description="JupyterHub on the login nodes, each user's notebook server a Slurm job under their account "
-        "(batchspawner); off by default.",
     )
     reservations: dict[Name, Reservation] = Field(
         default_factory=dict,

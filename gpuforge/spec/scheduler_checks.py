@@ -14,19 +14,15 @@ import ipaddress
 from collections.abc import Mapping
 
 from gpuforge.catalog import Catalog, CatalogError
-from gpuforge.catalog.aws_wiring import load_aws_wiring
-from gpuforge.catalog.mounts import HOME_MOUNT_POINT, LUSTRE_MOUNT_POINT
+from gpuforge.catalog.mounts import HOME_MOUNT_POINT
 
 from .errors import SpecIssue
-from .home import FsxOpenZfsHome
 from .models import ClusterSpec
-from .notebooks import check_notebooks
 from .paths import NODE_GROUPS
 from .reservation_checks import check_reservations
 from .resolved_scheduler import ResolvedScheduler, SlurmController, SlurmGroup
 from .resolved_site import ResolvedHost, ResolvedSite
 from .scheduler import SchedulerSpec
-from .shared_directories import EfsSharedDirectory, SiteSharedDirectory
 from .slurm_time import slurm_time_minutes
 from .subnets import Subnets
 from .tenancy_checks import check_tenancy
@@ -146,17 +142,15 @@ def check_scheduler(
     for pname, partition in sched.partitions.items():
         issues += _unknown_accounts(f"{PATH}.partitions[{pname}].allow_accounts", partition.allow_accounts, sched)
     issues += check_tenancy(sched)
-    issues += check_notebooks(sched)
     issues += check_reservations(sched, {g for p in sched.partitions.values() for g in p.node_groups})
     issues += _directory(spec)
     controllers, ctl_issues = _controllers(spec, catalog, subnets, site)
     issues += ctl_issues
-    issues += _login_hosts(spec, site)
+    issues += _login_hosts(spec, site, {c.name for c in controllers})
     database, db_issues = _database(spec)
     issues += db_issues
     home, home_issues = _home(spec)
     issues += home_issues
-    issues += _shared_directories(spec, home)
     if issues:
         return None, issues
     return (
@@ -281,7 +275,7 @@ def _service_hosts(
     return issues
 
 
-def _login_hosts(spec: ClusterSpec, site: ResolvedSite | None) -> list[SpecIssue]:
+def _login_hosts(spec: ClusterSpec, site: ResolvedSite | None, controllers: set[str]) -> list[SpecIssue]:
     assert spec.scheduler is not None
     hosts = spec.scheduler.login.hosts
     path = f"{PATH}.login.hosts"
@@ -291,26 +285,10 @@ def _login_hosts(spec: ClusterSpec, site: ResolvedSite | None) -> list[SpecIssue
         return [SpecIssue(path, "login hosts are site service hosts; this is an AWS cluster",
                           "declare a node group with role: login and list it in login.node_groups")]
     issues = _service_hosts(path, hosts, spec, site, "the login service")
-    controllers = spec.scheduler.controller.hosts
-    for host in sorted(set(hosts) & set(controllers)):
-        if hosts[host] != controllers[host]:
-            issues.append(SpecIssue(f"{path}[{host}]", f"{hosts[host]} is not {host}'s address as a controller "
-                                    f"({controllers[host]}): one host has one management address",
-                                    f"give {host} the same address in controller.hosts and login.hosts"))
+    for host in sorted(set(hosts) & controllers):
+        issues.append(SpecIssue(f"{path}[{host}]", f"{host} is also the controller",
+                                "log users in on their own host: a user's load must not starve slurmctld"))
     return issues
-
-
-def login_on_controller(spec: ClusterSpec) -> list[SpecIssue]:
-    """A site login host that is a controller host too (DeepOps' login01, a small cluster's head node): allowed
-    (registry level warning), said once per host. Its address is the controller's (the address check holds one
-    name to one address)."""
-    if spec.scheduler is None or spec.placement.kind == "aws":
-        return []
-    shared = sorted(set(spec.scheduler.login.hosts) & set(spec.scheduler.controller.hosts))
-    return [SpecIssue(f"{PATH}.login.hosts[{host}]", f"{host} is also a controller host: users' work (builds, "
-                      "data copies, a runaway process) shares its CPU, memory and disk with slurmctld and slurmdbd, "
-                      "and a user who fills the machine slows scheduling for everyone",
-                      "fine for a small cluster; give users a login host of their own as it grows") for host in shared]
 
 
 def _bastion(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]:
@@ -384,89 +362,15 @@ def _database(spec: ClusterSpec) -> tuple[str, list[SpecIssue]]:
 
 
 def _home(spec: ClusterSpec) -> tuple[str, list[SpecIssue]]:
-    """efs or fsx_openzfs (AWS: scheduler.home's kind), or the key of the site's mount at /home."""
-    home = spec.scheduler.home if spec.scheduler is not None else None
     if spec.placement.kind == "aws":
-        if isinstance(home, FsxOpenZfsHome):
-            return home.kind, _openzfs_home(home)
         return "efs", []
-    issues = []
-    if home is not None:
-        issues.append(SpecIssue(f"{PATH}.home", f"{home.kind} is a /home on AWS; this cluster's /home is the site's",
-                                "remove scheduler.home and declare the site's export at /home in "
-                                "site.storage.mounts"))
     mounts = spec.site.storage.mounts if spec.site is not None else {}
     for key, mount in mounts.items():
         if mount.mount_point == HOME_MOUNT_POINT:
-            return key, issues
-    return "", [*issues, SpecIssue("cluster.site.storage.mounts", "a Slurm cluster on a site needs the shared /home",
-                                   "add the site's NFS export: mounts: {home: {kind: nfs, server: ..., export: ..., "
-                                   "mount_point: /home}}")]
-
-
-# Where a shared directory may not go: the users' homes, slurmctld's state, the Lustre mount, the system's own.
-_RESERVED_MOUNT_POINTS = (HOME_MOUNT_POINT, "/var/spool/slurmctld", LUSTRE_MOUNT_POINT)
-_SYSTEM_DIRECTORIES = ("/", "/bin", "/boot", "/dev", "/etc", "/lib", "/proc", "/root", "/run", "/sbin", "/sys",
-                       "/tmp", "/usr", "/var")
-
-
-def _shared_directories(spec: ClusterSpec, home: str) -> list[SpecIssue]:
-    """Shared directories: efs on AWS, site mounts on a site; each at its own mount point, none over /home,
-    slurmctld's state, Lustre or a system directory."""
-    assert spec.scheduler is not None
-    aws = spec.placement.kind == "aws"
-    if spec.placement.kind == "hybrid" and spec.scheduler.shared_directories:
-        # Cloud nodes boot from an image whose fstab holds the site's /home only (bake-image-slurm.yml).
-        return [SpecIssue(f"{PATH}.shared_directories", "shared directories are not offered on a hybrid placement "
-                          "yet: its cloud nodes would not mount them", "remove shared_directories; GPU hosts on the "
-                          "site mount every site mount already")]
-    mounts = spec.site.storage.mounts if spec.site is not None else {}
-    issues: list[SpecIssue] = []
-    seen: dict[str, str] = {}  # mount point -> the shared directory at it
-    for key, shared in spec.scheduler.shared_directories.items():
-        path = f"{PATH}.shared_directories[{key}]"
-        if isinstance(shared, EfsSharedDirectory) != aws:
-            issues.append(SpecIssue(f"{path}.kind", f"{shared.kind} is not a shared directory of a "
-                                    f"{spec.placement.kind} cluster", "use kind: efs on AWS, kind: site (a mount of "
-                                    "site.storage.mounts) on a site"))
-            continue
-        if isinstance(shared, SiteSharedDirectory):
-            if shared.mount not in mounts:
-                issues.append(SpecIssue(f"{path}.mount", f"{shared.mount} is not a mount of site.storage.mounts",
-                                        f"use one of {', '.join(sorted(mounts)) or '(none)'}"))
-                continue
-            if shared.mount == home:
-                issues.append(SpecIssue(f"{path}.mount", f"{shared.mount} is /home, which every host mounts already",
-                                        "remove it from shared_directories"))
-                continue
-            mount_point = mounts[shared.mount].mount_point
-        else:
-            mount_point = shared.mount_point
-        where = mount_point.rstrip("/") or "/"
-        if where in _RESERVED_MOUNT_POINTS or where in _SYSTEM_DIRECTORIES:
-            issues.append(SpecIssue(path, f"{where} is the users' /home, slurmctld's state, the Lustre mount or a "
-                                    "system directory", "mount it elsewhere, e.g. /apps"))
-        elif where in seen:
-            issues.append(SpecIssue(path, f"{where} is already {seen[where]}'s mount point",
-                                    "give each shared directory its own mount point"))
-        seen.setdefault(where, key)
-    return issues
-
-
-def _openzfs_home(home: FsxOpenZfsHome) -> list[SpecIssue]:
-    """Storage and throughput FSx for OpenZFS takes for the deployment type (catalog aws_wiring openzfs)."""
-    facts = load_aws_wiring().openzfs
-    issues = []
-    low, high = facts.storage_gib
-    if not low <= home.storage_gib <= high:
-        issues.append(SpecIssue(f"{PATH}.home.storage_gib", f"{home.storage_gib} GiB is outside what FSx for OpenZFS "
-                                f"takes, {low}-{high} GiB ({facts.source})", f"give between {low} and {high}"))
-    offered = facts.throughput_mbps[home.deployment_type]
-    if home.throughput_mbps not in offered:
-        issues.append(SpecIssue(f"{PATH}.home.throughput_mbps", f"{home.throughput_mbps} MB/s is not a throughput "
-                                f"capacity of {home.deployment_type} ({facts.source})",
-                                f"use one of {', '.join(map(str, offered))}"))
-    return issues
+            return key, []
+    return "", [SpecIssue("cluster.site.storage.mounts", "a Slurm cluster on a site needs the shared /home",
+                          "add the site's NFS export: mounts: {home: {kind: nfs, server: ..., export: ..., "
+                          "mount_point: /home}}")]
 
 
 def duplicate_uids(uids: Mapping[str, object]) -> list[SpecIssue]:

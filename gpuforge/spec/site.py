@@ -20,7 +20,6 @@ from .config_keys import BMC_PASSWORD, BMC_USERNAME
 from .driver_source import DriverSource
 from .errors import FieldProblems, described_pattern
 from .fields import ABSOLUTE_PATH, Name, NodeRole, Port, parse_cidr, parse_ipv4
-from .host_os import HostOs
 from .ib_partitions import FabricPartitioning, pkey_problems, port_guid_problems
 from .keys import CaCertificates
 from .limits import customer_gateway_problem, datasync_schedule_problem, port_problem, refusing
@@ -694,11 +693,6 @@ class Site(SpecModel):
         default=None,
         description="Where the site's hosts get the NVIDIA driver, Fabric Manager, DCGM and NCCL: the site's mirror "
         "of NVIDIA's CUDA repository; default NVIDIA's own (the hosts then need to reach it).",
-    )
-    host_os: HostOs = Field(
-        default_factory=HostOs,
-        description="The hosts' operating system, per site and pool: a distribution (gpuforge installs NVIDIA's "
-        "driver, Fabric Manager, DCGM and NCCL) or DGX OS (they come with it; gpuforge checks them, installs nothing).",
     )
 
     @field_validator("cidrs")

@@ -18,7 +18,6 @@ from gpuforge.spec.site_halls import check_halls
 from .errors import SpecIssue
 from .fabric_checks import check_fabric_tiers
 from .host_network_checks import check_host_network
-from .host_os import check_host_os
 from .ib_partition_checks import check_ib_partitions
 from .limits import customer_gateway_problem
 from .models import ClusterSpec
@@ -71,7 +70,6 @@ def check_site(spec: ClusterSpec, catalog: Catalog) -> tuple[ResolvedSite | None
     issues += check_fabric_tiers(site, hosts)
     issues += check_host_network(site, hosts)
     issues += check_ib_partitions(site, hosts)
-    issues += check_host_os(site, hosts)
     resolved = ResolvedSite(spec=site, hosts=hosts)
     issues += _check_feeds(resolved)
     issues += check_halls(resolved)

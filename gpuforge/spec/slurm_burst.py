@@ -39,12 +39,4 @@ class SlurmBurstSpec(SpecModel):
         le=720,
         description="How long one Roles Anywhere session of the scaler lasts, minutes (the signing helper renews).",
     )
-    home_over_link: Literal["accept_hangs_on_tunnel_loss"] | None = Field(
-        default=None,
-        description="The cloud nodes mount the site's NFS /home over the VPN, `hard` (site_mounts' NFS options): "
-        "when both tunnels drop, every process on a cloud node that touches /home blocks uninterruptibly until "
-        "the link returns (nfs(5): hard requests are retried indefinitely), so jobs hang rather than fail and "
-        "the nodes cannot be drained. gpuforge declares no cloud-side /home for a burst yet, so a Slurm burst "
-        "needs this choice made explicitly: accept_hangs_on_tunnel_loss.",
-    )
 

@@ -76,13 +76,11 @@ def check_slurm_burst(spec: ClusterSpec) -> list[SpecIssue]:
         issues.append(SpecIssue("cluster.scheduler.partitions", "no partition holds a cloud node group: the burst "
                                 "nodes would join and run nothing", "add a cloud partition, e.g. cloud: "
                                 "{node_groups: [<cloud group>]}"))
-    return issues + _home_over_the_link(spec, burst)
+    return issues + _home_over_the_link(spec)
 
 
-def _home_over_the_link(spec: ClusterSpec, burst: SlurmBurstSpec) -> list[SpecIssue]:
-    """Cloud nodes mount the site's /home over the link: an NFS export at an address the link routes, and a
-    choice made explicitly (hybrid.burst.home_over_link), since a `hard` NFS mount over a VPN hangs the cloud
-    side's processes for as long as the tunnels are down."""
+def _home_over_the_link(spec: ClusterSpec) -> list[SpecIssue]:
+    """Cloud nodes mount the site's /home over the link: an NFS export at an address the link routes."""
     site = spec.site
     if site is None:
         return []
@@ -93,28 +91,12 @@ def _home_over_the_link(spec: ClusterSpec, burst: SlurmBurstSpec) -> list[SpecIs
         if not isinstance(mount, NfsMount):
             return [SpecIssue(f"{path}.kind", f"/home is {mount.kind}; cloud nodes reach it only over the link's "
                               "IP routes", "serve /home over NFS at an address in site.cidrs")]
-        issues = [] if burst.home_over_link is not None else [_home_hangs(mount)]
         try:
             address = ipaddress.ip_address(mount.server)
         except ValueError:
-            return [*issues, SpecIssue(f"{path}.server", f"{mount.server!r} is a name; cloud nodes resolve no site "
-                                       "names", "give the NFS server's address (in site.cidrs)")]
+            return [SpecIssue(f"{path}.server", f"{mount.server!r} is a name; cloud nodes resolve no site names",
+                              "give the NFS server's address (in site.cidrs)")]
         if not any(address in ipaddress.ip_network(c) for c in site.cidrs):
-            issues.append(SpecIssue(f"{path}.server", f"{address} is outside site.cidrs ({', '.join(site.cidrs)}): "
-                                    "the link does not route it", "add its range to site.cidrs, or serve /home from "
-                                    "there"))
-        return issues
+            return [SpecIssue(f"{path}.server", f"{address} is outside site.cidrs ({', '.join(site.cidrs)}): the "
+                              "link does not route it", "add its range to site.cidrs, or serve /home from there")]
     return []  # no /home at all is the scheduler check's (cluster.site.storage.mounts)
-
-
-def _home_hangs(mount: NfsMount) -> SpecIssue:
-    return SpecIssue(
-        f"{PATH}.home_over_link",
-        f"the cloud nodes would mount /home from {mount.server}:{mount.export} over the VPN with `hard` "
-        "(site_mounts' NFS options): when both tunnels drop, every process on a cloud node that touches /home "
-        "(jobs, logins, prolog and epilog scripts) blocks uninterruptibly until the link returns (nfs(5): with "
-        "hard, NFS requests are retried indefinitely), so jobs hang instead of failing and the nodes cannot be "
-        "drained; gpuforge declares no cloud-side /home for a burst yet",
-        "accept it explicitly with hybrid.burst.home_over_link: accept_hangs_on_tunnel_loss (and keep job data "
-        "off /home: the cloud nodes read it from S3 or FSx), or keep the cluster onprem",
-    )

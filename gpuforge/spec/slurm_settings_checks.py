@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from gpuforge.catalog import Catalog
 from gpuforge.catalog.models import version_tuple
-from gpuforge.catalog.slurm_settings import Refusal, SettingFacts, fixed_by_gpuforge, slurm_settings
+from gpuforge.catalog.slurm_settings import SettingFacts, fixed_by_gpuforge, slurm_settings
 
 from .errors import SpecIssue
 from .models import ClusterSpec, default_image_parameter
@@ -76,7 +76,7 @@ def check_slurm_settings(spec: ClusterSpec, catalog: Catalog) -> list[SpecIssue]
     release = stack_slurm_release(spec, catalog)
     dynamic = spec.placement.kind != "onprem" and any(g.orchestrator == "slurm" for g in spec.node_groups.values())
     issues = _check_map(f"{PATH}.extra_settings", sched.extra_settings, settings.settings, settings.owned, release,
-                        dynamic, settings.refused)
+                        dynamic)
     for pname, partition in sched.partitions.items():
         ppath = f"{PATH}.partitions[{pname}]"
         # A partition's own fields are named by their path; gpuforge's fixed values by why.
@@ -94,20 +94,13 @@ def _check_map(
     owned: Mapping[str, str],
     release: StackSlurm,
     dynamic: bool,
-    refused: Mapping[str, Refusal] | None = None,
 ) -> list[SpecIssue]:
     issues: list[SpecIssue] = []
     folded_owned = {k.casefold(): k for k in owned}
-    folded_refused = {k.casefold(): facts for k, facts in (refused or {}).items()}
     for key, value in given.items():
         kpath = f"{path}[{key}]"
         if key.casefold() in folded_owned:  # slurm.conf keys are case-insensitive
             issues.append(_owned(kpath, key, owned[folded_owned[key.casefold()]]))
-            continue
-        if key.casefold() in folded_refused:
-            refusal = folded_refused[key.casefold()]
-            issues.append(SpecIssue(kpath, f"{key} is not passed through: {refusal.reason} ({refusal.source})",
-                                    refusal.fix))
             continue
         facts = known.get(key)
         if facts is None:

@@ -18,7 +18,6 @@ from gpuforge.cli.usage import print_report
 from gpuforge.console import out
 from gpuforge.nodes.usage import EnergyBasis, aggregate, parse_sacct
 from gpuforge.nodes.usage_query import UsageUnavailable, collect_usage
-from tests.specs import minimal_aws_cluster, write_stack
 
 SINCE = datetime(2026, 11, 20, tzinfo=UTC)
 UNTIL = datetime(2026, 11, 27, tzinfo=UTC)
@@ -37,24 +36,21 @@ def _closed_port() -> int:
         (["--since", "yesterday"], "'yesterday': expected an ISO 8601 date or time"),
         (["--since", "2026-11-27", "--until", "2026-11-20"], "is not before --until"),
         (["--inventory", "/nonexistent/inventory.yml"], "/nonexistent/inventory.yml: no such file"),
-        (["--prometheus", "localhost:9090"], "--prometheus: 'localhost:9090': expected an http(s):// URL"),
     ],
 )
-def test_a_bad_option_is_exit_2_naming_it(args: list[str], said: str, tmp_path: Path) -> None:
-    stack = write_stack(tmp_path, minimal_aws_cluster(name="forge-dev"), name="dev")
-    result = CliRunner().invoke(app, ["usage", str(stack), *args])
+def test_a_bad_option_is_exit_2_naming_it(args: list[str], said: str) -> None:
+    result = CliRunner().invoke(app, ["usage", "dev", *args])
     assert result.exit_code == 2, result.output
     assert said in " ".join(result.output.split()), result.output
     assert "Traceback" not in result.output
 
 
 def test_an_unreachable_controller_is_exit_1_with_the_reason(tmp_path: Path) -> None:
-    # A Slurm cluster's controller, reached at a closed port instead of its planned address.
-    stack = write_stack(tmp_path, minimal_aws_cluster(name="forge-dev"), name="dev")
+    # The dev stack's controller, reached at a closed port instead of its planned address.
     override = tmp_path / "reach.yml"
     override.write_text(yaml.safe_dump({"all": {"hosts": {"forge-dev-ctl-0": {
         "ansible_host": "127.0.0.1", "ansible_port": _closed_port()}}}}))
-    result = CliRunner().invoke(app, ["usage", str(stack), "--since", "2026-11-20", "--inventory", str(override)])
+    result = CliRunner().invoke(app, ["usage", "dev", "--since", "2026-11-20", "--inventory", str(override)])
     assert result.exit_code == 1, result.output
     text = " ".join(result.output.split())
     assert "no usage: no controller gave the job records: forge-dev-ctl-0 is unreachable" in text, text
@@ -83,32 +79,3 @@ def test_the_table_shows_kwh_only_where_energy_is_recorded() -> None:
     text = " ".join(shown.get().split())
     assert "kWh" not in text.split("no energy recorded")[0] and "16.00" in text, text
     assert "no energy recorded: the controller's AcctGatherEnergyType is acct_gather_energy/none" in text
-
-
-def test_prometheus_energy_needs_a_stack_whose_monitoring_records_it() -> None:
-    result = CliRunner().invoke(app, ["usage", "hybrid", "--prometheus", "http://127.0.0.1:9090"])
-    assert result.exit_code == 2, result.output
-    said = " ".join(result.output.replace("│", " ").split())  # the error box's borders
-    assert "hybrid has no monitoring section, so no Prometheus records its energy rules" in said
-
-
-def test_the_table_adds_the_gpu_kwh_prometheus_measured_beside_sacct() -> None:
-    """--prometheus: the measured GPU kWh (and x PUE) per row, account, team and total, beside sacct's figures; an
-    account Prometheus saw nothing of shows 0, and the footer names the source."""
-    from gpuforge.nodes.usage_energy import MeasuredEnergy
-
-    none = EnergyBasis("acct_gather_energy/none", 1.25, "site PUE")
-    report = aggregate(parse_sacct(ONE_JOB + "0"), SINCE, UNTIL, none, {"research": "llm"})
-    report.measured = MeasuredEnergy(
-        source="http://prom:9090", since=SINCE, until=UNTIL, interval_s=30,
-        rows={("research", "alice", "gpu"): 8.0}, accounts={"research": 8.0}, users={"alice": 8.0},
-        teams={"llm": 8.0}, total=8.0,
-    )  # fmt: skip
-    with out.capture() as shown:
-        print_report("lab", report)
-    text = shown.get()
-    assert "GPU kWh (DCGM)" in text, text
-    for label in ("alice", "team llm", "total"):
-        row = next(line for line in text.splitlines() if label in line)
-        assert "16.00" in row and "8.00" in row and "10.00" in row, text  # GPU-hours, GPU kWh, x 1.25
-    assert "GPU kWh (DCGM): http://prom:9090, 30 s samples" in " ".join(text.split()), text

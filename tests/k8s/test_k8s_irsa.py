@@ -17,7 +17,6 @@ import yaml
 from gpuforge.infra.aws.irsa import ServiceAccount, ServiceAccountRoles, ServiceAccountRolesArgs
 from gpuforge.plan.model import Plan, PlanResource
 from gpuforge.spec.models import Platform, PodsReady
-from tests.standins.pulumi_mocks import ArnMocks
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "k8s"
 ROLE = "aws:iam/role:Role"
@@ -200,9 +199,17 @@ def test_pods_ready_comes_from_the_spec() -> None:
         PodsReady(requeue_backoff_base_seconds=600, requeue_backoff_max_seconds=60)
 
 
+class _Mocks(pulumi.runtime.Mocks):
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        return f"{args.name}-id", {**args.inputs, "arn": f"arn:aws:iam::111122223333:role/{args.name}"}
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return {}, None
+
+
 @pytest.fixture
 def team_roles() -> ServiceAccountRoles:
-    pulumi.runtime.set_mocks(ArnMocks(), preview=False)
+    pulumi.runtime.set_mocks(_Mocks(), preview=False)
     return ServiceAccountRoles(
         "irsa",
         ServiceAccountRolesArgs(

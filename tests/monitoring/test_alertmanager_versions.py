@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from gpuforge.catalog import load_catalog
+from gpuforge.plan.stacks import load_stack
 from gpuforge.render.monitoring import (
     SecretFields,
     alertmanager_yaml,
@@ -24,7 +25,6 @@ from gpuforge.render.monitoring import (
 )
 from gpuforge.spec import resolve
 from gpuforge.spec.monitoring import Monitoring, receiver_secret_names
-from tests.specs import minimal_aws_cluster
 from tests.support import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,22 +66,8 @@ def with_placeholders_filled(text: str, monitoring: Monitoring) -> str:
     return text
 
 
-# A prod cluster paging on-call through PagerDuty and a Slack channel, its Prometheus on a services group.
-PAGING = minimal_aws_cluster(
-    environment="prod",
-    node_groups={"services": {"instance_type": "c7i.4xlarge", "count": 1, "role": "services"}},
-    monitoring={
-        "server": {"kind": "node_group", "node_group": "services"},
-        "receivers": {
-            "oncall": {"type": "pagerduty", "severities": ["critical"], "routing_key_secret": "alertPagerdutyKey"},
-            "platform-channel": {"type": "slack", "channel": "#ml-platform-alerts", "url_secret": "alertSlackUrl"},
-        },
-    },
-)
-
-
 def prod_config(fields: SecretFields | None) -> dict[str, Any]:
-    monitoring = resolve(PAGING).spec.monitoring
+    monitoring = resolve(load_stack("prod").cluster).spec.monitoring
     assert monitoring is not None
     return dict(yaml.safe_load(with_placeholders_filled(alertmanager_yaml(monitoring, fields=fields), monitoring)))
 
@@ -122,7 +108,7 @@ def test_the_role_template_fills_inline_secrets_and_amtool_accepts_the_result(tm
     """The role's own task (its module and arguments, run by ansible-playbook on this machine) turns prod's
     production rendering into a file the real amtool accepts, the secret JSON-quoted, Alertmanager's own
     templates untouched."""
-    bundle = render_monitoring(resolve(PAGING))
+    bundle = render_monitoring(resolve(load_stack("prod").cluster))
     source = tmp_path / "alertmanager.yml"
     source.write_text(bundle.files[CONFIG])
     assert inline_secret_placeholder("oncall-routing-key") in source.read_text()

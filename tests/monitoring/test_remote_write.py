@@ -15,11 +15,11 @@ import yaml
 
 from gpuforge.infra.aws.metrics_archive import remote_write_url
 from gpuforge.plan.engine import plan_stack
+from gpuforge.plan.stacks import load_stack
 from gpuforge.render.monitoring import REMOTE_WRITE_URL_PLACEHOLDER, MonitoringBundle, Paths, render_monitoring
 from gpuforge.spec import ResolvedSpec, resolve
 from gpuforge.spec.errors import SpecError
 from tests.monitoring.test_rules import tool
-from tests.specs import minimal_aws_cluster, stack_document
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "gpuforge" / "assets" / "playbooks" / "roles" / "prometheus"
@@ -27,18 +27,9 @@ WORKSPACE_URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-01
 
 
 def prod_with_remote_write() -> dict[str, Any]:
-    """A prod cluster whose Prometheus, on its services group, writes to Amazon Managed Prometheus."""
-    cluster = minimal_aws_cluster(
-        name="forge-prod",
-        environment="prod",
-        node_groups={"services": {"instance_type": "c7i.4xlarge", "count": 1, "role": "services"}},
-        monitoring={
-            "server": {"kind": "node_group", "node_group": "services"},
-            "receivers": {"platform-channel": {"type": "slack", "channel": "#alerts", "url_secret": "alertSlackUrl"}},
-            "remote_write": {"kind": "amp"},
-        },
-    )
-    return stack_document(cluster)
+    document = yaml.safe_load(load_stack("prod").path.read_text())
+    document["config"]["gpuforge:cluster"]["monitoring"]["remote_write"] = {"kind": "amp"}
+    return dict(document)
 
 
 def test_the_plan_declares_the_workspace_and_lets_only_the_monitoring_role_write(tmp_path: Path) -> None:
@@ -57,9 +48,7 @@ def test_the_plan_declares_the_workspace_and_lets_only_the_monitoring_role_write
 
 
 def test_remote_write_needs_prometheus_on_an_aws_node_group() -> None:
-    # An EKS cluster whose Prometheus is the cluster's operator (kube-prometheus-stack), not a node group.
-    data = yaml.safe_load((ROOT / "tests" / "fixtures" / "stacks" / "Pulumi.eks-elastic.yaml").read_text())
-    data = data["config"]["gpuforge:cluster"]
+    data = load_stack("staging").cluster
     data["monitoring"]["remote_write"] = {"kind": "amp"}
     with pytest.raises(SpecError) as error:
         resolve(data)

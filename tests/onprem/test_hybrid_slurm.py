@@ -18,10 +18,10 @@ from typer.testing import CliRunner
 
 from gpuforge.cli import app
 from gpuforge.nodes.inventory import build_inventory
-from gpuforge.plan.engine import MOCK_SECRET_PREFIX
+from gpuforge.plan.engine import MOCK_SECRET_PREFIX, plan_stack
 from gpuforge.plan.model import Plan
 from gpuforge.render.monitoring import render_monitoring
-from gpuforge.review.report import console_plan, markdown_plan, summary_rows
+from gpuforge.review.report import console_plan, markdown_plan
 from gpuforge.spec import SpecError, resolve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -215,35 +215,18 @@ def test_home_must_be_nfs_over_the_link() -> None:
     assert "cluster.site.storage.mounts[home].kind" in {i.path for i in caught.value.issues}
 
 
-def test_home_over_the_tunnel_is_refused_without_the_explicit_choice() -> None:
-    """A `hard` NFS /home over the VPN hangs the cloud side's processes while the tunnels are down: a Slurm burst
-    must say it accepts that (hybrid.burst.home_over_link); reported beside the other /home problems."""
-    spec = hybrid_spec()
-    del spec["hybrid"]["burst"]["home_over_link"]
-    spec["site"]["storage"]["mounts"]["home"]["server"] = "10.99.0.10"  # and outside site.cidrs
-    with pytest.raises(SpecError) as caught:
-        resolve(spec)
-    by_path = {i.path: i for i in caught.value.issues}
-    issue = by_path["cluster.hybrid.burst.home_over_link"]
-    assert "over the VPN with `hard`" in issue.message and "nfs(5)" in issue.message
-    assert "blocks uninterruptibly until the link returns" in issue.message
-    assert "home_over_link: accept_hangs_on_tunnel_loss" in issue.fix
-    assert "cluster.site.storage.mounts[home].server" in by_path
-    spec["hybrid"]["burst"]["home_over_link"] = "yes"
-    with pytest.raises(SpecError) as caught:
-        resolve(spec)
-    assert "cluster.hybrid.burst.home_over_link" in {i.path for i in caught.value.issues}
-
-
-def test_the_plan_shows_the_home_choice(hybrid_slurm: Plan) -> None:
-    rows = dict(summary_rows(hybrid_slurm))
-    assert rows["cloud /home"].startswith("the site's NFS over the VPN, hard: a tunnel loss hangs every process")
-
-
-def test_a_site_prometheus_scrapes_the_cloud_nodes_from_its_own_address(hybrid_monitored: Plan) -> None:
+def test_a_site_prometheus_scrapes_the_cloud_nodes_from_its_own_address(tmp_path: Path) -> None:
     """With monitoring on a site host, the compute security group lets that host (only) reach node_exporter and
     dcgm-exporter on the cloud nodes, the ports the rendered ec2_sd jobs scrape (catalog flows.yaml)."""
-    plan = hybrid_monitored
+    stack = yaml.safe_load((ROOT / "stacks" / "Pulumi.hybrid.yaml").read_text())
+    lab = yaml.safe_load((ROOT / "stacks" / "Pulumi.onprem-lab.yaml").read_text())
+    monitoring = lab["config"]["gpuforge:cluster"]["monitoring"]
+    monitoring["server"] = {"kind": "site_host", "host": "mon-01", "address": "10.72.1.5"}
+    stack["config"]["gpuforge:cluster"]["monitoring"] = monitoring
+    stack["config"].update({k: v for k, v in lab["config"].items() if k.endswith("alertSmtpPassword")})
+    path = tmp_path / "Pulumi.hybrid-monitored.yaml"
+    path.write_text(yaml.safe_dump(stack, sort_keys=False))
+    plan = plan_stack(path)
     burst = _component(plan)
     rules = [r for r in plan.by_type(INGRESS) if r.parent == burst.urn and r.inputs["cidrIpv4"] == "10.72.1.5/32"]
     assert sorted((r.inputs["fromPort"], r.inputs["toPort"]) for r in rules) == [(9100, 9100), (9400, 9400)]

@@ -31,17 +31,11 @@ def test_placement_and_summary(lab: Plan) -> None:
     assert not [r for r in lab.resources if r.type.startswith("aws:") or r.type.startswith("gpuforge:aws:")]
 
 
-def test_rack_components_and_the_outputs_carry_the_inventory(lab: Plan) -> None:
-    """A Slurm site's hosts are no components of their own (nothing Pulumi manages on them): their rack names
-    them, the site counts them, and the stack outputs carry each host's inventory (docs/onprem.md)."""
+def test_rack_and_host_components_carry_the_inventory(lab: Plan) -> None:
     racks = {r.inputs["rack"]: r for r in lab.by_type("gpuforge:onprem:Rack")}
+    hosts = {r.inputs["host"]: r for r in lab.by_type("gpuforge:onprem:Host")}
     site = lab.by_type("gpuforge:onprem:Site")[0]
-    assert set(racks) == {"r01", "r02"} and not lab.by_type("gpuforge:onprem:Host")
-    assert racks["r01"].inputs["hosts"] == [f"dgx-a0{i}" for i in range(1, 5)]
-    assert site.inputs["hosts"] == 8 and site.inputs["gpus"] == 64 and site.inputs["pools"] == ["train"]
-    assert racks["r01"].outputs == {}  # every fact is an input: not repeated
-    hosts = lab.outputs["nodeGroups"]["train"]["hosts"]
-    assert len(hosts) == 8
+    assert set(racks) == {"r01", "r02"} and len(hosts) == 8
     assert racks["r01"].inputs["loadKw"] == pytest.approx(40.8)
     assert racks["r01"].inputs["feeds"] == [{"name": f, "side": f, "capacityKw": 57.5} for f in ("a", "b", "c")]
     # Six PSUs per DGX H100 (4+2), two on each feed.
@@ -52,13 +46,13 @@ def test_rack_components_and_the_outputs_carry_the_inventory(lab: Plan) -> None:
         "psusRequired": 4,
     }
     a01 = hosts["dgx-a01"]
-    assert racks["r01"].parent == site.urn and a01["rack"] == "r01"
-    assert a01["managementIp"] == "10.64.1.11" and a01["bmcAddress"] == "10.64.0.11"
-    assert a01["uPosition"] == 3 and a01["uHeight"] == 8
+    assert a01.parent == racks["r01"].urn and racks["r01"].parent == site.urn
+    assert a01.inputs["managementIp"] == "10.64.1.11" and a01.inputs["bmcAddress"] == "10.64.0.11"
+    assert a01.inputs["uPosition"] == 3 and a01.inputs["uHeight"] == 8
     # The catalog's DGX H100 compute ports in GPU order (the stack lists none).
     dgx_h100 = ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11"]
-    assert a01["hcas"] == {str(i): hca for i, hca in enumerate(dgx_h100)}
-    assert a01["scalableUnit"] == "su1"
+    assert a01.inputs["hcas"] == {str(i): hca for i, hca in enumerate(dgx_h100)}
+    assert a01.outputs["inventory"]["scalableUnit"] == "su1"
     assert site.inputs["fabric"]["leavesPerScalableUnit"] == 8 and site.inputs["fabric"]["sharp"] is False
 
 
@@ -86,10 +80,7 @@ def test_node_labels_and_taints_per_host(lab_k8s: Plan) -> None:
     assert labels["gpuforge.dev/location"] == "onprem"
     # Taints come with registration (the kubelet drop-in), never through the patch (an atomic list).
     assert "spec" not in patches["dgx-b03"]
-    hosts = lab_k8s.by_type("gpuforge:onprem:Host")
-    assert len(hosts) == 8  # a Kubernetes host is a component: Pulumi owns its Node's labels
-    (host,) = [h for h in hosts if h.inputs["host"] == "dgx-b03"]
-    assert host.outputs["inventory"]["scalableUnit"] == "su1"
+    (host,) = [h for h in lab_k8s.by_type("gpuforge:onprem:Host") if h.inputs["host"] == "dgx-b03"]
     kubelet = host.inputs["kubeletConfig"]
     assert kubelet["kind"] == "KubeletConfiguration"
     assert kubelet["registerWithTaints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]

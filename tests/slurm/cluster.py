@@ -24,9 +24,6 @@ What stands in, and why:
   private half to the user on the login machine, as a user brings their own key.
 - The MUNGE key and the database password are generated here and delivered as Ansible vault variables,
   the on-premises path of the secret_store role.
-- The hybrid boundary: the cluster carries the hybrid stack's heterogeneous-job guard as its plan renders it
-  (hybrid_het_job_guard), with a `site` partition over the static computes beside the `cloud` one, so the roles
-  install the cli_filter.lua a hybrid cluster gets (test_het_job_guard_booted.py).
 - Containers for jobs: enroot, pyxis and NVIDIA's container toolkit come from the stand-in sources of
   tests/standins/containers.py (production names and versions; a pyxis compiled against this Slurm that
   records the image instead of starting a container), installed by the enroot and pyxis roles in the
@@ -60,8 +57,6 @@ from tests.machines import SSH_IMAGE, Machine, Machines
 from tests.standins.containers import ContainerSources
 from tests.standins.imds import StandInImds
 
-from .notebooks import notebooks_vars
-
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
 
@@ -84,10 +79,6 @@ SLURM_IMAGE = SSH_IMAGE.derive(
         # The slurm_pmix role's packages on Debian 12 (catalog slurm.distributions.debian-12.pmix), and Debian's
         # Open MPI with mpi4py: the bench's MPI job (test_slurm_bench.py) runs with srun --mpi=pmix.
         "slurm-wlm-basic-plugins", "libpmix-dev", "python3-mpi4py",
-        # scheduler.notebooks (the jupyterhub role's distribution packages: catalog notebooks.yaml): Python's venv
-        # on every node, configurable-http-proxy on the login node; the role's pip install then reads the
-        # stand-in index (tests/standins/wheelhouse.py).
-        "python3-venv", "node-configurable-http-proxy",
     ),
     setup=(
         # Nothing runs or is keyed until a role says so.
@@ -119,7 +110,6 @@ TEAM_QOS = {"name": "team", "description": "Research's own QOS", "priority": 10,
 SLURM_PORTS = (6817, 6818, 6819, *STATIC_PORTS.values(), REST_PORT)
 CLUSTER = "forge-dev"
 CLOUD_GROUP = "cloud"
-SITE_PARTITION = "site"  # the hybrid stack's site partition (hybrid_het_job_guard)
 CLOUD_INSTANCE = "i-0c10d0000000000a1"  # the instance the cloud machine is when the cluster is built
 # Preemption as a cluster opts in to it (scheduler.preemption.kind qos), with a grace time a test can wait out;
 # a debug partition at a higher tier over the same nodes, as the stacks have it.
@@ -289,12 +279,9 @@ def cluster_config(machines: Machines, cpus: int, real_memory: int, user_public_
     config["partitions"] = [
         {**shared, "name": "gpu", "nodesets": ["ns_gpu"], "default": True},
         {**shared, "name": "cloud", "nodesets": ["ns_cloud"], "default": False},
-        # The hybrid stack's site partition, over the static computes: its guard (below) sees `site` and `cloud`.
-        {**shared, "name": SITE_PARTITION, "nodesets": ["ns_gpu"], "default": False},
         {**shared, "name": DEBUG_PARTITION, "nodesets": ["ns_gpu"], "default": False, "priority_tier": DEBUG_TIER,
          "allow_accounts": [ACCOUNT]},
     ]
-    config["het_job_guard"] = hybrid_het_job_guard()
     config["preemption"] = preemption(PREEMPTION)
     config["accounts"][CAPPED_ACCOUNT] = {"description": "A team at its GPU limit", "fairshare": 1,
                                           "max_gpus": CAPPED_GPUS}
@@ -340,17 +327,6 @@ def booted_rendering(controller: str, cluster_name: str, user_public_key: str) -
     # The shared /home at a stand-in mount point (the module's docstring says why), as test_bake_ssh.py does.
     config["home"] = dict(HOME_STAND_IN)
     return config
-
-
-def hybrid_het_job_guard() -> dict[str, Any]:
-    """The hybrid stack's heterogeneous-job guard exactly as its plan renders it (stacks/Pulumi.hybrid.yaml:
-    partition site on the DGX rack, cloud on p5 nodes): the booted cluster's `site` partition (the static
-    computes) and `cloud` partition (the node that registers itself) stand for them, so the roles install and
-    slurmctld serves the cli_filter.lua a hybrid cluster gets. The dev stack's other partitions (gpu, debug) are
-    no side of a VPN for it, and their jobs pass the filter."""
-    guard: dict[str, Any] = slurm_config(resolve(load_stack("hybrid").cluster, "hybrid"))["het_job_guard"]
-    assert set(guard["partitions"]) == {SITE_PARTITION, CLOUD_GROUP}, guard
-    return guard
 
 
 def rest_api_rendering(controller: Machine) -> dict[str, Any]:
@@ -500,9 +476,7 @@ def ports_taken() -> list[int]:
     return taken
 
 
-def build_cluster(
-    machines: Machines, containers: ContainerSources, imds: StandInImds, package_index: str
-) -> SlurmCluster:
+def build_cluster(machines: Machines, containers: ContainerSources, imds: StandInImds) -> SlurmCluster:
     for index, machine in enumerate(machines):
         prepare_machine(machine, gpus=index in (*STATIC, CLOUD))
     cpus, memory = node_facts(machines[STATIC[0]])
@@ -511,8 +485,7 @@ def build_cluster(
     containers.slurm_config(config)
     config = contract_vars(config)  # what the roles get, and what the tests compare the nodes with
     secret_values = generated_secrets()
-    extra_vars = {**containers.variables(), **notebooks_vars(package_index)}
-    inv = inventory(machines, config, secret_values, extra_vars, imds.endpoint)
+    inv = inventory(machines, config, secret_values, containers.variables(), imds.endpoint)
     start = time.monotonic()
     first = run_playbook("slurm.yml", inv)
     mid = time.monotonic()

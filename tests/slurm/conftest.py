@@ -12,7 +12,6 @@ import pytest
 from tests.machines import MachinePool
 from tests.standins.containers import ContainerSources
 from tests.standins.imds import stand_in_imds
-from tests.standins.wheelhouse import wheelhouse
 
 from .cluster import CLOUD_INSTANCE, SLURM_IMAGE, SlurmCluster, build_cluster, ports_taken
 from .failover import FailoverCluster
@@ -28,9 +27,8 @@ def slurm_cluster(machine_pool: MachinePool, container_sources: ContainerSources
     start = time.monotonic()
     machines = machine_pool.group("slurm", 5, SLURM_IMAGE)
     print(f"\nslurm machines booted in {time.monotonic() - start:.1f}s")
-    # The stand-in package index stays up for the session: a test that runs slurm.yml again runs pip again.
-    with stand_in_imds(CLOUD_INSTANCE) as imds, wheelhouse() as package_index:
-        cluster = build_cluster(machines, container_sources, imds, package_index)
+    with stand_in_imds(CLOUD_INSTANCE) as imds:
+        cluster = build_cluster(machines, container_sources, imds)
         assert cluster.first.ok, [f"{f.host} {f.task}: {f.message}" for f in cluster.first.failures]
         yield cluster
 

@@ -129,11 +129,11 @@ def test_a_health_drained_node_is_replaced_by_the_lifecycle_program() -> None:
 
 
 def test_the_rendered_slurm_conf_runs_it_between_jobs(script: ModuleType) -> None:
+    from gpuforge.plan.stacks import load_stack
     from gpuforge.render.slurm import render_slurm, slurm_config
     from gpuforge.spec import resolve
-    from tests.specs import minimal_aws_cluster
 
-    config: dict[str, Any] = slurm_config(resolve(minimal_aws_cluster(environment="prod"), "prod"))
+    config: dict[str, Any] = slurm_config(resolve(load_stack("prod").cluster, "prod"))
     text = render_slurm(config)["slurm.conf"]
     assert f"HealthCheckProgram={config['health_check']['program']}\n" in text
     assert "HealthCheckInterval=300\n" in text and "HealthCheckNodeState=IDLE\n" in text

@@ -102,9 +102,7 @@ def test_site_service_hosts_are_checked_all_at_once() -> None:
         "cluster.scheduler.controller.hosts[slurm-02]"
     ]
     assert "two controllers need a shared state directory" in problems["cluster.scheduler.controller.state_mount"]
-    # A login host on a controller host is allowed (a warning), at the controller's address only.
-    assert problems["cluster.scheduler.login.hosts[slurm-02]"].startswith(
-        "10.64.1.8 is not slurm-02's address as a controller (192.168.7.5)")
+    assert problems["cluster.scheduler.login.hosts[slurm-02]"] == "slurm-02 is also the controller"
     assert "outside the site's cidrs" in problems["cluster.scheduler.login.hosts[login-01]"]
     # InfiniBand partition keys on a Slurm site are per Slurm account.
     assert problems["cluster.site.fabric.partitions[robotics]"] == "robotics is not a Slurm account"

@@ -2,9 +2,8 @@
 rendered configuration (tests/slurm/cluster.py says what stands in). A regular user submits from the
 login machine; jobs run on the computes, show in accounting, a node whose prolog health check fails
 is drained with its reason while the job runs elsewhere, a cloud node joins its partition by itself,
-`gpuforge check --drain slurm --execute-drain` drains a node in the running controller, a user may
-ssh to a compute only into a job of their own there (pam_slurm_adopt), and a notebook server started through
-JupyterHub on the login machine runs as the user's Slurm job (scheduler.notebooks)."""
+`gpuforge check --drain slurm --execute-drain` drains a node in the running controller, and a user may
+ssh to a compute only into a job of their own there (pam_slurm_adopt)."""
 
 from __future__ import annotations
 
@@ -13,12 +12,9 @@ import copy
 import hashlib
 import hmac
 import json
-import re
 import secrets
 import shlex
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -167,33 +163,6 @@ def test_user_job_runs_on_two_computes_and_is_accounted(slurm_cluster: SlurmClus
     expanded = slurm_cluster.controller.run(f"scontrol show hostnames {step['NodeList']}").stdout.split()
     assert sorted(expanded) == sorted(m.name for m in slurm_cluster.computes)
     assert step["State"] == "COMPLETED"
-
-
-def test_a_jobs_record_carries_the_software_its_first_node_reports(slurm_cluster: SlurmCluster) -> None:
-    """The compute prolog (gpuforge-job-software) writes the first node's versions into the job's AdminComment and
-    slurmdbd keeps it: sacct shows what the software-versions collector reads on that node."""
-    job = _submit(slurm_cluster, f"-N2 -p gpu --gres=gpu:{GPUS}", "srun true")
-    row = wait_for(f"job {job} to finish", lambda: _finished(slurm_cluster, job), JOB_TIMEOUT_S)
-    assert row["State"] == "COMPLETED", _sacct(slurm_cluster, job)
-    first = slurm_cluster.controller.run(f"scontrol show hostnames {row['NodeList']}").stdout.split()[0]
-    node = next(m for m in slurm_cluster.computes if m.name == first)
-    prom = node.run(
-        "d=$(mktemp -d) && /usr/local/lib/gpuforge/software-versions $d && cat $d/software.prom && rm -r $d", root=True
-    ).stdout
-    reported = re.findall(r'^gpuforge_node_software_info\{component="([^"]+)",version="([^"]+)"', prom, re.M)
-    assert reported, prom
-    expected = " ".join(["gpuforge-software", f"node={first}", *(f"{c}={v}" for c, v in reported)])
-
-    def recorded() -> str:
-        return slurm_cluster.as_user(f"sacct -j {job} -X -n -P -o AdminComment").strip()
-
-    deadline = time.monotonic() + 30  # slurmctld sends the update to slurmdbd on its own schedule
-    while not recorded() and time.monotonic() < deadline:
-        time.sleep(2)
-    # Where it is missing: did slurmctld take the update (the job's AdminComment), or did the prolog not send it?
-    held = slurm_cluster.controller.run(f"scontrol show job {job} | grep -o 'AdminComment=.*'", root=True,
-                                        check=False).stdout.strip()
-    assert recorded() == expected, f"slurmctld holds {held or 'no AdminComment'}"
 
 
 def test_cloud_node_registers_itself_with_its_gres(slurm_cluster: SlurmCluster) -> None:
@@ -723,68 +692,3 @@ def test_slurmrestd_refuses_a_job_without_a_token_or_with_a_forged_one(slurm_clu
     assert not answer.get("job_id") and (status >= 400 or answer.get("errors")), (status, answer)
     for name in ("rest-no-token", "rest-forged"):
         assert slurm_cluster.as_user(f"sacct -X -n -a --name={name} --starttime=now-1hour -o JobID").strip() == ""
-
-
-# --- scheduler.notebooks: JupyterHub, each notebook server a Slurm job (tests/slurm/notebooks.py) ---------------
-
-def _hub(cluster: SlurmCluster, method: str, path: str, token: str = "", body: dict[str, Any] | None = None,
-         ) -> tuple[int, Any]:
-    """One request to the hub's proxy on the login machine's loopback (access ssh_tunnel), as the user's end of
-    `ssh -L 8000:localhost:8000 <login>` sends it (the machines share this host's loopback); (status, JSON)."""
-    config = cluster.inventory["all"]["vars"]["jupyterhub_config"]
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{config['public_port']}{path}", method=method,
-        data=json.dumps(body).encode() if body is not None else None,
-        headers={"Content-Type": "application/json", **({"Authorization": f"token {token}"} if token else {})})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            text = answer.read().decode()
-            status = answer.status
-    except urllib.error.HTTPError as error:
-        text, status = error.read().decode(errors="replace"), error.code
-    try:
-        return status, json.loads(text) if text.strip() else {}
-    except json.JSONDecodeError:
-        return status, {"unparsed": text[:500]}
-
-
-def _notebook_jobs(cluster: SlurmCluster) -> list[list[str]]:
-    """The notebook servers' jobs in the queue: [job id, user, account, partition, state, node]."""
-    out = cluster.controller.run("squeue -h -n jupyterhub-notebook -o '%i %u %a %P %T %N'", root=True).stdout
-    return [line.split() for line in out.splitlines() if line.strip()]
-
-
-def test_a_notebook_server_started_through_jupyterhub_runs_as_the_users_slurm_job(slurm_cluster: SlurmCluster) -> None:
-    """scheduler.notebooks: the user logs in to the hub with their cluster password (PAM on the login machine, the
-    hub running as its own unprivileged user), starts a server, and the server runs as a Slurm job as that user,
-    in their account and the spec's partition with its GPU, answering through the hub's proxy; stopping it
-    ends the job. A wrong password gets no token."""
-    login = slurm_cluster.login
-    assert login.run("ps -o user:20= -C jupyterhub", root=True).stdout.split() == ["jupyterhub"]
-    password = secrets.token_urlsafe(18)
-    login.run(f"echo {shlex.quote(f'{USER}:{password}')} | chpasswd", root=True)
-    tokens = f"/hub/api/users/{USER}/tokens"
-    status, _ = _hub(slurm_cluster, "POST", tokens, body={"auth": {"username": USER, "password": password + "x"}})
-    assert status == 403, status
-    status, answer = _hub(slurm_cluster, "POST", tokens, body={"auth": {"username": USER, "password": password}})
-    assert status in (200, 201) and answer.get("token"), (status, answer)
-    token = answer["token"]
-
-    status, answer = _hub(slurm_cluster, "POST", f"/hub/api/users/{USER}/server", token)
-    assert status in (201, 202), (status, answer)
-    wait_for("the notebook server to be ready", lambda: (
-        _hub(slurm_cluster, "GET", f"/hub/api/users/{USER}", token)[1].get("servers", {}).get("", {}).get("ready")),
-        JOB_TIMEOUT_S, every_s=3)
-    jobs = _notebook_jobs(slurm_cluster)
-    assert [job[1:5] for job in jobs] == [[USER, ACCOUNT, "gpu", "RUNNING"]], jobs
-    job = jobs[0][0]
-    assert "gres/gpu=1" in _job(slurm_cluster, job).get("TRES", ""), _job(slurm_cluster, job)
-    # The server itself answers through the proxy, to the user's token.
-    status, answer = _hub(slurm_cluster, "GET", f"/user/{USER}/api/status", token)
-    assert status == 200 and "started" in answer, (status, answer)
-
-    status, answer = _hub(slurm_cluster, "DELETE", f"/hub/api/users/{USER}/server", token)
-    assert status in (202, 204), (status, answer)
-    wait_for(f"notebook job {job} to leave the queue", lambda: not _notebook_jobs(slurm_cluster), 120)
-    row = wait_for(f"job {job} to be accounted", lambda: _finished(slurm_cluster, job), 120)
-    assert (row["User"], row["Account"]) == (USER, ACCOUNT), row

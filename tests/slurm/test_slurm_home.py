@@ -118,9 +118,7 @@ def test_the_mount_is_passed_as_slurm_config_home_in_every_play() -> None:
     plays = yaml.safe_load((PLAYBOOKS_DIR / "slurm.yml").read_text())
     for play in plays:
         mounts = [r for r in play["roles"] if r["role"] == "site_mounts"]
-        # /home, then the shared directories (tests/slurm/test_slurm_shared_directories.py).
-        assert [m["vars"]["site_mounts_mounts"] for m in mounts] == [
-            "{{ [slurm_config.home] + slurm_config.shared_mounts }}"], play["name"]
+        assert [m["vars"]["site_mounts_mounts"] for m in mounts] == [["{{ slurm_config.home }}"]], play["name"]
 
 
 def test_homes_are_made_once_by_the_primary_controller() -> None:
@@ -175,11 +173,9 @@ def test_the_efs_kind_mounts_through_the_mount_helper_with_tls() -> None:
     assert fstab["vars"]["__site_mounts_src"]["efs"].startswith("{{ item.source")
     # An AWS Slurm image carries the helper (its user data writes the entry): bake-image-slurm.yml installs it.
     (bake,) = yaml.safe_load((PLAYBOOKS_DIR / "bake-image-slurm.yml").read_text())
-    name = "Install the clients of the file systems the user data mounts"
-    (install,) = [t for t in bake["tasks"] if t["name"] == name]
+    (install,) = [t for t in bake["tasks"] if t["name"].startswith("Install the EFS mount helper")]
     assert install["ansible.builtin.include_role"] == {"name": "site_mounts", "tasks_from": "clients.yml"}
-    assert install["vars"]["site_mounts_mounts"] == "{{ __bake_slurm_from_stack }}"
-    assert "selectattr('from_stack', 'defined')" in bake["vars"]["__bake_slurm_from_stack"]
+    assert "slurm_config.home.kind == 'efs'" in install["when"]
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])

@@ -1,13 +1,11 @@
 """The Slurm production path is the distribution's slurm-wlm, so the image decides the release: Slurm
-groups boot Ubuntu 24.04 (23.11) by default, controllers too, and a Slurm group on Ubuntu 22.04 (21.08: no
-dynamic nodes, no MaxNodeCount, no cgroup/v2 plugin) is refused at validation with its field path, what fails
-and the fix (catalog slurm.minimum, slurm.distributions.<os>.lacks). Nothing here boots Ubuntu 22.04: the
-gaps are read from SchedMD's files at the release tags, cited in the catalog."""
+groups boot Ubuntu 24.04 (23.11) by default, controllers too, and a Slurm group on Ubuntu 22.04 (21.08, no
+dynamic nodes) is refused at validation with its field path and the fix (catalog slurm.minimum,
+slurm.distributions)."""
 
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +16,6 @@ from gpuforge.spec import SpecError, resolve
 from gpuforge.spec.models import DLAMI_SSM, UBUNTU_2204_SSM, image_os
 from tests.support import planned
 
-ROOT = Path(__file__).resolve().parents[2]
 DLAMI_2404 = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"
 CANONICAL_2404 = "/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id"
 
@@ -75,28 +72,7 @@ def test_a_slurm_group_on_ubuntu_2204_is_refused_with_the_path_and_fix() -> None
     assert list(problems) == ["cluster.node_groups[train].image.ssm_parameter"]
     message, fix = problems["cluster.node_groups[train].image.ssm_parameter"]
     assert "ubuntu-22.04, whose packaged Slurm is 21.08.5" in message and "22.05 or newer" in message
-    # What fails on 21.08.5, each item, from the catalog (not a generic "too old").
-    assert "(1) dynamic nodes (slurmd -Z --conf): slurmd exits on the unknown options" in message
-    assert "(2) MaxNodeCount: " in message and "(3) cgroup v2 (no cgroup/v2 plugin): " in message
-    assert "slurm.distributions.ubuntu-22.04.lacks" in message
     assert "remove ssm_parameter" in fix and DLAMI_2404 in fix
-    assert "your own Slurm build (22.05 or newer)" in fix and "image.ami_id" in fix
-
-
-def test_the_catalog_says_what_fails_on_ubuntu_2204_with_schedmd_sources() -> None:
-    gaps = load_catalog().slurm.distributions["ubuntu-22.04"].lacks
-    names = ["dynamic nodes (slurmd -Z --conf)", "MaxNodeCount", "cgroup v2 (no cgroup/v2 plugin)"]
-    assert [g.name for g in gaps] == names
-    assert all("slurm-21-08-5-1" in g.source and "slurm-22-05-8-1" in g.source for g in gaps)
-    # What each gap names is what gpuforge renders: the slurmd options of a cloud node, slurm.conf, cgroup.conf.
-    assert "-Z --conf" in (ROOT / "tests/golden/slurm/prod/slurmd.train").read_text()
-    assert "MaxNodeCount=" in (ROOT / "tests/golden/slurm/prod/slurm.conf").read_text()
-    assert "CgroupPlugin=autodetect" in (ROOT / "tests/golden/slurm/prod/cgroup.conf").read_text()
-
-
-def test_a_catalog_that_refuses_a_distribution_without_saying_why_is_refused() -> None:
-    with pytest.raises(Exception, match=r"ubuntu-22\.04 are older than minimum: list what fails in lacks"):
-        load_catalog({"slurm": {"distributions": {"ubuntu-22.04": {"lacks": []}}}})
 
 
 def test_slurm_groups_baked_on_ubuntu_2204_are_refused_at_the_pipelines_parent() -> None:
@@ -106,7 +82,7 @@ def test_slurm_groups_baked_on_ubuntu_2204_are_refused_at_the_pipelines_parent()
     data["node_groups"]["train"]["image"] = {"pipeline": True}
     data["node_groups"]["login"]["image"] = {"pipeline": True}
     message, fix = _problems(data)["cluster.image_pipeline.parent_image_ssm_parameter"]
-    assert "Slurm groups login, train" in message and "21.08.5" in message and "(3) cgroup v2" in message
-    assert CANONICAL_2404 in fix and "image.ami_id" in fix
+    assert "Slurm groups login, train" in message and "21.08.5" in message
+    assert CANONICAL_2404 in fix
     data["image_pipeline"] = {**pipeline, "parent_image_ssm_parameter": CANONICAL_2404}
     resolve(data, "prod")

@@ -157,17 +157,3 @@ def test_a_group_on_a_fixed_ami_holds_the_stack_to_the_oldest_slurm() -> None:
     problem = _problems(data)[f"{SETTINGS}[MaxBatchRequeue]"]
     assert "node group train's image does not name its distribution" in problem
     assert "fix: remove MaxBatchRequeue; or give node group train an image by an SSM parameter" in problem
-
-
-@pytest.mark.parametrize("value", ["acct_gather_energy/gpu", "acct_gather_energy/ipmi", "acct_gather_energy/rapl"])
-def test_slurms_energy_plugin_is_refused_with_what_the_packages_show(value: str) -> None:
-    """No AcctGatherEnergyType measures an NVIDIA GPU on Debian 12 or 13 (catalog slurm_settings `refused`, read from
-    the packages): a stack that asks for one is told why and where GPU energy comes from instead."""
-    data = _stack("onprem-lab")
-    data["scheduler"]["extra_settings"] = {"acctgatherenergytype": value}  # keys are case-insensitive
-    said = _problems(data, "onprem-lab")[f"{SETTINGS}[acctgatherenergytype]"]
-    assert said.startswith("acctgatherenergytype is not passed through: Slurm's energy accounting cannot measure")
-    assert "gpu_p_energy_read that returns without reading" in said
-    assert "slurm-wlm-nvml-plugin 22.05.8-4+deb12u2" in said
-    assert "fix: remove AcctGatherEnergyType; GPU energy per job" in said
-    assert "gpuforge usage STACK --prometheus URL" in said

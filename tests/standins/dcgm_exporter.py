@@ -24,33 +24,6 @@ def counter_records(text: str) -> list[tuple[str, str, str]]:
 XID_WINDOW_MS = 300000
 
 
-def gpu_labels(gpu: int, hostname: str) -> str:
-    """The labels dcgm-exporter 4.x puts on each GPU's series."""
-    return (
-        f'gpu="{gpu}",UUID="GPU-standin-{gpu}",pci_bus_id="00000000:{gpu:02X}:00.0",device="nvidia{gpu}",'
-        f'modelName="NVIDIA H100 80GB HBM3",Hostname="{hostname}"'
-    )
-
-
-# DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION where the stand-in's counters start: far from zero, as after a day's uptime.
-ENERGY_START_MJ = 61_000_000_000
-
-
-def energy_exposition(gpus: dict[int, tuple[str, float]], seconds: float, hostname: str) -> str:
-    """DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION (mJ since the driver loaded: go-dcgm const_fields.go) *seconds* after the
-    stand-in started, each GPU of *gpus* (index -> (Slurm job ID or "" for idle, watts)) drawing its watts; a GPU
-    with a job carries hpc_job as dcgm-exporter's HPC job mapping adds it."""
-    lines = [
-        "# HELP DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION Total energy consumption since boot (in mJ).",
-        "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter",
-    ]
-    for gpu, (job, watts) in sorted(gpus.items()):
-        labels = gpu_labels(gpu, hostname) + (f',hpc_job="{job}"' if job else "")
-        millijoules = ENERGY_START_MJ + round(watts * seconds * 1000)
-        lines.append(f"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{{labels}}} {millijoules}")
-    return "\n".join(lines) + "\n"
-
-
 def exposition(counters: str, gpus: int, hostname: str, xids: dict[int, int] | None = None) -> str:
     """/metrics for *gpus* GPUs: each counter 0, temperatures 40; DCGM_EXP_XID_ERRORS_COUNT with an xid label
     for the GPUs in *xids* (GPU index -> XID, counted once in the window), without one (value 0) for the rest."""
@@ -61,7 +34,10 @@ def exposition(counters: str, gpus: int, hostname: str, xids: dict[int, int] | N
             continue
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
         for gpu in range(gpus):
-            labels = gpu_labels(gpu, hostname)
+            labels = (
+                f'gpu="{gpu}",UUID="GPU-standin-{gpu}",pci_bus_id="00000000:{gpu:02X}:00.0",device="nvidia{gpu}",'
+                f'modelName="NVIDIA H100 80GB HBM3",Hostname="{hostname}"'
+            )
             value = 40 if name == "DCGM_FI_DEV_GPU_TEMP" else 0
             if name == "DCGM_EXP_XID_ERRORS_COUNT":
                 labels += f',window_size_in_ms="{XID_WINDOW_MS}"'

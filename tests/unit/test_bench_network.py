@@ -1,4 +1,4 @@
-"""The bench's network from a cloud Slurm cluster's plan (tests/bench/plan_network.py): machines at their planned
+"""The bench's network from the dev stack's plan (tests/bench/plan_network.py): machines at their planned
 addresses and subnets with EC2's names, and nftables rulesets that enforce exactly the plan's security-group
 rules, which nft itself accepts (checked in a throwaway network namespace where nft and ip exist)."""
 
@@ -11,7 +11,6 @@ import uuid
 
 import pytest
 
-from gpuforge.plan.model import Plan
 from tests.bench.plan_network import (
     HarnessAccess,
     PlanNetworkError,
@@ -20,21 +19,14 @@ from tests.bench.plan_network import (
     without_rules,
 )
 from tests.bench.user_data import UserDataError, parse
-from tests.specs import minimal_aws_cluster_with_login, planned_cluster
+from tests.support import planned
 
 HARNESS = HarnessAccess("198.18.255.1")
 SRUN_FROM_CONTROLLERS = "forge-dev-slurm-management-in-srun-controllers"
 
 
-@pytest.fixture(scope="module")
-def dev(tmp_path_factory: pytest.TempPathFactory) -> Plan:
-    """A dev cluster as the bench boots one: forge-dev in 10.20.0.0/16, a train group (EFA) and a login node."""
-    cluster = minimal_aws_cluster_with_login(name="forge-dev", network={"cidr": "10.20.0.0/16"})
-    return planned_cluster(tmp_path_factory.mktemp("bench"), cluster, name="dev")
-
-
-def test_machines_sit_at_their_planned_addresses_in_their_planned_subnets(dev: Plan) -> None:
-    plan = dev
+def test_machines_sit_at_their_planned_addresses_in_their_planned_subnets() -> None:
+    plan = planned("dev")
     network = plan_network(plan, {"train": 2})
     (controller,) = plan.by_type("aws:ec2/instance:Instance")
     ctl = network.machine("forge-dev-ctl-0")
@@ -54,8 +46,8 @@ def test_machines_sit_at_their_planned_addresses_in_their_planned_subnets(dev: P
     assert network.machine("login-1").security_groups == ("forge-dev-net-management-sg",)
 
 
-def test_each_rule_is_one_accept_on_each_member_and_nothing_else_is_admitted(dev: Plan) -> None:
-    network = plan_network(dev, {"train": 2})
+def test_each_rule_is_one_accept_on_each_member_and_nothing_else_is_admitted() -> None:
+    network = plan_network(planned("dev"), {"train": 2})
     login = nft_ruleset(network, network.machine("login-1"), HARNESS)
     input_chain, output_chain = login.split("chain output")
     assert "policy drop" in input_chain and "policy drop" in output_chain
@@ -78,8 +70,8 @@ def test_each_rule_is_one_accept_on_each_member_and_nothing_else_is_admitted(dev
     assert 'ip saddr { 10.20.0.100, 10.20.0.101 } accept comment "forge-dev-net-compute-in-compute-self"' in train
 
 
-def test_removing_a_rule_from_the_plan_removes_its_accept(dev: Plan) -> None:
-    plan = dev
+def test_removing_a_rule_from_the_plan_removes_its_accept() -> None:
+    plan = planned("dev")
     network = plan_network(without_rules(plan, SRUN_FROM_CONTROLLERS), {"train": 2})
     login = nft_ruleset(network, network.machine("login-1"), HARNESS)
     assert SRUN_FROM_CONTROLLERS not in login
@@ -89,8 +81,8 @@ def test_removing_a_rule_from_the_plan_removes_its_accept(dev: Plan) -> None:
 
 
 @pytest.mark.skipif(shutil.which("nft") is None or shutil.which("ip") is None, reason="needs nft and ip (root)")
-def test_nft_accepts_every_machines_ruleset(dev: Plan) -> None:
-    network = plan_network(dev, {"train": 2})
+def test_nft_accepts_every_machines_ruleset() -> None:
+    network = plan_network(planned("dev"), {"train": 2})
     namespace = f"gf-nftcheck-{uuid.uuid4().hex[:8]}"
     subprocess.run(["ip", "netns", "add", namespace], check=True, capture_output=True)
     try:
@@ -108,8 +100,8 @@ def test_nft_accepts_every_machines_ruleset(dev: Plan) -> None:
         subprocess.run(["ip", "netns", "delete", namespace], check=True, capture_output=True)
 
 
-def test_user_data_the_bench_applies_is_the_plans_and_unknown_keys_are_refused(dev: Plan) -> None:
-    network = plan_network(dev, {"train": 1})
+def test_user_data_the_bench_applies_is_the_plans_and_unknown_keys_are_refused() -> None:
+    network = plan_network(planned("dev"), {"train": 1})
     controller = parse(network.machine("forge-dev-ctl-0").user_data)
     assert controller["preserve_hostname"] is False and controller["hostname"] == "forge-dev-ctl-0"
     hosts = [f["content"] for f in controller["write_files"] if f["path"] == "/etc/hosts"]

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 import pulumi
 import pytest
 import yaml
 
-from gpuforge.catalog.aws_wiring import load_aws_wiring
 from gpuforge.infra.aws import GpuNodeGroup, GpuNodeGroupArgs
 from gpuforge.infra.aws.efa import efa_layout
-from gpuforge.infra.aws.node_group import NFS_HOME_OPTIONS, HomeMount
 from gpuforge.spec import resolve
-from tests.specs import minimal_aws_cluster
+from tests.support import REPO as PROJECT_ROOT
 
 
 class Mocks(pulumi.runtime.Mocks):
@@ -37,9 +34,8 @@ def mocks() -> Mocks:
 
 
 def dev_group(name: str) -> Any:
-    """A dev cluster's group: train is a g5.12xlarge with EFA, elastic 0-2."""
-    elastic = {"train": {"count": None, "scaling": {"min": 0, "max": 2}}}
-    return resolve(minimal_aws_cluster(node_groups=elastic)).node_groups[name]
+    config = yaml.safe_load((PROJECT_ROOT / "stacks" / "Pulumi.dev.yaml").read_text())["config"]
+    return resolve(config["gpuforge:cluster"]).node_groups[name]
 
 
 @pulumi.runtime.test
@@ -62,38 +58,12 @@ def test_node_group_exposes_asg_and_launch_template(mocks: Mocks) -> Any:
         lt = mocks.created["unit-train-lt"]
         assert lt["instanceType"] == "g5.12xlarge"
         assert [i.get("interfaceType") for i in lt["networkInterfaces"]] == [None, "efa-only"]
-        # the train group is elastic 0-2: it starts empty and may grow to 2.
+        # dev's train group is elastic 0-2: it starts empty and may grow to 2.
         asg = mocks.created["unit-train-asg"]
         assert (asg["minSize"], asg["maxSize"], asg["desiredCapacity"]) == (0, 2, 0)
         assert "unit-train-buckets" not in mocks.created, "no bucket policy without buckets"
 
     return pulumi.Output.all(group.asg_name, group.launch_template_id).apply(check)
-
-
-@pulumi.runtime.test
-def test_node_group_given_an_nfs_home_writes_its_fstab_entry(mocks: Mocks) -> Any:
-    """/home on FSx for OpenZFS (scheduler.home): the group's user data mounts its root export over NFS with the
-    options site_mounts writes for the nfs kind (tests/slurm/test_slurm_home_choices.py plans the whole stack)."""
-    dns = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
-    group = GpuNodeGroup(
-        "unit-zfs",
-        GpuNodeGroupArgs(
-            group=dev_group("train"),
-            cluster="unit",
-            subnet_ids=["subnet-a"],
-            security_group_ids=["sg-compute"],
-            kms_key_arn="arn:aws:kms:us-east-1:123456789012:key/unit",
-            home=HomeMount(pulumi.Output.from_input(dns), "nfs"),
-        ),
-    )
-
-    def check(_: Any) -> None:
-        text = base64.b64decode(mocks.created["unit-zfs-lt"]["userData"]).decode()
-        (fstab,) = [f for f in yaml.safe_load(text)["write_files"] if f["path"] == "/etc/fstab"]
-        root = load_aws_wiring().openzfs.root_export
-        assert f"{dns}:{root} /home nfs {NFS_HOME_OPTIONS} 0 0" in fstab["content"].splitlines()
-
-    return group.launch_template_id.apply(check)
 
 
 @pytest.mark.parametrize(

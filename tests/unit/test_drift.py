@@ -20,7 +20,6 @@ from gpuforge.cli import app
 from gpuforge.nodes.drift import SeriesFormatError, find_drift, parse_query_result, pins_from_inventory
 from gpuforge.nodes.inventory import build_inventory
 from tests.monitoring.test_collectors import dpkg_status, run_collector
-from tests.specs import minimal_aws_cluster, minimal_aws_cluster_with_login, write_stack
 
 KERNEL = "6.1.0-28-cloud-amd64"
 PINNED = {"module": "580.82.07", "libnccl2": "2.27.7-1+cuda12.9", "efa": "1.43.1", "kernel": KERNEL}
@@ -66,16 +65,6 @@ def as_prometheus_answers(nodes: dict[tuple[str, str], str]) -> dict[str, Any]:
     return {"status": "success", "data": {"resultType": "vector", "result": result}}
 
 
-# A prod cluster of a train group (EFA) and a login group; its software is gpuforge's defaults: driver branch 580,
-# NCCL 2.27.7 for CUDA 12.9, EFA installer 1.43.1 (what PINNED holds).
-PROD = minimal_aws_cluster_with_login(environment="prod")
-
-
-@pytest.fixture(scope="module")
-def prod(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(write_stack(tmp_path_factory.mktemp("drift-stack"), PROD, name="prod"))
-
-
 @pytest.fixture(scope="module")
 def prod_answer(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     where = tmp_path_factory.mktemp("drift")
@@ -95,8 +84,8 @@ def prod_answer(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return as_prometheus_answers(texts)
 
 
-def test_the_nodes_that_differ_from_the_pins_are_named(prod_answer: dict[str, Any], prod: str) -> None:
-    report = find_drift(parse_query_result(prod_answer), pins_from_inventory(build_inventory(prod, source="plan")))
+def test_the_nodes_that_differ_from_the_pins_are_named(prod_answer: dict[str, Any]) -> None:
+    report = find_drift(parse_query_result(prod_answer), pins_from_inventory(build_inventory("prod", source="plan")))
     found = {(d.instance, d.component): (d.found, d.expected) for d in report.differences}
     assert found == {
         ("gpu-a02", "nccl"): ("2.28.3-1+cuda12.9", "2.27.7-1+cuda12.9"),
@@ -109,10 +98,9 @@ def test_the_nodes_that_differ_from_the_pins_are_named(prod_answer: dict[str, An
     assert len(report.nodes) == 6
 
 
-def test_a_stack_override_is_the_version_expected(prod_answer: dict[str, Any], tmp_path: Path) -> None:
-    """A train group without EFA: a node without the installer is no drift there."""
-    no_efa = minimal_aws_cluster(node_groups={"train": {"fabric": None}})
-    pins = pins_from_inventory(build_inventory(str(write_stack(tmp_path, no_efa)), source="plan"))
+def test_a_stack_override_is_the_version_expected(prod_answer: dict[str, Any]) -> None:
+    """onprem-lab's train group has no EFA: a node without the installer is no drift there."""
+    pins = pins_from_inventory(build_inventory("onprem-lab", source="plan"))
     assert pins["train"].efa_installer is None and pins["train"].driver_branch == "580"
     report = find_drift(parse_query_result(prod_answer), pins)
     assert {(d.instance, d.component) for d in report.differences} == {
@@ -165,23 +153,23 @@ def prometheus(prod_answer: dict[str, Any]) -> Iterator[str]:
     server.shutdown()
 
 
-def test_the_command_asks_prometheus_and_exits_1_naming_the_drifted_nodes(prometheus: str, prod: str) -> None:
-    result = CliRunner().invoke(app, ["drift", prod, "--prometheus", prometheus, "--json"])
+def test_the_command_asks_prometheus_and_exits_1_naming_the_drifted_nodes(prometheus: str) -> None:
+    result = CliRunner().invoke(app, ["drift", "prod", "--prometheus", prometheus, "--json"])
     assert result.exit_code == 1, result.output
     document = json.loads(result.stdout)
-    assert document["drifted"] == ["gpu-a02", "gpu-a03"] and document["stack"] == prod
+    assert document["drifted"] == ["gpu-a02", "gpu-a03"] and document["stack"] == "prod"
     assert _Prometheus.asked == ["/api/v1/query?query=gpuforge_node_software_info"]
-    table = CliRunner().invoke(app, ["drift", prod, "--prometheus", prometheus], env={"COLUMNS": "200"})
+    table = CliRunner().invoke(app, ["drift", "prod", "--prometheus", prometheus], env={"COLUMNS": "200"})
     text = " ".join(table.output.split())
     assert "2 of 6 node(s) drifted" in text and "(not reported)" in text and "not compared" in text, text
 
 
-def test_a_saved_answer_without_drift_is_exit_0(prod_answer: dict[str, Any], prod: str, tmp_path: Path) -> None:
+def test_a_saved_answer_without_drift_is_exit_0(prod_answer: dict[str, Any], tmp_path: Path) -> None:
     clean = dict(prod_answer, data=dict(prod_answer["data"]))
     clean["data"]["result"] = [s for s in prod_answer["data"]["result"] if s["metric"]["instance"] == "gpu-a01"]
     saved = tmp_path / "software.json"
     saved.write_text(json.dumps(clean))
-    result = CliRunner().invoke(app, ["drift", prod, "--series", str(saved)])
+    result = CliRunner().invoke(app, ["drift", "prod", "--series", str(saved)])
     assert result.exit_code == 0, result.output
     assert "1 node(s) run what the stack pins" in result.output
 
@@ -195,8 +183,8 @@ def test_a_saved_answer_without_drift_is_exit_0(prod_answer: dict[str, Any], pro
         (["--prometheus", "http://127.0.0.1:1"], 1, "no answer"),
     ],
 )
-def test_bad_input_is_a_clear_error(args: list[str], code: int, said: str, prod: str) -> None:
-    result = CliRunner().invoke(app, ["drift", prod, *args], env={"COLUMNS": "250"})
+def test_bad_input_is_a_clear_error(args: list[str], code: int, said: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["drift", "prod", *args], env={"COLUMNS": "250"})
     assert result.exit_code == code, result.output
     assert said in " ".join(result.output.split()), result.output
     assert "Traceback" not in result.output

@@ -5,22 +5,13 @@ never a key); a login group's image only what enroot needs."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
 
 from gpuforge.nodes.bake import image_slurm_vars
 from gpuforge.nodes.inventory import ENGINE_ONLY, build_inventory
-from tests.specs import minimal_aws_cluster_with_login, write_stack
 
 
-def aws_slurm_inventory(directory: Path) -> dict[str, Any]:
-    """A cloud Slurm cluster's inventory: a compute group (train) and a login group."""
-    cluster = minimal_aws_cluster_with_login(name="forge-dev")
-    return build_inventory(str(write_stack(directory, cluster)), source="plan")
-
-
-def test_a_compute_groups_image_carries_the_cluster_config_and_where_the_key_is(tmp_path: Path) -> None:
-    inventory = aws_slurm_inventory(tmp_path)
+def test_a_compute_groups_image_carries_the_cluster_config_and_where_the_key_is() -> None:
+    inventory = build_inventory("dev")
     config = inventory["all"]["vars"]["slurm_config"]
     image = image_slurm_vars(inventory, "train")
     # All of it but what only the deployed stack knows and an image never reads: the database's endpoint and
@@ -43,8 +34,8 @@ def test_a_hybrid_clusters_cloud_group_image_reads_the_cloud_key_and_its_site_gr
     assert image_slurm_vars(inventory, "train")["munge_key_ref"]["store"] == "ansible_vault"
 
 
-def test_a_login_groups_image_carries_only_what_enroot_needs(tmp_path: Path) -> None:
-    image = image_slurm_vars(aws_slurm_inventory(tmp_path), "login")
+def test_a_login_groups_image_carries_only_what_enroot_needs() -> None:
+    image = image_slurm_vars(build_inventory("dev"), "login")
     assert set(image) == {"slurm_config"} and set(image["slurm_config"]) == {"containers", "job_container"}
 
 

@@ -12,10 +12,10 @@ import yaml
 
 from gpuforge.catalog import load_catalog
 from gpuforge.nodes.inventory import node_group_vars
+from gpuforge.plan.engine import plan_stack
 from gpuforge.spec import SpecError
 from gpuforge.spec.checks import resolve
 from gpuforge.spec.models import Software
-from tests.specs import minimal_aws_cluster, planned_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "stacks" / "invalid" / "nccl-build-not-published.yaml"
@@ -54,7 +54,7 @@ def test_an_unknown_release_is_refused_and_a_catalog_override_admits_it() -> Non
     resolve({**_spec(nccl_version="2.28.3", nccl_cuda_version="12.9"), "catalog": override})
 
 
-def test_the_inventory_carries_the_pair_to_the_nccl_role(tmp_path: Path) -> None:
-    outputs = planned_cluster(tmp_path, minimal_aws_cluster()).outputs  # no NCCL stated: the catalog's default
+def test_the_inventory_carries_the_pair_to_the_nccl_role() -> None:
+    outputs = plan_stack("dev").outputs
     group = node_group_vars(outputs)
     assert (group["nccl_version"], group["nccl_cuda_version"]) == ("2.27.7", "12.9")

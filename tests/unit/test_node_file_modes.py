@@ -44,15 +44,11 @@ PUBLIC_CONTENT = {
     ("slurm_controller", "Tell the script which cluster and region it serves"): "the cluster's name and region",
     ("slurm_controller", "Install the topology service and timer"): "the role's own unit files",
     ("slurm_controller", "Make slurmctld require the shared state directory's mount"): "the state directory's path",
-    ("jupyterhub", "Write pip's constraints (the catalog's resolved set)"):
-        "package names and versions from the catalog (notebooks.yaml constraints)",
-    ("mlflow_server", "Write the pinned requirements"): "the catalog's pip requirement lines (tracking.yaml)",
 }
 # Credential-named variables a world-readable file may name, because they hold where a secret is, not the secret.
 NAMES_NOT_VALUES = {
     ("slurm_scaler", "slurm_scaler_private_key"): "credential_process names the key file; the key stays 0600",
     ("slurm_scaler", "__slurm_scaler_credentials"): "the Roles Anywhere trust anchor, profile and role ARNs",
-    ("prometheus", "prometheus_private_key"): "credential_process names the site PKI's key file, not its bytes",
     ("munge", "munge_key_ref"): "the secret store and id the boot script reads the key from (into a 0400 file)",
     ("munge", "munge_key_aws_region"): "the region of that store",
     ("munge", "munge_key_aws_endpoint_url"): "the endpoint of that store",

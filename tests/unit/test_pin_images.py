@@ -9,7 +9,7 @@ names an AMI moto holds.
 from __future__ import annotations
 
 import os
-import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,8 +24,8 @@ from gpuforge.pin import PinError, pin_stack
 from gpuforge.plan.stacks import load_stack
 from gpuforge.plan.validation import check_stack
 from gpuforge.preflight import AwsClients
-from tests.specs import minimal_aws_cluster_with_login, write_stack
 
+ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
 PARAMETER = "/gpuforge/test/dlami"
 
@@ -43,11 +43,8 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[AwsClients]:
 
 @pytest.fixture
 def prod(tmp_path: Path) -> Path:
-    """A prod stack file whose groups (train, login) boot the default image parameter, with a user's comment."""
-    path = write_stack(tmp_path, minimal_aws_cluster_with_login(environment="prod"), name="prod")
-    text, commented = re.subn(r"(?m)^(\s+role: login)$", r"\1  # reached through SSM Session Manager", path.read_text())
-    assert commented == 1
-    path.write_text(text)
+    path = tmp_path / "Pulumi.prod.yaml"
+    shutil.copy(ROOT / "stacks" / "Pulumi.prod.yaml", path)
     return path
 
 
@@ -93,5 +90,5 @@ def test_cli_dry_run_prints_and_leaves_the_file(aws: AwsClients, prod: Path) -> 
     assert result.exit_code == 0, result.output
     assert f"train: {PARAMETER} -> ami-" in result.output and "would pin" in result.output
     assert prod.read_bytes() == original
-    missing = CliRunner().invoke(app, ["pin-images", str(prod.parent / "nope.yaml")])
+    missing = CliRunner().invoke(app, ["pin-images", str(ROOT / "stacks" / "nope.yaml")])
     assert missing.exit_code == 2

@@ -15,7 +15,6 @@ from gpuforge.cli import app
 from gpuforge.plan.stacks import load_stack
 from gpuforge.plan.validation import check_stack
 from gpuforge.spec import SpecError
-from tests.support import BOOTED_LAB
 
 ROOT = Path(__file__).resolve().parents[2]
 INVALID = sorted((ROOT / "tests" / "fixtures" / "stacks" / "invalid").glob("*.yaml"))
@@ -119,7 +118,7 @@ def test_file_problems_name_the_file_and_the_fix(tmp_path: Path) -> None:
 
 
 def test_rails_mismatch_is_named_at_the_fabric(tmp_path: Path) -> None:
-    doc = yaml.safe_load(Path(BOOTED_LAB).read_text())  # two DGX H100 (8 compute HCAs each) on 8 rails
+    doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.onprem-lab.yaml").read_text())
     doc["config"]["gpuforge:cluster"]["site"]["fabric"]["rails"] = 10
     stack = tmp_path / "Pulumi.rails.yaml"
     stack.write_text(yaml.safe_dump(doc))

@@ -4,17 +4,29 @@ rest of the job. The fix is `gpuforge pin-images STACK`; a pinned group is not n
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
+import yaml
+from support import planned
+
+from gpuforge.plan.engine import plan_stack
 from gpuforge.review.pins import pin_warnings, unpinned_images
 from gpuforge.review.report import markdown_plan
-from tests.specs import minimal_aws_cluster, planned_cluster
+from gpuforge.spec.loader import parse_yaml
 
-PROD = minimal_aws_cluster(environment="prod")  # its train group names no image: the DLAMI's SSM parameter
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_a_prod_plan_names_each_unpinned_group_and_the_command(tmp_path: Path) -> None:
-    plan = planned_cluster(tmp_path, PROD, name="prod")
+def _prod() -> dict[str, Any]:
+    document = parse_yaml((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())
+    data: dict[str, Any] = json.loads(json.dumps(document["config"]["gpuforge:cluster"]))
+    return data
+
+
+def test_the_shipped_prod_plan_names_each_unpinned_group_and_the_command() -> None:
+    plan = planned("prod")
     groups = {u.group for u in unpinned_images(plan)}
     assert "train" in groups
     (train,) = [line for line in pin_warnings(plan) if line.startswith("train: ")]
@@ -24,14 +36,15 @@ def test_a_prod_plan_names_each_unpinned_group_and_the_command(tmp_path: Path) -
 
 
 def test_a_pinned_group_is_not_named(tmp_path: Path) -> None:
-    pinned = minimal_aws_cluster(
-        environment="prod", node_groups={"train": {"image": {"ami_id": "ami-0a1b2c3d4e5f60001"}}}
-    )
-    plan = planned_cluster(tmp_path, pinned, name="prod")
+    data = _prod()
+    data["node_groups"]["train"]["image"] = {"ami_id": "ami-0a1b2c3d4e5f60001"}
+    path = tmp_path / "Pulumi.prod.yaml"
+    path.write_text(yaml.safe_dump({"config": {"gpuforge:cluster": data}}))
+    plan = plan_stack(path)
     assert "train" not in {u.group for u in unpinned_images(plan)}
     assert not [line for line in pin_warnings(plan) if line.startswith("train: ")]
 
 
-def test_only_prod_plans_warn(tmp_path: Path) -> None:
-    dev = planned_cluster(tmp_path, minimal_aws_cluster(environment="dev"))
+def test_only_prod_plans_warn() -> None:
+    dev = planned("dev")
     assert unpinned_images(dev) and pin_warnings(dev) == []

@@ -33,9 +33,6 @@ class SegmentedNetworkArgs:
     # A node group runs Prometheus (monitoring.server kind node_group): its nodes get a group of their own,
     # apart from the login nodes' management group (flows.yaml role monitoring).
     monitoring: bool = False
-    # A node group runs the MLflow tracking server (tracking.server kind node_group): a group of its own too, open on
-    # the server's port to tracking.allowed_cidrs and reaching the database (flows.yaml role tracking).
-    tracking: bool = False
 
 
 class SegmentedNetwork(pulumi.ComponentResource):
@@ -121,7 +118,7 @@ class SegmentedNetwork(pulumi.ComponentResource):
         if spec.flow_logs:
             self._flow_logs(name, spec, vpc, args, child)
         self.security_group_ids = self._security_groups(
-            name, spec, vpc, child, lustre=args.lustre, monitoring=args.monitoring, tracking=args.tracking
+            name, spec, vpc, child, lustre=args.lustre, monitoring=args.monitoring
         )
         if spec.nat == "none":
             self._interface_endpoints(name, spec, args.region, vpc, subnets["management"], child)
@@ -261,7 +258,6 @@ class SegmentedNetwork(pulumi.ComponentResource):
         *,
         lustre: bool,
         monitoring: bool = False,
-        tracking: bool = False,
     ) -> dict[str, pulumi.Output[str]]:
         purposes = {
             "ingress": "Ingress tier: load balancers and bastions; only the spec's allowed_ingress opens it",
@@ -275,9 +271,6 @@ class SegmentedNetwork(pulumi.ComponentResource):
             # ports, SSH from bastions' login group) does not reach Prometheus, Alertmanager and Grafana,
             # and only the flows of role monitoring (flows.yaml) open anything to them.
             purposes["monitoring"] = "Monitoring nodes: Prometheus, Alertmanager, Grafana"
-        if tracking:  # the same, for the MLflow server: only role tracking's flows open anything to it
-            purposes["tracking"] = "Tracking server node: MLflow"
-        own = (*(("monitoring",) if monitoring else ()), *(("tracking",) if tracking else ()))
         groups = {
             key: aws.ec2.SecurityGroup(
                 f"{name}-{key}-sg", vpc_id=vpc.id, description=text, tags={"Name": f"{name}-{key}"}, opts=child
@@ -322,13 +315,13 @@ class SegmentedNetwork(pulumi.ComponentResource):
             for port in rule.ports:
                 ingress(f"allowed{i}-{port}", "ingress", cidr=rule.cidr, ports=(port, port), why=rule.description)
         ingress("ssh-from-ingress", "management", source="ingress", ports=(22, 22), why="SSH from bastions")
-        for group in own:  # administrators reach these nodes as they did in the management group
-            ingress("ssh-from-ingress", group, source="ingress", ports=(22, 22), why="SSH from bastions")
+        if monitoring:  # administrators reach the monitoring nodes as they did in the management group
+            ingress("ssh-from-ingress", "monitoring", source="ingress", ports=(22, 22), why="SSH from bastions")
         ingress("ssh-from-management", "compute", source="management", ports=(22, 22), why="SSH from login nodes")
         ingress("compute-self", "compute", source="compute", protocol="-1", why="Node to node (control traffic)")
         # LNet's ports only where a Lustre file system listens on them (no flow needs them otherwise:
         # wiring-flows-security-groups).
-        for client in ("compute", "management", *own) if lustre else ():
+        for client in ("compute", "management", *(("monitoring",) if monitoring else ())) if lustre else ():
             for low, high in LUSTRE_PORTS:
                 ingress(
                     f"lustre-{low}-{client}",
@@ -350,6 +343,6 @@ class SegmentedNetwork(pulumi.ComponentResource):
             )
         ingress("self", "efa", source="efa", protocol="-1", why="EFA from itself")
         egress_all("efa", to_self=True)
-        for group in ("ingress", "management", "compute", "storage", *own):
+        for group in ("ingress", "management", "compute", "storage", *(("monitoring",) if monitoring else ())):
             egress_all(group)
         return {key: group.id for key, group in groups.items()}

@@ -14,11 +14,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
-import yaml
 
 from gpuforge.assets import PLAYBOOKS_DIR
 from gpuforge.catalog.aws_wiring import load_aws_wiring
@@ -43,20 +42,13 @@ from gpuforge.spec.capacity import (
 from .cluster_autoscaler import autoscaler_tags, tag_slug
 from .efa import efa_layout
 from .iam import assume_role_policy, bucket_access_policy
-from .lustre_mount import fsx_mount_entry, systemd_path_unit
+from .lustre_mount import fsx_mount_entry
 
 # The shared /home (EFS) in a Slurm node's fstab, mounted by the EFS mount helper (catalog efs.mount_helper, in
 # the image): AWS's NFS options (catalog), then the site_mounts role's own for the efs kind (TLS, after the
 # network, on first access), so user data and slurm.yml write the same entry.
 EFS_MOUNT_OPTIONS = (
     f"{load_aws_wiring().efs.nfs_options},{load_aws_wiring().efs.mount_helper.tls_option},_netdev,x-systemd.automount"
-)
-# An NFS /home (FSx for OpenZFS) with the options slurm.yml's site_mounts writes for the nfs kind: the protocol
-# version (catalog openzfs), then the role's own options for nfs, read from its defaults so both stay one entry.
-NFS_HOME_OPTIONS = (
-    f"vers={load_aws_wiring().openzfs.nfs_version},"
-    + yaml.safe_load((PLAYBOOKS_DIR / "roles" / "site_mounts" / "defaults" / "main.yml").read_text())[
-        "site_mounts_options"]["nfs"]
 )
 # The first mount of that /home keeps what the image holds there (its default user's home and keys): the
 # site_mounts role's script, written by user data where slurm.yml's site_mounts installs it.
@@ -92,37 +84,6 @@ class LustreMount:
 
 
 @dataclass(frozen=True)
-class HomeMount:
-    """A Slurm group's shared /home (gpuforge/infra/aws/slurm.py): EFS by its file system id, which the EFS mount
-    helper takes, or FSx for OpenZFS by its DNS name, over NFS."""
-
-    server: pulumi.Input[str]
-    kind: Literal["efs", "nfs"] = "efs"
-
-    def fstab(self, server: str) -> dict[str, str]:
-        """{src, fstype, options} of the fstab entry, once the server is known."""
-        if self.kind == "nfs":
-            return {"src": f"{server}:{load_aws_wiring().openzfs.root_export}", "fstype": "nfs",
-                    "options": NFS_HOME_OPTIONS}
-        return {"src": f"{server}:/", "fstype": load_aws_wiring().efs.mount_helper.fstype,
-                "options": EFS_MOUNT_OPTIONS}
-
-
-@dataclass(frozen=True)
-class SharedMount:
-    """A shared directory of a Slurm group (scheduler.shared_directories, e.g. /apps): an EFS file system by its id,
-    mounted like /home's EFS."""
-
-    mount_point: str
-    file_system: pulumi.Input[str]
-
-    def fstab(self, file_system: str) -> dict[str, str]:
-        return {"src": f"{file_system}:/", "mount_point": self.mount_point,
-                "fstype": load_aws_wiring().efs.mount_helper.fstype, "options": EFS_MOUNT_OPTIONS,
-                "automount_unit": systemd_path_unit(self.mount_point, "automount")}
-
-
-@dataclass(frozen=True)
 class GpuNodeGroupArgs:
     group: ResolvedNodeGroup
     cluster: str
@@ -132,8 +93,9 @@ class GpuNodeGroupArgs:
     read_bucket_arns: list[pulumi.Input[str]] = field(default_factory=list)
     write_bucket_arns: list[pulumi.Input[str]] = field(default_factory=list)
     lustre: LustreMount | None = None
-    home: HomeMount | None = None  # a Slurm group's shared /home
-    shared: tuple[SharedMount, ...] = ()  # a Slurm group's shared directories beside /home
+    # A Slurm group's shared /home: the id of the cluster's EFS (gpuforge/infra/aws/slurm.py), which the mount helper
+    # takes.
+    home: pulumi.Input[str] | None = None
     tags: dict[str, str] = field(default_factory=dict)
     eks: EksAttachment | None = None  # set for orchestrator eks: an EKS managed node group instead of an ASG
     # A Slurm group's controllers, name -> address: the names slurm.conf gives them, written to /etc/hosts.
@@ -468,25 +430,22 @@ class GpuNodeGroup(pulumi.ComponentResource):
                 "lustre": fsx_mount_entry(values[0], values[1], lustre.mount_point, lustre.efa)
                 if lustre is not None
                 else None,
-                # The shared /home with the options slurm.yml's site_mounts writes (EFS_MOUNT_OPTIONS or
-                # NFS_HOME_OPTIONS).
+                # The shared /home with the options slurm.yml's site_mounts writes (EFS_MOUNT_OPTIONS).
                 "home": {
-                    **args.home.fstab(values[2]),
+                    "file_system": values[2],
                     "mount_point": HOME_MOUNT_POINT,
+                    "fstype": load_aws_wiring().efs.mount_helper.fstype,
+                    "options": EFS_MOUNT_OPTIONS,
                     "mount_keeping": MOUNT_KEEPING.read_text().rstrip("\n"),
                 }
                 if args.home is not None
                 else None,
-                "shared": [m.fstab(v) for m, v in zip(args.shared, values[3:], strict=True)],
             }
             text = render("cloud-init/node.yaml.j2", node=node, controllers=args.slurm_controllers, **mounts)
             return base64.b64encode(wrap(text).encode()).decode()
 
         return pulumi.Output.all(
-            lustre.dns_name if lustre else "",
-            lustre.mount_name if lustre else "",
-            args.home.server if args.home else "",
-            *(m.file_system for m in args.shared),
+            lustre.dns_name if lustre else "", lustre.mount_name if lustre else "", args.home or ""
         ).apply(text)
 
     def _eks_node_group(

@@ -25,8 +25,6 @@ from gpuforge.render.training_job import CHECKPOINT_GRACE_SECONDS
 from gpuforge.spec import ResolvedNodeGroup, ResolvedSpec
 from gpuforge.spec.models import Tier
 from gpuforge.spec.monitoring import NodeGroupServer, receiver_secret_names
-from gpuforge.spec.resolved_scheduler import ResolvedScheduler
-from gpuforge.spec.shared_directories import EfsSharedDirectory
 
 from .alert_secrets import AlertSecrets, AlertSecretsArgs
 from .bastion import Bastion, BastionArgs
@@ -41,9 +39,7 @@ from .node_group import (
     EksAttachment,
     GpuNodeGroup,
     GpuNodeGroupArgs,
-    HomeMount,
     LustreMount,
-    SharedMount,
     node_group_props,
     node_taints,
 )
@@ -57,7 +53,6 @@ from .storage import (
     ObjectStoreArgs,
     autoscaling_service_linked_role,
 )
-from .tracking import TrackingServer, TrackingServerArgs, tracking_placement
 
 READ_PURPOSES = ("data",)
 WRITE_PURPOSES = ("checkpoints", "artifacts")
@@ -125,7 +120,6 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
             key.arn,
             lustre=fs_spec is not None,
             monitoring=_monitoring_group(resolved) is not None,
-            tracking=tracking_placement(spec)[0] is not None,
         ),
         opts=child,
     )
@@ -181,15 +175,8 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
             opts=child,
         )
 
-    tracking_group, tracking_bucket = tracking_placement(spec)
-
-    def bucket_arns(purposes: tuple[str, ...], group: str | None = None) -> list[pulumi.Input[str]]:
-        # The tracking server's node gets its bucket under the prefix only (TrackingServer), not bucket-wide.
-        return [
-            stores[k].arn
-            for k, store in spec.storage.object_stores.items()
-            if store.purpose in purposes and (group is None or (group, k) != (tracking_group, tracking_bucket))
-        ]
+    def bucket_arns(purposes: tuple[str, ...]) -> list[pulumi.Input[str]]:
+        return [stores[k].arn for k, store in spec.storage.object_stores.items() if store.purpose in purposes]
 
     eks: EksCluster | None = None
     kube = spec.kubernetes
@@ -250,10 +237,8 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
     groups: dict[str, GpuNodeGroup] = {}
     for group_name, group in resolved.node_groups.items():
         tier: Tier = "compute" if group.spec.role == "training" else "management"
-        # The monitoring nodes and the tracking server's sit in the management tier's subnets with a group of their
-        # own (check_tracking keeps the two apart, and off login groups).
-        own_group = {_monitoring_group(resolved): "monitoring", tracking_group: "tracking"}
-        tier_group = own_group.get(group_name) or tier
+        # The monitoring nodes sit in the management tier's subnets with a group of their own.
+        tier_group = "monitoring" if group_name == _monitoring_group(resolved) else tier
         sgs: list[pulumi.Input[str]] = [network.security_group_ids[tier_group]]
         if group.efa_interfaces:
             sgs.append(network.security_group_ids["efa"])
@@ -267,16 +252,10 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 subnet_ids=[network.subnet_ids[tier][az] for az in group.azs],
                 security_group_ids=sgs,
                 kms_key_arn=key.arn,
-                read_bucket_arns=bucket_arns(READ_PURPOSES, group_name),
-                write_bucket_arns=bucket_arns(WRITE_PURPOSES, group_name),
+                read_bucket_arns=bucket_arns(READ_PURPOSES),
+                write_bucket_arns=bucket_arns(WRITE_PURPOSES),
                 lustre=LustreMount(lustre.dns_name, lustre.mount_name, efa=fs.efa) if lustre and fs else None,
-                home=_home_mount(slurm, sched) if slurm is not None and sched is not None and group_name in slurm_groups
-                else None,
-                shared=(
-                    _shared_mounts(slurm, sched)
-                    if slurm is not None and sched is not None and group_name in slurm_groups
-                    else ()
-                ),
+                home=slurm.home_file_system_id if slurm is not None and group_name in slurm_groups else None,
                 slurm_controllers=(
                     {c.name: c.address for c in sched.controllers}
                     if sched is not None and slurm is not None and group_name in slurm_groups
@@ -445,30 +424,8 @@ def build_aws_network_and_cluster(name: str, resolved: ResolvedSpec, parent: pul
                 pulumi.ResourceOptions(parent=parent, providers={"kubernetes": kube_provider}),
                 after=platform.monitoring_release if platform else None,
             )
-    tracking_outputs: dict[str, Any] = {}
-    if spec.tracking is not None and tracking_group is not None and tracking_bucket is not None:
-        tracking = TrackingServer(
-            f"{name}-tracking",
-            TrackingServerArgs(
-                cluster=spec.name,
-                server_role=groups[tracking_group].role_name,
-                node_group=tracking_group,
-                bucket_arn=stores[tracking_bucket].arn,
-                bucket_name=stores[tracking_bucket].bucket,
-                prefix=spec.tracking.artifacts.prefix,
-                kms_key_arn=key.arn,
-                protected=spec.protected,
-            ),
-            opts=child,
-        )
-        # The mlflow_server role's mlflow_server_artifacts_destination (gpuforge render tracking leaves it empty).
-        tracking_outputs["tracking"] = {
-            "artifactsDestination": tracking.artifacts_destination,
-            "secretArns": tracking.secret_arns,
-        }
     outputs = {
         **kubernetes_outputs,
-        **tracking_outputs,
         **pipeline_outputs,
         **slurm_outputs,
         **monitoring_outputs,
@@ -668,17 +625,3 @@ def _keep_identity(opts: pulumi.ResourceOptions, previous_name: str | None) -> p
     if previous_name is None:
         return opts
     return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=[pulumi.Alias(name=previous_name)]))
-
-
-def _home_mount(slurm: SlurmControlPlane, sched: ResolvedScheduler) -> HomeMount:
-    """What a Slurm node's user data mounts at /home: the EFS by its id, FSx for OpenZFS over NFS by its name."""
-    if sched.home == "fsx_openzfs":
-        return HomeMount(slurm.home_dns_name, "nfs")
-    return HomeMount(slurm.home_file_system_id)
-
-
-def _shared_mounts(slurm: SlurmControlPlane, sched: ResolvedScheduler) -> tuple[SharedMount, ...]:
-    """What a Slurm node's user data mounts beside /home: each shared directory's EFS, by its id."""
-    directories = sched.spec.shared_directories
-    return tuple(SharedMount(d.mount_point, slurm.shared_file_systems[key][0])
-                 for key, d in directories.items() if isinstance(d, EfsSharedDirectory))

@@ -8,9 +8,8 @@
 - Security group rules: one per flow of gpuforge/catalog/data/flows.yaml between the roles the stack has.
 - /home: Amazon EFS (encrypted, AWS Backup policy on), mount targets in every AZ's storage subnet,
   NFS from the compute and management tiers, TLS in transit required by the file system's policy (nodes
-  mount it with the EFS mount helper, `-o tls`); or, with scheduler.home kind fsx_openzfs, FSx for OpenZFS
-  (encrypted at rest, backups, one AZ's storage subnet, the same security group, NFS v4.1 without TLS). With
-  a backup controller, a second EFS holds the controllers' shared StateSaveLocation (same settings, protected in prod).
+  mount it with the EFS mount helper, `-o tls`). With a backup controller, a second EFS holds the
+  controllers' shared StateSaveLocation (same settings, protected in prod).
 - Secrets: the munge key and the database password are generated here (pulumi_random, secret
   outputs) and stored in AWS Secrets Manager; node roles may read them. They never reach user data,
   outputs or the plan: only the secrets' names do. With scheduler.rest_api, the JWT signing key too, which
@@ -35,7 +34,6 @@ from gpuforge.catalog.tokens import SLURM_CONTROL_PLANE, SLURM_ROLE_TAG
 from gpuforge.render.slurm_rest_api import jwt_secret_name
 from gpuforge.render.templates import render
 from gpuforge.spec import ResolvedSpec
-from gpuforge.spec.home import FsxOpenZfsHome
 from gpuforge.spec.models import UBUNTU_2404_SSM, Tier
 from gpuforge.spec.monitoring import NodeGroupServer
 from gpuforge.spec.resolved_scheduler import ResolvedScheduler
@@ -45,7 +43,6 @@ from .iam import assume_role_policy, lifecycle_policy, secret_read_policy
 from .instance import hardened_instance
 from .node_group import NODE_GROUP_TAG
 from .storage import stateful
-from .tracking import tracking_placement
 
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
 MARIADB_VERSION = "10.11"
@@ -113,28 +110,13 @@ def flow_roles(resolved: ResolvedSpec) -> set[str]:
     monitoring = resolved.spec.monitoring
     if monitoring is not None and isinstance(monitoring.server, NodeGroupServer):
         roles.add("monitoring")
-    if tracking_placement(resolved.spec)[0] is not None:
-        roles.add("tracking")
     return roles - {""}
 
 
-def flow_features(sched: ResolvedScheduler) -> list[str]:
-    """The spec features of this cluster that flows of flows.yaml exist for (their `when`)."""
-    return ["notebooks"] if sched.spec.notebooks.enabled else []
-
-
-def client_ranges(resolved: ResolvedSpec) -> dict[str, list[str]]:
+def client_ranges(sched: ResolvedScheduler) -> dict[str, list[str]]:
     """The address ranges each external flow of flows.yaml admits, by the flow's name; only flows turned on."""
-    sched = resolved.scheduler
-    assert sched is not None
-    api, notebooks = sched.spec.rest_api, sched.spec.notebooks
-    ranges = {"rest_api": list(api.allowed_cidrs)} if api.enabled else {}
-    if notebooks.enabled and notebooks.access == "network":
-        ranges["notebooks"] = list(notebooks.allowed_cidrs)
-    if tracking_placement(resolved.spec)[0] is not None:
-        assert resolved.spec.tracking is not None
-        ranges["tracking"] = list(resolved.spec.tracking.allowed_cidrs)
-    return ranges
+    api = sched.spec.rest_api
+    return {"rest_api": list(api.allowed_cidrs)} if api.enabled else {}
 
 
 class SlurmControlPlane(pulumi.ComponentResource):
@@ -150,15 +132,14 @@ class SlurmControlPlane(pulumi.ComponentResource):
         props = {"controllers": len(sched.controllers), "roles": sorted(flow_roles(args.resolved)),
                  "ports": {"slurmctld": ports.slurmctld, "slurmd": ports.slurmd, "slurmdbd": ports.slurmdbd,
                            "srun": f"{ports.srun[0]}-{ports.srun[1]}"},
-                 "clientRanges": client_ranges(args.resolved), "features": flow_features(sched)}
+                 "clientRanges": client_ranges(sched)}
         super().__init__(SLURM_CONTROL_PLANE, name, props, opts)
         child = pulumi.ResourceOptions(parent=self)
         keep = stateful(child, spec.protected)
         self._name = name  # allow_munge_read names its policies after the component
         sg = self._security_groups(name, args, child)
-        self._rules(name, sg, args.resolved.catalog.slurm.ports, flow_roles(args.resolved),
-                    set(flow_features(sched)), child)
-        self._client_rules(name, sg, client_ranges(args.resolved), child)
+        self._rules(name, sg, args.resolved.catalog.slurm.ports, flow_roles(args.resolved), child)
+        self._client_rules(name, sg, client_ranges(sched), child)
         secrets = self._secrets(name, spec.name, args, keep)
         self.secret_arns = {k: s.arn for k, s in secrets.items()}
         controller_role = self._secret_readers(name, args, child)
@@ -195,15 +176,9 @@ class SlurmControlPlane(pulumi.ComponentResource):
         )
         self.database_endpoint = database.address
 
-        # /home on EFS, a mount target in every AZ (nodes mount it with the EFS mount helper, over TLS), or on
-        # FSx for OpenZFS (scheduler.home), mounted over NFS.
-        home_spec = sched.spec.home
-        if isinstance(home_spec, FsxOpenZfsHome):
-            zfs = self._openzfs_home(f"{name}-home", f"{spec.name}-home", home_spec, args, keep)
-            self.home_file_system_id, self.home_dns_name = zfs.id, zfs.dns_name
-        else:
-            home = self._file_system(f"{name}-home", f"{spec.name}-home", args, keep)
-            self.home_file_system_id, self.home_dns_name = home.id, home.dns_name
+        # /home on EFS, a mount target in every AZ (nodes mount it with the EFS mount helper, over TLS).
+        home = self._file_system(f"{name}-home", f"{spec.name}-home", args, keep)
+        self.home_file_system_id, self.home_dns_name = home.id, home.dns_name
         # With a backup controller: StateSaveLocation on a file system of its own, mounted by both controllers
         # (slurm.yml; slurmctld requires the mount). Not a directory of /home: users never see slurmctld's
         # state, and its root is slurm's (no EFS access point: the role sets the root's owner once mounted).
@@ -212,12 +187,6 @@ class SlurmControlPlane(pulumi.ComponentResource):
         if sched.state_shared:
             state = self._file_system(f"{name}-state", f"{spec.name}-slurmctld-state", args, keep)
             self.state_file_system_id, self.state_dns_name = state.id, state.dns_name
-
-        # Shared directories (scheduler.shared_directories, e.g. /apps): an EFS of their own each, set up as /home's.
-        self.shared_file_systems: dict[str, tuple[pulumi.Output[str], pulumi.Output[str]]] = {}
-        for key in sched.spec.shared_directories:
-            shared = self._file_system(f"{name}-shared-{key}", f"{spec.name}-{key}", args, keep)
-            self.shared_file_systems[key] = (shared.id, shared.dns_name)
 
         profile = aws.iam.InstanceProfile(f"{name}-ctl-profile", role=controller_role.name, opts=child)
         for controller in sched.controllers:
@@ -250,13 +219,11 @@ class SlurmControlPlane(pulumi.ComponentResource):
     def outputs(self) -> dict[str, Any]:
         """The stack outputs of the control plane (the inventory reads them after `pulumi up`)."""
         state = {"stateFileSystem": self.state_file_system_id, "stateDnsName": self.state_dns_name}
-        shared = {key: {"fileSystem": fs_id, "dnsName": dns} for key, (fs_id, dns) in self.shared_file_systems.items()}
         return {
             "databaseEndpoint": self.database_endpoint,
             "homeFileSystem": self.home_file_system_id,
             "homeDnsName": self.home_dns_name,
             **(state if self.state_dns_name is not None else {}),
-            **({"sharedFileSystems": shared} if shared else {}),
             "secretArns": self.secret_arns,
         }
 
@@ -291,43 +258,6 @@ class SlurmControlPlane(pulumi.ComponentResource):
                 security_groups=[args.security_group_ids["storage"]], opts=child,
             )
         return fs
-
-    @staticmethod
-    def _openzfs_home(
-        name: str, tag: str, home: FsxOpenZfsHome, args: SlurmControlPlaneArgs, keep: pulumi.ResourceOptions
-    ) -> aws.fsx.OpenZfsFileSystem:
-        """/home on FSx for OpenZFS: encrypted with the cluster key, in the first AZ's storage subnet (NFS from
-        the compute and management tiers through the storage group, flows.yaml), daily backups, protected in
-        prod (keep). The root volume is exported to the VPC only, without root squash: the controller creates
-        users' homes as root, as it does on EFS."""
-        first_az = sorted(args.subnet_ids["storage"])[0]
-        network = args.resolved.spec.network
-        assert network is not None  # AWS placement: the spec checks require it
-        export = aws.fsx.OpenZfsFileSystemRootVolumeConfigurationNfsExportsClientConfigurationArgs(
-            clients=network.cidr, options=["rw", "crossmnt", "no_root_squash"]
-        )
-        return aws.fsx.OpenZfsFileSystem(
-            name,
-            deployment_type=home.deployment_type,
-            storage_capacity=home.storage_gib,
-            storage_type="SSD",
-            throughput_capacity=home.throughput_mbps,
-            subnet_ids=[args.subnet_ids["storage"][first_az]],
-            security_group_ids=[args.security_group_ids["storage"]],
-            kms_key_id=args.kms_key_arn,
-            automatic_backup_retention_days=home.backup_retention_days,
-            copy_tags_to_backups=True,
-            copy_tags_to_volumes=True,
-            skip_final_backup=not args.resolved.spec.protected,
-            root_volume_configuration=aws.fsx.OpenZfsFileSystemRootVolumeConfigurationArgs(
-                data_compression_type="LZ4",
-                nfs_exports=aws.fsx.OpenZfsFileSystemRootVolumeConfigurationNfsExportsArgs(
-                    client_configurations=[export]
-                ),
-            ),
-            tags={"Name": tag},
-            opts=keep,
-        )
 
     def _secrets(
         self, name: str, cluster: str, args: SlurmControlPlaneArgs, keep: pulumi.ResourceOptions
@@ -386,19 +316,16 @@ class SlurmControlPlane(pulumi.ComponentResource):
 
     @staticmethod
     def _rules(
-        name: str, sg: dict[str, pulumi.Output[str]], ports: SlurmPorts, roles: set[str], features: set[str],
-        child: pulumi.ResourceOptions,
-    ) -> list[aws.vpc.SecurityGroupIngressRule]:
+        name: str, sg: dict[str, pulumi.Output[str]], ports: SlurmPorts, roles: set[str], child: pulumi.ResourceOptions
+    ) -> None:
         """The ingress rules of every flow between the cluster's roles that the control plane declares
         (gpuforge/catalog/data/flows.yaml; the network declares the rest): on the target role's group, from the
         source role's, on the flow's ports (Slurm's from the stack's catalog, as slurm.conf names them). Flows
         whose two roles share groups share one rule; a role the stack lacks (no monitoring node group) opens
-        nothing, and so does a feature the stack leaves off (notebooks). wiring-flows-security-groups checks the
-        plan against the same data."""
+        nothing. wiring-flows-security-groups checks the plan against the same data."""
         model = load_flows()
         declared: dict[str, tuple[str, tuple[int, int]]] = {}
-        made: list[aws.vpc.SecurityGroupIngressRule] = []
-        for flow in model.flows_for(features):
+        for flow in model.flows:
             if flow.declared_by != "control_plane" or not {flow.source_role, flow.target_role} <= roles:
                 continue
             assert flow.rule is not None  # FlowModel requires it for the control plane's flows
@@ -411,7 +338,7 @@ class SlurmControlPlane(pulumi.ComponentResource):
                     raise ValueError(f"flows.yaml: rule {flow.rule} on {group} names two different openings")
                 continue
             declared[rule_name] = (source, (low, high))
-            made.append(aws.vpc.SecurityGroupIngressRule(
+            aws.vpc.SecurityGroupIngressRule(
                 rule_name,
                 security_group_id=sg[group],
                 referenced_security_group_id=sg[source],
@@ -420,25 +347,22 @@ class SlurmControlPlane(pulumi.ComponentResource):
                 to_port=high,
                 description=f"{flow.source_role} to {flow.target_role}: {flow.why}"[:255],
                 opts=child,
-            ))
-        return made
+            )
 
     @staticmethod
     def _client_rules(
         name: str, sg: dict[str, pulumi.Output[str]], ranges: dict[str, list[str]], child: pulumi.ResourceOptions
-    ) -> list[aws.vpc.SecurityGroupIngressRule]:
+    ) -> None:
         """One ingress rule per allowed range of each external flow turned on (slurmrestd from the pipelines'
-        networks, the tracking server from tracking.allowed_cidrs), on the target role's group, on the flow's port
-        only."""
+        networks), on the target role's group, on the flow's port only."""
         model = load_flows()
-        made: list[aws.vpc.SecurityGroupIngressRule] = []
         for flow_name, cidrs in sorted(ranges.items()):
             flow = model.external(flow_name)
             group = model.roles[flow.target_role].security_group
             low, high = model.ports[flow.ports].ports
             for cidr in cidrs:
                 # Named by the range, so taking one out of the list removes its rule and no other.
-                made.append(aws.vpc.SecurityGroupIngressRule(
+                aws.vpc.SecurityGroupIngressRule(
                     f"{name}-{group}-in-{flow.rule}-{cidr.replace('.', '-').replace('/', '-')}",
                     security_group_id=sg[group],
                     cidr_ipv4=cidr,
@@ -447,8 +371,7 @@ class SlurmControlPlane(pulumi.ComponentResource):
                     to_port=high,
                     description=f"{cidr} to {flow.target_role}: {flow.why}"[:255],
                     opts=child,
-                ))
-        return made
+                )
 
     def _secret_readers(self, name: str, args: SlurmControlPlaneArgs, child: pulumi.ResourceOptions) -> aws.iam.Role:
         """The controller's role reads both secrets (node roles: allow_munge_read)."""

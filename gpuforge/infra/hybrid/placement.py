@@ -247,8 +247,4 @@ def _slurm_burst(
             "trustAnchorArn": component.trust_anchor_arn,
         },
         "siteFirewall": component.site_firewall,
-        # The site Prometheus's ec2_sd credentials (gpuforge/render/monitoring.py discovery_role_vars reads them).
-        **({"discovery": {"roleArn": component.discovery.role_arn, "profileArn": component.discovery.profile_arn,
-                          "trustAnchorArn": component.trust_anchor_arn}}
-           if component.discovery is not None else {}),
     }

@@ -20,10 +20,7 @@ the link (configless `slurmd -Z`, named from the instance). The cloud side decla
   CN is a controller host, and may do exactly what an AWS controller's scaler may (lifecycle_policy: scale
   and replace this cluster's groups) plus read EC2 instance topology for topology.conf. Sessions last
   `session_minutes`; no access key exists (an IAM user's would be long-lived, copied to the site, rotated
-  by hand);
-- the site Prometheus's discovery credentials (with monitoring.server kind site_host): its own Roles Anywhere
-  role and profile on the same trust anchor, trusted for the Prometheus hosts' certificates only and allowed
-  only what ec2_sd reads (roles_anywhere.py).
+  by hand).
 """
 
 from __future__ import annotations
@@ -41,11 +38,32 @@ from gpuforge.catalog.models import SlurmPorts
 from gpuforge.infra.aws.iam import lifecycle_policy, secret_read_policy
 from gpuforge.spec.slurm_burst import SlurmBurstSpec
 
-from .roles_anywhere import PrometheusDiscovery, PrometheusDiscoveryArgs, roles_anywhere_trust_policy
-
+ROLES_ANYWHERE = "rolesanywhere.amazonaws.com"
 # What gpuforge-slurm-topology reads (neither call supports resource-level permissions).
 TOPOLOGY_READ = ["ec2:DescribeInstances", "ec2:DescribeInstanceTopology"]
 NFS_PORT = 2049
+
+
+def scaler_trust_policy(trust_anchor_arn: str, controller_hosts: list[str]) -> str:
+    """IAM Roles Anywhere User Guide, "Trust model" and "Attribute mapping and trust policy": the service
+    principal with AssumeRole, TagSession and SetSourceIdentity, bound to the one trust anchor, and to
+    certificates whose subject CN names a controller host."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": ROLES_ANYWHERE},
+                    "Action": ["sts:AssumeRole", "sts:TagSession", "sts:SetSourceIdentity"],
+                    "Condition": {
+                        "ArnEquals": {"aws:SourceArn": trust_anchor_arn},
+                        "StringEquals": {"aws:PrincipalTag/x509Subject/CN": sorted(controller_hosts)},
+                    },
+                }
+            ],
+        }
+    )
 
 
 def site_firewall_rules(
@@ -102,7 +120,6 @@ class SlurmBurst(pulumi.ComponentResource):
     scaler_role_arn: pulumi.Output[str]
     scaler_profile_arn: pulumi.Output[str]
     trust_anchor_arn: pulumi.Output[str]
-    discovery: PrometheusDiscovery | None
 
     def __init__(self, name: str, args: SlurmBurstArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         ports = args.ports
@@ -126,7 +143,6 @@ class SlurmBurst(pulumi.ComponentResource):
                 "home": dict(args.home),
                 "mungeSecretName": args.munge_secret_name,
                 "siteFirewall": self.site_firewall,
-                "prometheusHosts": dict(args.prometheus_hosts),
             },
             opts,
         )
@@ -202,7 +218,7 @@ class SlurmBurst(pulumi.ComponentResource):
         )
         role = aws.iam.Role(
             f"{name}-scaler-role",
-            assume_role_policy=anchor.arn.apply(lambda arn: roles_anywhere_trust_policy(arn, list(args.controllers))),
+            assume_role_policy=anchor.arn.apply(lambda arn: scaler_trust_policy(arn, list(args.controllers))),
             max_session_duration=max(3600, args.burst.session_minutes * 60),
             tags=args.tags,
             opts=child,
@@ -230,21 +246,6 @@ class SlurmBurst(pulumi.ComponentResource):
         self.scaler_role_arn = role.arn
         self.scaler_profile_arn = profile.arn
         self.trust_anchor_arn = anchor.arn
-
-        # --- the site Prometheus's ec2_sd credentials: Roles Anywhere on the same site CA, EC2 reads only ----
-        self.discovery = None
-        if args.prometheus_hosts:
-            self.discovery = PrometheusDiscovery(
-                f"{name}-prometheus-discovery",
-                PrometheusDiscoveryArgs(
-                    cluster=args.cluster,
-                    trust_anchor_arn=anchor.arn,
-                    hosts=sorted(args.prometheus_hosts),
-                    session_minutes=args.burst.session_minutes,
-                    tags=args.tags,
-                ),
-                opts=child,
-            )
         self.register_outputs(
             {
                 "mungeSecretArn": secret.arn,
@@ -252,7 +253,5 @@ class SlurmBurst(pulumi.ComponentResource):
                 "scalerProfileArn": profile.arn,
                 "trustAnchorArn": anchor.arn,
                 "siteFirewall": self.site_firewall,
-                **({"discoveryRoleArn": self.discovery.role_arn, "discoveryProfileArn": self.discovery.profile_arn}
-                   if self.discovery is not None else {}),
             }
         )

@@ -1,8 +1,6 @@
-"""Host: one bare-metal server on the site's Kubernetes cluster. No Pulumi provider manages the metal;
-the component registers what Pulumi can own, the Kubernetes node's labels, and carries the host's
-inventory (rack, U, BMC, management address, per-rail HCAs, power, labels, kubelet drop-in) as inputs
-for the wiring rules (gpuforge/policy/rules/wiring_k8s.py). Hosts off Kubernetes are no component
-(rack.py says why).
+"""Host: one bare-metal server. No Pulumi provider manages the metal, so the component carries
+the host's inventory (rack, U, BMC, management address, per-rail HCAs, power) as inputs and
+outputs, and registers what Pulumi can own: the Kubernetes node's labels.
 
 Taints are not patched onto the Node: `spec.taints` is an atomic list, so a server-side apply of
 it conflicts with the kubelet and the node lifecycle controller (which add their own taints) on
@@ -92,9 +90,7 @@ def host_props(site: str, host: ResolvedHost) -> dict[str, Any]:
         # rail index (as a string: a map key) -> HCA device
         "hcas": {str(rail): device for device, rail in sorted(spec.hcas.items(), key=lambda i: i[1])},
         "ibHcas": spec.hcas_by_rail(),
-        # Kubernetes node labels and the kubelet's drop-in exist only on a Kubernetes host; a Slurm host has
-        # neither (and at 12,500 hosts their serialization in the stack outputs cost more than the racks).
-        "nodeLabels": host_labels(site, host) if spec.orchestrator == "kubernetes" else None,
+        "nodeLabels": host_labels(site, host),
         "kubeletConfig": kubelet_config(host) if spec.orchestrator == "kubernetes" else None,
     }
 
@@ -103,6 +99,7 @@ def host_props(site: str, host: ResolvedHost) -> dict[str, Any]:
 class HostArgs:
     site: str
     host: ResolvedHost
+    kubernetes: bool  # the host joins the site's cluster: label and taint its node
 
 
 class Host(pulumi.ComponentResource):
@@ -112,11 +109,12 @@ class Host(pulumi.ComponentResource):
         props = host_props(args.site, args.host)
         super().__init__(HOST, name, props, opts)
         self.inventory = props
-        # Server-side apply patch of the existing Node object: Pulumi owns only these label keys
-        # (a map: each key is its own field). Taints come with registration, see the module doc.
-        k8s.core.v1.NodePatch(
-            f"{name}-node",
-            metadata=k8s.meta.v1.ObjectMetaPatchArgs(name=args.host.name, labels=host_labels(args.site, args.host)),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        if args.kubernetes:
+            # Server-side apply patch of the existing Node object: Pulumi owns only these label keys
+            # (a map: each key is its own field). Taints come with registration, see the module doc.
+            k8s.core.v1.NodePatch(
+                f"{name}-node",
+                metadata=k8s.meta.v1.ObjectMetaPatchArgs(name=args.host.name, labels=host_labels(args.site, args.host)),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         self.register_outputs({"inventory": self.inventory})

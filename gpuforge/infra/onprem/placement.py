@@ -54,11 +54,9 @@ def pool_outputs(site: ResolvedSite) -> dict[str, Any]:
             "ibHcas": first.spec.hcas_by_rail(),
             "sharp": bool(fabric and fabric.kind == "infiniband" and fabric.sharp and first.spec.hcas),
             "orchestrator": first.spec.orchestrator,
-            # The site's mirror of NVIDIA's CUDA repository (site.driver_source); None: NVIDIA's own. DGX OS brings
-            # NVIDIA's stack from the DGX repositories: no repository to add there (site.host_os).
-            "hostOs": site.spec.host_os.of_pool(pool),
-            "driverRepository": _driver_repository(site) if site.spec.host_os.of_pool(pool) == "generic" else None,
             # LNet's o2ib networks of the site's Lustre and the interfaces they run on (a pool is one model).
+            # The site's mirror of NVIDIA's CUDA repository (site.driver_source); None: NVIDIA's own.
+            "driverRepository": _driver_repository(site),
             "lnetInterfaces": {net: v["interfaces"] for net, v in host_lnet(site.spec, first).items()},
             "hosts": {h.name: _host_outputs(site, h) for h in sorted(hosts, key=lambda h: h.name)},
         }

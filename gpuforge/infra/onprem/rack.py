@@ -1,13 +1,7 @@
 """Rack: a rack of hosts with its power feeds and cooling. Its inputs are what the power pack's
 rack rules read ({rack, loadKw, budgetKw, feeds: [{name, side, capacityKw}], devices: [{name,
-loadKw, psusByFeed, psusRequired}]}, see gpuforge/policy/rules/power.py) and the names of the hosts
-mounted in it.
-
-A host is a child component only where Pulumi owns part of it: a Kubernetes host's Node labels
-(host.py). A Slurm or unmanaged host has nothing a provider manages; a component per host would only
-repeat its inventory (the stack outputs' nodeGroups carry it) at the SDK's cost per resource, which
-dominated the plan of a 12,500-host site (docs/benchmarks.md; docs/onprem-hybrid.md, "What Pulumi
-registers on premises")."""
+loadKw, psusByFeed, psusRequired}]}, see gpuforge/policy/rules/power.py); its children are the hosts
+mounted in it."""
 
 from __future__ import annotations
 
@@ -53,7 +47,7 @@ class RackArgs:
 
 
 class Rack(pulumi.ComponentResource):
-    members: dict[str, Host]  # the rack's Kubernetes hosts
+    members: dict[str, Host]
 
     def __init__(self, name: str, args: RackArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         props = rack_props(args.site, args.rack)
@@ -61,10 +55,11 @@ class Rack(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         site = args.site
         self.members = {
-            host.name: Host(f"{args.prefix}-{host.name}", HostArgs(site.spec.name, host), opts=child)
+            host.name: Host(
+                f"{args.prefix}-{host.name}",
+                HostArgs(site.spec.name, host, kubernetes=host.spec.orchestrator == "kubernetes"),
+                opts=child,
+            )
             for host in site.rack_hosts(args.rack)
-            if host.spec.orchestrator == "kubernetes"
         }
-        # Every fact of the rack is an input already (what the power rules read); repeating them as outputs
-        # doubled the serialization of the largest plans, and no consumer reads them.
-        self.register_outputs({})
+        self.register_outputs({"inventory": props})  # each host carries its own inventory: not repeated here

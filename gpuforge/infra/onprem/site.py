@@ -1,8 +1,7 @@
 """OnPremSite: the site model as components, and the GPU platform on the site's cluster.
 
-- a `gpuforge:onprem:Rack` per rack (feeds, cooling, load, its hosts' names) with a
-  `gpuforge:onprem:Host` per Kubernetes host (node labels and taints through the site cluster's
-  provider); every host's inventory is in the stack outputs (placement.py's nodeGroups);
+- a `gpuforge:onprem:Rack` per rack (feeds, cooling, load) with a `gpuforge:onprem:Host` per host
+  (inventory as outputs; node labels and taints through the site cluster's provider);
 - the Kubernetes provider built from the site's kubeconfig (a Pulumi config secret);
 - gpuforge/infra/k8s GpuPlatform on that provider: the same code EKS stacks run, with the NVIDIA
   Network Operator and the RDMA shared device plugin for the InfiniBand or RoCE fabric.
@@ -63,8 +62,6 @@ def site_props(site: ResolvedSite) -> dict[str, Any]:
         **({"halls": hall_props(site)} if spec.halls else {}),
         "hosts": len(site.hosts),
         "gpus": sum(h.gpus for h in site.hosts.values()),
-        # The host pools (inventory groups): the plan summary counts them as node groups.
-        "pools": sorted(site.pools()),
         "fabric": (
             {
                 "kind": fabric.kind,

@@ -10,12 +10,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 
-from gpuforge.catalog.tokens import DRA, NODE_GROUP, OBJECT_STORE, OPENZFS, SLURM_ROLE_TAG
+from gpuforge.catalog.tokens import DRA, NODE_GROUP, OBJECT_STORE, SLURM_ROLE_TAG
 from gpuforge.spec.node_group import RESERVED_CAPACITY
 
 from .base import (
     PROD_ONLY,
-    Level,
     Param,
     Resource,
     RuleContext,
@@ -34,7 +33,7 @@ STATEFUL = (
     "aws:kms/key:Key",
     LUSTRE,
     "aws:fsx/ontapFileSystem:OntapFileSystem",
-    OPENZFS,
+    "aws:fsx/openZfsFileSystem:OpenZfsFileSystem",
     "aws:efs/fileSystem:FileSystem",
     # Slurm: the accounting database and the munge key / database password
     "aws:rds/instance:Instance",
@@ -271,38 +270,6 @@ def slurm_backup_controller(r: Resource, ctx: RuleContext) -> Iterator[Violation
             r.urn,
             f"{r.name}: {controllers} Slurm controller, no backup; set scheduler.controller.backup: true (AWS) "
             "or list a second controller host with state_mount (site)",
-        )
-
-
-# A head node is a choice for a small cluster: said, never blocking, outside prod; in prod (every rule is mandatory
-# there) a waiver records who accepted the trade-off.
-HEAD_NODE_LEVELS: Mapping[str, Level] = {"prod": "mandatory", "staging": "advisory", "dev": "advisory"}
-HEAD_NODE_WHY = (
-    "A head node (users' login on a controller host, as ParallelCluster's head node or DeepOps' login01) saves a "
-    "machine but gives up isolation: users' builds, copies and runaway processes share CPU, memory and disk with "
-    "slurmctld and slurmdbd, so one user can slow scheduling for everyone, and a login host rebooted or filled "
-    "takes the controller with it."
-)
-
-
-@resource_rule(
-    "redundancy-slurm-head-node",
-    types=("gpuforge:onprem:SlurmControlPlane",),
-    why=HEAD_NODE_WHY,
-    fix="give users a login host of their own in scheduler.login.hosts as the cluster grows, or waive the rule "
-    "for a small cluster",
-    levels=HEAD_NODE_LEVELS,
-)
-def slurm_head_node(r: Resource, ctx: RuleContext) -> Iterator[Violation]:
-    controllers, logins = r.get("controllerHosts"), r.get("loginHosts")
-    if not isinstance(controllers, Mapping) or not isinstance(logins, Mapping):
-        return
-    for host in sorted(set(controllers) & set(logins)):
-        yield Violation(
-            "redundancy-slurm-head-node",
-            r.urn,
-            f"{r.name}: {host} is both a Slurm controller and a login host: users' work shares it with slurmctld "
-            "and slurmdbd; give users a login host of their own as the cluster grows, or waive the rule",
         )
 
 

@@ -7,7 +7,7 @@ they make. These rules find each role's members in the plan, by what carries the
 - controller: EC2 instances tagged gpuforge:slurm-role=controller (gpuforge/infra/aws/slurm.py);
 - login, compute: node groups (gpuforge:aws:GpuNodeGroup) of role login, and of role training run by Slurm;
 - monitoring: the node group Prometheus runs on (gpuforge:aws:AlertSecrets readerNodeGroup);
-- database: RDS instances; home: EFS mount targets or FSx for OpenZFS; lustre: FSx for Lustre file systems;
+- database: RDS instances; home: EFS mount targets; lustre: FSx for Lustre file systems;
 
 and the security groups each member carries (a launch template's interfaces, an instance's or a database's
 vpcSecurityGroupIds, a mount target's securityGroups). A flow from A to B needs, for every member of B and
@@ -27,16 +27,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from gpuforge.catalog.flows import Flow, FlowModel, load_flows
-from gpuforge.catalog.tokens import (
-    ALERT_SECRETS,
-    NODE_GROUP,
-    OPENZFS,
-    RDS_INSTANCE,
-    SLURM_CONTROL_PLANE,
-    SLURM_ROLE_TAG,
-    TRACKING_SERVER,
-    VPC,
-)
+from gpuforge.catalog.tokens import ALERT_SECRETS, NODE_GROUP, RDS_INSTANCE, SLURM_CONTROL_PLANE, SLURM_ROLE_TAG, VPC
 
 from .base import Resource, RuleContext, Stack, Violation, as_list, is_unknown, stack_rule
 from .security import INSTANCE, LAUNCH_TEMPLATE, LUSTRE, SECURITY_GROUP
@@ -88,7 +79,6 @@ def _controller(stack: Stack, instance: Resource) -> Member:
 def role_members(stack: Stack) -> dict[str, list[Member]]:
     """Every role of the flow model with the plan's resources that play it."""
     monitoring = {str(a.get("readerNodeGroup")) for a in stack.of_type(ALERT_SECRETS) if a.get("readerNodeGroup")}
-    tracking = {str(t.get("nodeGroup")) for t in stack.of_type(TRACKING_SERVER) if t.get("nodeGroup")}
     members: dict[str, list[Member]] = {role: [] for role in load_flows().roles}
     for group in stack.of_type(NODE_GROUP):
         member = _node_group_members(stack, group)
@@ -98,8 +88,6 @@ def role_members(stack: Stack) -> dict[str, list[Member]]:
             members["compute"].append(member)
         if group.get("nodeGroup") in monitoring:
             members["monitoring"].append(member)
-        if group.get("nodeGroup") in tracking:
-            members["tracking"].append(member)
     for instance in stack.of_type(INSTANCE):
         tags = instance.get("tags")
         if isinstance(tags, Mapping) and tags.get(SLURM_ROLE_TAG) == "controller":
@@ -107,9 +95,7 @@ def role_members(stack: Stack) -> dict[str, list[Member]]:
     members["database"] = [
         Member(db, _groups_of(stack, db, "vpcSecurityGroupIds")) for db in stack.of_type(RDS_INSTANCE)
     ]
-    members["home"] = [Member(mt, _groups_of(stack, mt, "securityGroups")) for mt in stack.of_type(MOUNT_TARGET)] + [
-        Member(fs, _groups_of(stack, fs, "securityGroupIds")) for fs in stack.of_type(OPENZFS)
-    ]
+    members["home"] = [Member(mt, _groups_of(stack, mt, "securityGroups")) for mt in stack.of_type(MOUNT_TARGET)]
     members["lustre"] = [Member(fs, _groups_of(stack, fs, "securityGroupIds")) for fs in stack.of_type(LUSTRE)]
     return members
 
@@ -209,9 +195,8 @@ def flows_security_groups(stack: Stack, ctx: RuleContext) -> Iterator[Violation]
     egress = openings(stack, net.groups, "egress")
     present = {role for role, m in members.items() if m}
 
-    flows = model.flows_for(features(plane))
     # Missing: every flow between roles the stack has, member by member.
-    for flow in flows:
+    for flow in model.flows:
         if not {flow.source_role, flow.target_role} <= present:
             continue
         low, high = model.port_range(flow, ports)
@@ -279,7 +264,7 @@ def flows_security_groups(stack: Stack, ctx: RuleContext) -> Iterator[Violation]
                 )
         for source in sorted(net.peer_groups(o) & modelled):
             needs = [
-                f for f in flows
+                f for f in model.flows
                 if {f.source_role, f.target_role} <= present
                 and o.group.urn in role_groups[f.target_role] and source in role_groups[f.source_role]
             ]
@@ -308,11 +293,6 @@ def flows_security_groups(stack: Stack, ctx: RuleContext) -> Iterator[Violation]
                         f"{' or '.join(strangers)} to {target}; reference a group only the {target}'s clients "
                         f"carry ({FIX_SOURCE})",
                     )
-
-
-def features(plane: Resource) -> frozenset[str]:
-    """The spec features the control plane recorded as on (flows.yaml `when`: notebooks)."""
-    return frozenset(str(f) for f in as_list(plane.get("features")))
 
 
 def client_ranges(plane: Resource) -> dict[str, list[str]]:

@@ -7,7 +7,7 @@ the nodes as the plan declares them:
 
 - EKS managed node groups (`aws:eks/nodeGroup:NodeGroup`): `labels` and `taints`, which EKS puts on
   each node at registration;
-- on-premises Kubernetes hosts (`gpuforge:onprem:Host`): `nodeLabels` and the `registerWithTaints` of their
+- on-premises hosts (`gpuforge:onprem:Host`): `nodeLabels` and the `registerWithTaints` of their
   kubelet drop-in (`kubeletConfig`).
 
 Nodes and objects are matched per cluster, by Kubernetes provider: a host belongs to the provider

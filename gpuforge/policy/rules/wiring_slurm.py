@@ -40,10 +40,6 @@ SECRET_POLICY = "aws:secretsmanager/secretPolicy:SecretPolicy"
 CLUSTER_KEY = "gpuforge:aws:ClusterKey"
 TRUST_ANCHOR = "aws:rolesanywhere/trustAnchor:TrustAnchor"
 RA_PROFILE = "aws:rolesanywhere/profile:Profile"
-PROMETHEUS_DISCOVERY = "gpuforge:hybrid:PrometheusDiscovery"
-# What the site Prometheus's discovery role may do (gpuforge/infra/hybrid/roles_anywhere.py EC2_SD_READ, from
-# Prometheus' configuration docs, <ec2_sd_config>). Policy packs do not import infra: the list is kept here too.
-EC2_SD_READ = ("ec2:DescribeAvailabilityZones", "ec2:DescribeInstances")
 ROLES_ANYWHERE = "rolesanywhere.amazonaws.com"
 CN_TAG = "aws:PrincipalTag/x509Subject/CN"
 READ_SECRET = "secretsmanager:GetSecretValue"
@@ -376,15 +372,12 @@ def _munge_secrets(stack: Stack, burst: Resource) -> list[Resource]:
     why="Cloud slurmd authenticates to the site's controller with the munge key, which lets whoever holds it run "
     "jobs as any user: it must be encrypted with the cluster key and readable by the cloud Slurm nodes' roles "
     "only; the site's scaler gets AWS credentials through IAM Roles Anywhere, so the role must trust only the "
-    "site CA's trust anchor and only the controllers' certificates, and the site Prometheus's discovery role only "
-    "the Prometheus hosts' certificates, with only what ec2_sd reads (munge(7); Secrets Manager User Guide, "
-    "'Secret encryption and decryption in AWS Secrets Manager'; IAM Roles Anywhere User Guide, 'Trust model'; "
-    "Prometheus configuration docs, '<ec2_sd_config>').",
+    "site CA's trust anchor and only the controllers' certificates (munge(7); Secrets Manager User Guide, "
+    "'Secret encryption and decryption in AWS Secrets Manager'; IAM Roles Anywhere User Guide, 'Trust model').",
     fix="encrypt the munge secret with the cluster key, grant secretsmanager:GetSecretValue on it (and "
     "kms:Decrypt on the key) to each cloud Slurm node role and no other principal, and condition the Roles "
     "Anywhere trust on aws:SourceArn of the burst's trust anchor and aws:PrincipalTag/x509Subject/CN of the "
-    "controller hosts (the Prometheus hosts for the discovery role, granted ec2:DescribeInstances and "
-    "ec2:DescribeAvailabilityZones only) (gpuforge/infra/hybrid/slurm_burst.py, roles_anywhere.py)",
+    "controller hosts (gpuforge/infra/hybrid/slurm_burst.py)",
 )
 def slurm_burst_credentials(stack: Stack, ctx: RuleContext) -> Iterator[Violation]:
     """Partitions are not visible on resources: a cloud node learns its partition from the slurm.conf the site's
@@ -402,7 +395,6 @@ def slurm_burst_credentials(stack: Stack, ctx: RuleContext) -> Iterator[Violatio
         for secret in _munge_secrets(stack, burst):
             yield from _munge_key(stack, rule, secret, keys, node_roles, grants)
         yield from _scaler_trust(stack, rule, burst)
-        yield from _discovery_grants(stack, rule, burst)
 
 
 def _munge_key(
@@ -489,39 +481,8 @@ def _munge_key(
                 )
 
 
-def _discovery_roles(stack: Stack, burst: Resource) -> set[str]:
-    """The site Prometheus's ec2_sd roles (gpuforge/infra/hybrid/roles_anywhere.py): children of the burst's
-    PrometheusDiscovery component."""
-    return {r.urn for d in stack.children(burst, PROMETHEUS_DISCOVERY) for r in stack.children(d, ROLE)}
-
-
-def _discovery_grants(stack: Stack, rule: str, burst: Resource) -> Iterator[Violation]:
-    """The discovery role may read what ec2_sd reads and nothing else: any site host certificate naming a
-    Prometheus host assumes it."""
-    roles = _discovery_roles(stack, burst)
-    for policy in stack.of_type(ROLE_POLICY):
-        if not any(mentions(policy, "role", stack.by_urn[urn]) for urn in roles):
-            continue
-        doc = policy_document(policy.get("policy"))
-        if doc is None:
-            continue
-        for st in as_list(doc.get("Statement")):
-            if not isinstance(st, Mapping) or st.get("Effect") != "Allow":
-                continue
-            extra = sorted({str(a) for a in as_list(st.get("Action"))} - set(EC2_SD_READ))
-            if extra:
-                yield Violation(
-                    rule,
-                    policy.urn,
-                    f"{policy.name}: the site Prometheus's discovery role is granted {', '.join(extra)}; expected "
-                    f"only {', '.join(EC2_SD_READ)} (Prometheus' configuration docs, <ec2_sd_config>); remove them",
-                )
-
-
 def _scaler_trust(stack: Stack, rule: str, burst: Resource) -> Iterator[Violation]:
     controllers = set(_hosts(burst, "controllers"))
-    prometheus_hosts = set(_hosts(burst, "prometheusHosts"))
-    discovery_roles = _discovery_roles(stack, burst)
     anchors = stack.children(burst, TRUST_ANCHOR)
     profiled = {
         r.urn
@@ -557,22 +518,15 @@ def _scaler_trust(stack: Stack, rule: str, burst: Resource) -> Iterator[Violatio
                 )
             names = [str(v) for v in as_list(_first_condition(st, ("StringEquals",), CN_TAG))]
             loose = _first_condition(st, ("StringLike",), CN_TAG)
-            discovery = role.urn in discovery_roles
-            allowed = prometheus_hosts if discovery else controllers
-            strangers = sorted(set(names) - allowed)
+            strangers = sorted(set(names) - controllers)
             if not names or strangers or loose is not None:
                 got = ", ".join(strangers) if strangers else (f"StringLike {loose}" if loose else "no CN condition")
-                who, what = (
-                    ("the site Prometheus hosts", "list the cloud instances")
-                    if discovery
-                    else ("the controller hosts", "scale the cloud groups")
-                )
                 yield Violation(
                     rule,
                     role.urn,
                     f"{role.name}: Roles Anywhere trust admits certificates with {CN_TAG} {got}; expected "
-                    f"StringEquals {who} ({', '.join(sorted(allowed))}) only, since every "
-                    f"certificate of the site CA would otherwise {what}; narrow the condition",
+                    f"StringEquals the controller hosts ({', '.join(sorted(controllers))}) only, since every "
+                    "certificate of the site CA would otherwise scale the cloud groups; narrow the condition",
                 )
 
 
