@@ -31,6 +31,7 @@ from .cluster import (
     generated_secrets,
     generated_ssh_key,
     node_facts,
+    probe_sections,
     run_as_user,
     stand_in_gpus,
     wait_for,
@@ -153,9 +154,5 @@ def _adoption_evidence(machine: Machine, job: str) -> str:
     on the node (named <node>_<job>.<step>). By hand on an idle host the module adopted the session every time
     (7 of 7, "Process N adopted into job 2"); two full runs of this file on a loaded host were refused ("you have
     no active jobs on this node"), so a refusal must say which of the three was missing."""
-    probes = (
-        "journalctl --no-pager -n 20 -t pam_slurm_adopt",
-        f"squeue -h -s -j {job}",
-        "ls -la /var/spool/slurmd",
-    )
-    return "".join(f"\n$ {p}\n{machine.run(p, root=True, check=False).stdout}" for p in probes)
+    probes = ("journalctl --no-pager -n 20 -t pam_slurm_adopt", f"squeue -h -s -j {job}", "ls -la /var/spool/slurmd")
+    return "\n" + "\n".join(probe_sections((machine, probe) for probe in probes))
